@@ -1,1 +1,16 @@
 #![forbid(unsafe_code)]
+//! openwop-mcp-sidecar: an MCP 2026-07-28 server mount with the Tasks extension in front of an
+//! unchanged OpenWOP v2 host. See README.md and `../shared/design.md` for the architecture.
+
+pub mod body;
+pub mod config;
+// pub mod demo; (needs the devhost API)
+pub mod discovery;
+pub mod host;
+pub mod mcp;
+pub mod ownership;
+pub mod passthrough;
+pub mod server;
+pub mod sse;
+pub mod telemetry;
+pub mod wire_id;

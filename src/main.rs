@@ -1,1 +1,166 @@
-fn main() {}
+#![forbid(unsafe_code)]
+//! `openwop-mcp-sidecar serve | demo | check-config`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use openwop_mcp_sidecar::config::{Config, Overrides};
+use openwop_mcp_sidecar::server::Server;
+use openwop_mcp_sidecar::telemetry;
+
+/// EX_CONFIG from sysexits.h: the configuration is unusable.
+const EXIT_CONFIG: u8 = 64;
+
+#[derive(Parser)]
+#[command(
+    name = "openwop-mcp-sidecar",
+    version,
+    about = "MCP 2026-07-28 + Tasks mount in front of an OpenWOP v2 host"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Serve the MCP mount and pass everything else through to the host.
+    Serve {
+        /// The YAML configuration file (see config/sidecar.example.yaml).
+        #[arg(long, env = "OPENWOP_SIDECAR_CONFIG")]
+        config: Option<PathBuf>,
+        /// Listen address; overrides `listen` in the file.
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        /// The host's base URL; overrides `upstream.url` in the file.
+        #[arg(long)]
+        upstream: Option<String>,
+    },
+    /// Start the embedded demo host and the sidecar in front of it, on loopback.
+    Demo {
+        /// Sidecar listen address (the demo host takes a free loopback port).
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+        /// Optional configuration file for the sidecar (its upstream is replaced by the demo host).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Validate a configuration file: exit 0 when valid, 64 with file:line:column otherwise.
+    CheckConfig { file: PathBuf },
+}
+
+fn load(config: Option<&PathBuf>, ov: &Overrides) -> Result<Config, ExitCode> {
+    let res = match config {
+        Some(p) => Config::load(p, ov),
+        None => Config::from_yaml_str("{}", "<defaults>", ov),
+    };
+    res.map_err(|e| {
+        eprintln!("error: {e}");
+        ExitCode::from(EXIT_CONFIG)
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Cmd::CheckConfig { file } = &cli.cmd {
+        return match Config::load(file, &Overrides::default()) {
+            Ok(_) => {
+                println!("{}: ok", file.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::from(EXIT_CONFIG)
+            }
+        };
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(async move {
+        match cli.cmd {
+            Cmd::Serve {
+                config,
+                listen,
+                upstream,
+            } => {
+                let cfg = match load(config.as_ref(), &Overrides { listen, upstream }) {
+                    Ok(c) => c,
+                    Err(code) => return code,
+                };
+                telemetry::init_logging(&cfg.logging.level, cfg.logging.json);
+                serve(cfg).await
+            }
+            Cmd::Demo { listen, config } => {
+                let cfg = match load(
+                    config.as_ref(),
+                    &Overrides {
+                        listen: Some(listen),
+                        upstream: None,
+                    },
+                ) {
+                    Ok(c) => c,
+                    Err(code) => return code,
+                };
+                telemetry::init_logging(&cfg.logging.level, cfg.logging.json);
+                match demo_placeholder(cfg).await {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => {
+                        eprintln!("error: {e:#}");
+                        ExitCode::FAILURE
+                    }
+                }
+            }
+            Cmd::CheckConfig { .. } => unreachable!("handled above"),
+        }
+    })
+}
+
+async fn serve(cfg: Config) -> ExitCode {
+    if cfg.mcp.request_state_key.is_none() {
+        tracing::warn!("no requestState key configured: using a random per-process key, so replicas cannot verify each other's requestState (set mcp.requestStateKeyEnv or OPENWOP_SIDECAR_STATE_KEY)");
+    }
+    let server = match Server::start(cfg).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    tracing::info!(addr = %server.addr, upstream = %server.state.cfg.upstream.url, mount = %server.state.cfg.mount.path, "listening");
+    println!("openwop-mcp-sidecar listening on http://{}", server.addr);
+    wait_for_signal().await;
+    tracing::info!("shutting down");
+    server.shutdown().await;
+    ExitCode::SUCCESS
+}
+
+/// SIGTERM or SIGINT.
+pub async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+async fn demo_placeholder(_cfg: Config) -> anyhow::Result<()> {
+    anyhow::bail!("demo needs the devhost")
+}

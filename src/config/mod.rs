@@ -1,0 +1,210 @@
+//! Configuration: one YAML file, parsed with `serde-saphyr` (location-rich errors, no
+//! deprecated `serde_yaml`), unknown keys refused, validated into one normalised [`Config`].
+//!
+//! Everything the sidecar assumes about the host (routes, status names) is data here, with
+//! OpenWOP v2 as the default, so that no route string is scattered through the handlers.
+
+mod raw;
+pub mod routes;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use raw::RawConfig;
+pub use routes::{Operation, Route, Routes};
+
+/// A configuration error that names where it happened.
+#[derive(Debug, thiserror::Error)]
+#[error("{source_name}:{line}:{column}: {message}")]
+pub struct ConfigError {
+    pub source_name: String,
+    pub line: u64,
+    pub column: u64,
+    pub message: String,
+}
+
+impl ConfigError {
+    fn at(source_name: &str, loc: Option<(u64, u64)>, message: impl Into<String>) -> Self {
+        let (line, column) = loc.unwrap_or((1, 1));
+        ConfigError {
+            source_name: source_name.to_string(),
+            line,
+            column,
+            message: message.into(),
+        }
+    }
+}
+
+/// How the tool catalog is built (openwop-rest.md §1.2, §8.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolSource {
+    /// Discovery `fixtures[]`, then `getWorkflow` for each.
+    Fixtures,
+    /// `GET /tools` (the host's toolCatalog).
+    ToolCatalog,
+}
+
+/// The normalised configuration every part of the sidecar reads.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub upstream: Upstream,
+    pub mount: Mount,
+    pub mcp: Mcp,
+    pub tasks: Tasks,
+    pub ownership: Ownership,
+    pub shutdown: Shutdown,
+    pub routes: Arc<Routes>,
+    pub tools: Tools,
+    pub logging: Logging,
+}
+
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    /// Base URL of the host, no trailing slash (`http://127.0.0.1:8787`).
+    pub url: String,
+    pub connect_timeout: Duration,
+    /// Default per-request timeout of host API calls (not of passthrough streams).
+    pub request_timeout: Duration,
+    /// How long `/readyz` waits for the host's discovery document.
+    pub ready_timeout: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct Mount {
+    pub path: String,
+    /// Absolute URL advertised in `mcp.serverUrls`; when unset it is built from the request's
+    /// `Host` header, but only for hosts in `allowed_hosts` (DNS-rebinding, mcp-tasks.md §1.6).
+    pub public_url: Option<String>,
+    pub allowed_hosts: Vec<String>,
+    /// Origins allowed to call the mount; a request whose `Origin` is not listed gets 403.
+    pub allowed_origins: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Mcp {
+    pub revisions: Vec<String>,
+    pub refreshed_at: String,
+    pub server_name: String,
+    pub server_version: String,
+    pub discover_ttl: Duration,
+    pub tools_list_ttl: Duration,
+    pub json_answer_cap: Duration,
+    pub sse_answer_cap: Duration,
+    pub sse_keepalive: Duration,
+    pub mrtr_max_rounds: u32,
+    pub request_state_ttl: Duration,
+    /// HMAC key for requestState; `None` = a random per-process key (replicas can't share it).
+    pub request_state_key: Option<Vec<u8>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Tasks {
+    pub enabled: bool,
+    pub poll_interval_ms: u64,
+    pub max_listen_task_ids: usize,
+    pub listen_poll_interval: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct Ownership {
+    /// How long the sidecar keeps retrying the cancel of an orphaned run.
+    pub cancel_deadline: Duration,
+    pub cancel_reason: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Shutdown {
+    pub drain_timeout: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct Tools {
+    pub source: ToolSource,
+}
+
+#[derive(Debug, Clone)]
+pub struct Logging {
+    pub level: String,
+    pub json: bool,
+}
+
+/// Command-line overrides (flags win over the file).
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub listen: Option<SocketAddr>,
+    pub upstream: Option<String>,
+}
+
+impl Config {
+    /// The built-in defaults (OpenWOP v2), as if an empty file had been given.
+    pub fn defaults() -> Config {
+        Self::from_yaml_str("{}", "<defaults>", &Overrides::default()).expect("defaults are valid")
+    }
+
+    /// Reads, parses and validates a file. Errors name the file, line and column.
+    pub fn load(path: &Path, overrides: &Overrides) -> Result<Config, ConfigError> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::at(&name, None, format!("cannot read the file: {e}")))?;
+        Self::from_yaml_str(&text, &name, overrides)
+    }
+
+    pub fn from_yaml_str(
+        text: &str,
+        source_name: &str,
+        overrides: &Overrides,
+    ) -> Result<Config, ConfigError> {
+        // An empty document means "all defaults", like `{}`.
+        let text = if text.trim().is_empty() { "{}" } else { text };
+        let raw: RawConfig = serde_saphyr::from_str(text).map_err(|e| {
+            let loc = e.location().map(|l| (l.line(), l.column()));
+            let message = clean_message(&e.to_string());
+            let loc = locate_unknown_field(text, &message, loc).or(loc);
+            ConfigError::at(source_name, loc, message)
+        })?;
+        raw.normalise(source_name, overrides)
+    }
+}
+
+/// serde-saphyr renders "error: line L column C: <message> at line L, column C" and a
+/// snippet; keep only the message, since the location is reported separately.
+fn clean_message(s: &str) -> String {
+    let first = s.lines().next().unwrap_or(s).trim();
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let first = match first.strip_prefix("line ") {
+        Some(rest) => rest.split_once(": ").map(|(_, m)| m).unwrap_or(first),
+        None => first,
+    };
+    match first.rfind(" at line ") {
+        Some(i) => first[..i].to_string(),
+        None => first.to_string(),
+    }
+}
+
+/// serde-saphyr places an unknown-field error at the start of its mapping; point at the
+/// offending key instead, searching from that mapping down.
+fn locate_unknown_field(text: &str, message: &str, from: Option<(u64, u64)>) -> Option<(u64, u64)> {
+    let field = message.strip_prefix("unknown field `")?.split('`').next()?;
+    let start = from.map(|(l, _)| l as usize).unwrap_or(1).max(1);
+    for (i, line) in text.lines().enumerate().skip(start - 1) {
+        let trimmed = line.trim_start();
+        let key = trimmed.strip_prefix("- ").unwrap_or(trimmed);
+        let key = key.trim_start_matches(['"', '\'']);
+        if key.starts_with(field)
+            && key[field.len()..]
+                .trim_start_matches(['"', '\''])
+                .trim_start()
+                .starts_with(':')
+        {
+            let col = line.len() - key.len() + 1;
+            return Some(((i + 1) as u64, col as u64));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,453 @@
+//! The YAML file as written by an operator. Every struct refuses unknown keys, so a typo is
+//! an error with a line and column instead of a silently ignored setting.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+use super::routes::{parse_template, Operation, Route, Routes};
+use super::*;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawConfig {
+    pub listen: Option<Spanned<String>>,
+    #[serde(default)]
+    pub upstream: RawUpstream,
+    #[serde(default)]
+    pub mount: RawMount,
+    #[serde(default)]
+    pub mcp: RawMcp,
+    #[serde(default)]
+    pub tasks: RawTasks,
+    #[serde(default)]
+    pub ownership: RawOwnership,
+    #[serde(default)]
+    pub shutdown: RawShutdown,
+    #[serde(default)]
+    pub host: RawHost,
+    #[serde(default)]
+    pub logging: RawLogging,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawUpstream {
+    pub url: Option<Spanned<String>>,
+    pub connect_timeout_ms: Option<u64>,
+    pub request_timeout_ms: Option<u64>,
+    pub ready_timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawMount {
+    pub path: Option<Spanned<String>>,
+    pub public_url: Option<Spanned<String>>,
+    pub allowed_hosts: Option<Vec<String>>,
+    pub allowed_origins: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawMcp {
+    pub revisions: Option<Spanned<Vec<String>>>,
+    pub refreshed_at: Option<Spanned<String>>,
+    pub server_name: Option<String>,
+    pub discover_ttl_ms: Option<u64>,
+    pub tools_list_ttl_ms: Option<u64>,
+    pub json_answer_cap_ms: Option<u64>,
+    pub sse_answer_cap_ms: Option<u64>,
+    pub sse_keepalive_ms: Option<Spanned<u64>>,
+    pub mrtr_max_rounds: Option<Spanned<u32>>,
+    pub request_state_ttl_seconds: Option<u64>,
+    /// Name of an environment variable holding the requestState HMAC key.
+    pub request_state_key_env: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawTasks {
+    pub enabled: Option<bool>,
+    pub poll_interval_ms: Option<Spanned<u64>>,
+    pub max_listen_task_ids: Option<usize>,
+    pub listen_poll_interval_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawOwnership {
+    pub cancel_deadline_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawShutdown {
+    pub drain_timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawHost {
+    #[serde(default)]
+    pub routes: RawRoutes,
+    pub tool_source: Option<Spanned<String>>,
+}
+
+/// One optional override per operation; an unknown operation name is a parse error with a location.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawRoutes {
+    pub discovery: Option<RawRoute>,
+    pub get_workflow: Option<RawRoute>,
+    pub list_tools: Option<RawRoute>,
+    pub create_run: Option<RawRoute>,
+    pub get_run: Option<RawRoute>,
+    pub list_runs: Option<RawRoute>,
+    pub cancel_run: Option<RawRoute>,
+    pub resolve_interrupt: Option<RawRoute>,
+    pub poll_events: Option<RawRoute>,
+    pub stream_events: Option<RawRoute>,
+}
+
+impl RawRoutes {
+    fn take(&mut self, op: Operation) -> Option<RawRoute> {
+        match op {
+            Operation::Discovery => self.discovery.take(),
+            Operation::GetWorkflow => self.get_workflow.take(),
+            Operation::ListTools => self.list_tools.take(),
+            Operation::CreateRun => self.create_run.take(),
+            Operation::GetRun => self.get_run.take(),
+            Operation::ListRuns => self.list_runs.take(),
+            Operation::CancelRun => self.cancel_run.take(),
+            Operation::ResolveInterrupt => self.resolve_interrupt.take(),
+            Operation::PollEvents => self.poll_events.take(),
+            Operation::StreamEvents => self.stream_events.take(),
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawRoute {
+    pub method: Option<Spanned<String>>,
+    pub path: Option<Spanned<String>>,
+    pub timeout_ms: Option<u64>,
+    pub retry: Option<bool>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawLogging {
+    pub level: Option<String>,
+    pub format: Option<Spanned<String>>,
+}
+
+fn loc<T>(s: &Spanned<T>) -> Option<(u64, u64)> {
+    Some((s.referenced.line(), s.referenced.column()))
+}
+
+fn ms(v: Option<u64>, default: u64) -> Duration {
+    Duration::from_millis(v.unwrap_or(default))
+}
+
+impl RawConfig {
+    pub fn normalise(self, src: &str, ov: &Overrides) -> Result<Config, ConfigError> {
+        let err = |l: Option<(u64, u64)>, m: String| ConfigError::at(src, l, m);
+
+        let listen: SocketAddr = match (&ov.listen, &self.listen) {
+            (Some(a), _) => *a,
+            (None, Some(s)) => s.value.parse().map_err(|_| {
+                err(
+                    loc(s),
+                    format!("listen: '{}' is not an address like 0.0.0.0:8080", s.value),
+                )
+            })?,
+            (None, None) => "127.0.0.1:8080".parse().expect("literal address"),
+        };
+
+        let url = match (&ov.upstream, &self.upstream.url) {
+            (Some(u), _) => check_url(u).map_err(|m| err(None, format!("--upstream: {m}")))?,
+            (None, Some(s)) => {
+                check_url(&s.value).map_err(|m| err(loc(s), format!("upstream.url: {m}")))?
+            }
+            (None, None) => "http://127.0.0.1:8787".to_string(),
+        };
+        let upstream = Upstream {
+            url,
+            connect_timeout: ms(self.upstream.connect_timeout_ms, 2_000),
+            request_timeout: ms(self.upstream.request_timeout_ms, 10_000),
+            ready_timeout: ms(self.upstream.ready_timeout_ms, 2_000),
+        };
+
+        let path = match &self.mount.path {
+            Some(s) => {
+                let p = s.value.trim_end_matches('/').to_string();
+                if !p.starts_with('/') || p.len() < 2 || p.contains(['?', '#', ' ']) {
+                    return Err(err(
+                        loc(s),
+                        format!(
+                            "mount.path: '{}' must be an absolute path like /mcp",
+                            s.value
+                        ),
+                    ));
+                }
+                p
+            }
+            None => "/mcp".to_string(),
+        };
+        let public_url = match &self.mount.public_url {
+            Some(s) => Some(
+                check_url(&s.value).map_err(|m| err(loc(s), format!("mount.publicUrl: {m}")))?,
+            ),
+            None => None,
+        };
+        let mount = Mount {
+            path,
+            public_url,
+            allowed_hosts: self
+                .mount
+                .allowed_hosts
+                .unwrap_or_else(|| vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()]),
+            allowed_origins: self.mount.allowed_origins.unwrap_or_default(),
+        };
+
+        let revisions = match &self.mcp.revisions {
+            Some(s) => {
+                if s.value.is_empty() || s.value.iter().any(|r| r != "2026-07-28") {
+                    return Err(err(
+                        loc(s),
+                        "mcp.revisions: this build serves exactly [\"2026-07-28\"]".into(),
+                    ));
+                }
+                s.value.clone()
+            }
+            None => vec!["2026-07-28".to_string()],
+        };
+        let refreshed_at = match &self.mcp.refreshed_at {
+            Some(s) => {
+                let ok = time::Date::parse(
+                    &s.value,
+                    &time::macros::format_description!("[year]-[month]-[day]"),
+                )
+                .is_ok();
+                if !ok {
+                    return Err(err(
+                        loc(s),
+                        format!(
+                            "mcp.refreshedAt: '{}' is not a date like 2026-09-18",
+                            s.value
+                        ),
+                    ));
+                }
+                s.value.clone()
+            }
+            None => "2026-09-18".to_string(),
+        };
+        let sse_keepalive = match &self.mcp.sse_keepalive_ms {
+            Some(s) if s.value == 0 => {
+                return Err(err(loc(s), "mcp.sseKeepaliveMs must be at least 1".into()))
+            }
+            Some(s) => Duration::from_millis(s.value),
+            None => Duration::from_millis(5_000),
+        };
+        let mrtr_max_rounds = match &self.mcp.mrtr_max_rounds {
+            Some(s) if !(1..=16).contains(&s.value) => {
+                return Err(err(
+                    loc(s),
+                    "mcp.mrtrMaxRounds must be 1..16 (openwop-rest.md §1.1 facet)".into(),
+                ))
+            }
+            Some(s) => s.value,
+            None => 4,
+        };
+        let request_state_key = match &self.mcp.request_state_key_env {
+            Some(var) => match std::env::var(var) {
+                Ok(v) if v.len() >= 16 => Some(v.into_bytes()),
+                Ok(_) => {
+                    return Err(err(
+                        None,
+                        format!("mcp.requestStateKeyEnv: ${var} must hold at least 16 bytes"),
+                    ))
+                }
+                Err(_) => {
+                    return Err(err(
+                        None,
+                        format!("mcp.requestStateKeyEnv: ${var} is not set"),
+                    ))
+                }
+            },
+            None => std::env::var("OPENWOP_SIDECAR_STATE_KEY")
+                .ok()
+                .filter(|v| v.len() >= 16)
+                .map(String::into_bytes),
+        };
+        let mcp = Mcp {
+            revisions,
+            refreshed_at,
+            server_name: self
+                .mcp
+                .server_name
+                .unwrap_or_else(|| "openwop-mcp-sidecar".into()),
+            server_version: env!("CARGO_PKG_VERSION").to_string(),
+            discover_ttl: ms(self.mcp.discover_ttl_ms, 60_000),
+            tools_list_ttl: ms(self.mcp.tools_list_ttl_ms, 30_000),
+            json_answer_cap: ms(self.mcp.json_answer_cap_ms, 5_000),
+            sse_answer_cap: ms(self.mcp.sse_answer_cap_ms, 60_000),
+            sse_keepalive,
+            mrtr_max_rounds,
+            request_state_ttl: Duration::from_secs(
+                self.mcp.request_state_ttl_seconds.unwrap_or(600),
+            ),
+            request_state_key,
+        };
+
+        let tasks = Tasks {
+            enabled: self.tasks.enabled.unwrap_or(true),
+            poll_interval_ms: match &self.tasks.poll_interval_ms {
+                Some(s) if s.value == 0 => {
+                    return Err(err(
+                        loc(s),
+                        "tasks.pollIntervalMs must be a positive integer (ext-tasks §TTL)".into(),
+                    ))
+                }
+                Some(s) => s.value,
+                None => 500,
+            },
+            max_listen_task_ids: self.tasks.max_listen_task_ids.unwrap_or(100),
+            listen_poll_interval: ms(self.tasks.listen_poll_interval_ms, 500),
+        };
+
+        let mut by_op = BTreeMap::new();
+        let mut raw_routes = self.host.routes;
+        for op in Operation::ALL {
+            let (dm, dp, dr) = op.v2_default();
+            let raw = raw_routes.take(op).unwrap_or_default();
+            let method = match &raw.method {
+                Some(s) => http::Method::from_bytes(s.value.to_ascii_uppercase().as_bytes())
+                    .map_err(|_| {
+                        err(
+                            loc(s),
+                            format!(
+                                "host.routes.{}.method: '{}' is not an HTTP method",
+                                op.key(),
+                                s.value
+                            ),
+                        )
+                    })?,
+                None => http::Method::from_bytes(dm.as_bytes()).expect("literal method"),
+            };
+            let (template, tloc) = match &raw.path {
+                Some(s) => (s.value.clone(), loc(s)),
+                None => (dp.to_string(), None),
+            };
+            let segments = parse_template(op, &template)
+                .map_err(|m| err(tloc, format!("host.routes.{}.path: {m}", op.key())))?;
+            let mut headers = Vec::new();
+            for (k, v) in &raw.headers {
+                let name = http::HeaderName::from_bytes(k.as_bytes()).map_err(|_| {
+                    err(
+                        None,
+                        format!(
+                            "host.routes.{}.headers: '{k}' is not a header name",
+                            op.key()
+                        ),
+                    )
+                })?;
+                let value = http::HeaderValue::from_str(v).map_err(|_| {
+                    err(
+                        None,
+                        format!(
+                            "host.routes.{}.headers.{k}: not a valid header value",
+                            op.key()
+                        ),
+                    )
+                })?;
+                headers.push((name, value));
+            }
+            by_op.insert(
+                op,
+                Route {
+                    method,
+                    template,
+                    segments,
+                    timeout: ms(raw.timeout_ms, upstream.request_timeout.as_millis() as u64),
+                    retry: raw.retry.unwrap_or(dr),
+                    headers,
+                },
+            );
+        }
+
+        let tools =
+            Tools {
+                source: match &self.host.tool_source {
+                    Some(s) => match s.value.as_str() {
+                        "fixtures" => ToolSource::Fixtures,
+                        "toolCatalog" => ToolSource::ToolCatalog,
+                        other => return Err(err(
+                            loc(s),
+                            format!(
+                                "host.toolSource: '{other}' is not one of fixtures, toolCatalog"
+                            ),
+                        )),
+                    },
+                    None => ToolSource::Fixtures,
+                },
+            };
+
+        let logging = Logging {
+            level: self.logging.level.unwrap_or_else(|| "info".into()),
+            json: match &self.logging.format {
+                Some(s) => match s.value.as_str() {
+                    "json" => true,
+                    "text" => false,
+                    other => {
+                        return Err(err(
+                            loc(s),
+                            format!("logging.format: '{other}' is not one of json, text"),
+                        ))
+                    }
+                },
+                None => false,
+            },
+        };
+
+        Ok(Config {
+            listen,
+            upstream,
+            mount,
+            mcp,
+            tasks,
+            ownership: Ownership {
+                cancel_deadline: ms(self.ownership.cancel_deadline_ms, 30_000),
+                cancel_reason: "mcp-request-cancelled".into(),
+            },
+            shutdown: Shutdown {
+                drain_timeout: ms(self.shutdown.drain_timeout_ms, 30_000),
+            },
+            routes: Arc::new(Routes { by_op }),
+            tools,
+            logging,
+        })
+    }
+}
+
+fn check_url(u: &str) -> Result<String, String> {
+    let t = u.trim_end_matches('/');
+    let rest = t
+        .strip_prefix("http://")
+        .or_else(|| t.strip_prefix("https://"))
+        .ok_or_else(|| format!("'{u}' must start with http:// or https://"))?;
+    if rest.is_empty() || rest.contains(['?', '#', ' ']) {
+        return Err(format!("'{u}' is not a base URL like http://host:8787"));
+    }
+    t.parse::<http::Uri>()
+        .map_err(|_| format!("'{u}' is not a valid URL"))?;
+    Ok(t.to_string())
+}

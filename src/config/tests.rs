@@ -1,0 +1,80 @@
+use super::*;
+
+fn parse(y: &str) -> Result<Config, ConfigError> {
+    Config::from_yaml_str(y, "test.yaml", &Overrides::default())
+}
+
+#[test]
+fn empty_file_gives_openwop_v2_defaults() {
+    let c = parse("").unwrap();
+    assert_eq!(c.mount.path, "/mcp");
+    assert_eq!(c.upstream.url, "http://127.0.0.1:8787");
+    assert_eq!(
+        c.routes.get(Operation::CancelRun).template,
+        "/runs/{runId}/cancel"
+    );
+    assert_eq!(
+        c.routes.get(Operation::ResolveInterrupt).method,
+        http::Method::POST
+    );
+    assert!(c.tasks.enabled);
+    assert_eq!(c.mcp.revisions, vec!["2026-07-28"]);
+}
+
+#[test]
+fn unknown_key_is_refused_with_line_and_column() {
+    let e = parse("upstream:\n  url: http://h:1\n  urll: x\n").unwrap_err();
+    assert_eq!(e.line, 3, "{e}");
+    assert!(e.column >= 1);
+    assert!(e.to_string().starts_with("test.yaml:3:"), "{e}");
+    assert!(e.message.contains("urll"), "{e}");
+}
+
+#[test]
+fn semantic_errors_point_at_the_value() {
+    let e = parse("mount:\n  path: mcp\n").unwrap_err();
+    assert_eq!((e.line, e.column), (2, 9), "{e}");
+    let e = parse("host:\n  routes:\n    getRun:\n      path: /jobs/{id}\n").unwrap_err();
+    assert_eq!(e.line, 4, "{e}");
+    assert!(e.message.contains("{id}"), "{e}");
+}
+
+#[test]
+fn unknown_route_operation_is_refused() {
+    let e = parse("host:\n  routes:\n    getRunz: {}\n").unwrap_err();
+    assert_eq!(e.line, 3, "{e}");
+}
+
+#[test]
+fn route_templates_fill_projected_ids_verbatim() {
+    let c = parse("host:\n  routes:\n    getRun:\n      path: /api/v1/jobs/{runId}\n").unwrap();
+    let r = c.routes.get(Operation::GetRun);
+    assert_eq!(
+        r.path(&[("runId", "acme~2Fr-1")]),
+        "/api/v1/jobs/acme~2Fr-1"
+    );
+}
+
+#[test]
+fn flags_override_the_file() {
+    let ov = Overrides {
+        listen: Some("127.0.0.1:9999".parse().unwrap()),
+        upstream: Some("http://up:1/".into()),
+    };
+    let c = Config::from_yaml_str(
+        "listen: 0.0.0.0:1\nupstream:\n  url: http://x:2\n",
+        "f",
+        &ov,
+    )
+    .unwrap();
+    assert_eq!(c.listen.port(), 9999);
+    assert_eq!(c.upstream.url, "http://up:1");
+}
+
+#[test]
+fn bad_listen_and_url_are_refused() {
+    assert!(parse("listen: nowhere\n").is_err());
+    assert!(parse("upstream:\n  url: ftp://x\n").is_err());
+    assert!(parse("tasks:\n  pollIntervalMs: 0\n").is_err());
+    assert!(parse("mcp:\n  revisions: ['2025-06-18']\n").is_err());
+}

@@ -1,0 +1,46 @@
+//! `openwop-mcp-sidecar demo`: the embedded demo host and the sidecar in one process, on loopback.
+
+use crate::config::Config;
+use crate::server::Server;
+
+/// Runs until SIGINT/SIGTERM.
+pub async fn run(mut cfg: Config) -> anyhow::Result<()> {
+    let host_cfg = openwop_devhost::DevHostConfig::default();
+    let host = openwop_devhost::spawn(host_cfg.clone(), "127.0.0.1:0".parse()?).await?;
+    cfg.upstream.url = host.base_url();
+    let server = Server::start(cfg).await?;
+    let base = format!("http://{}", server.addr);
+    let key = host_cfg.key_for("acme").unwrap_or("acme-dev-key").to_string();
+    println!("openwop-mcp-sidecar demo");
+    println!("  MCP endpoint : {base}{}", server.state.cfg.mount.path);
+    println!("  REST (proxied): {base}/  (demo host itself: {})", host.base_url());
+    println!("  demo keys    :");
+    for k in &host_cfg.keys {
+        println!("    Authorization: Bearer {:<20} tenant {:<8} subject {}", k.key, k.tenant, k.subject_id);
+    }
+    println!("  try:");
+    println!(
+        "    curl -s {base}{mount} -H 'Authorization: Bearer {key}' -H 'Content-Type: application/json' \\\n      -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/list' \\\n      -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{{\"_meta\":{{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\",\"io.modelcontextprotocol/clientCapabilities\":{{}}}}}}}}'",
+        mount = server.state.cfg.mount.path
+    );
+    println!("ready");
+    wait().await;
+    server.shutdown().await;
+    host.shutdown().await;
+    Ok(())
+}
+
+async fn wait() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}

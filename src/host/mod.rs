@@ -1,0 +1,484 @@
+//! The one client of the host's REST API (openwop-rest.md §1). Every call is driven by the
+//! configured [`Routes`] and carries the caller's own credential (RFC 0208 §B: the mount acts
+//! under the caller's Subject; the sidecar never holds a service credential).
+
+mod types;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use serde_json::Value;
+
+use crate::config::{Config, Operation, Routes};
+use crate::sse::SseParser;
+pub use types::*;
+
+/// Who is calling: the credential and trace context relayed from the MCP request.
+#[derive(Clone, Default)]
+pub struct Caller {
+    pub authorization: Option<HeaderValue>,
+    pub traceparent: Option<HeaderValue>,
+    pub tracestate: Option<HeaderValue>,
+}
+
+impl std::fmt::Debug for Caller {
+    // Never print the credential (issue 7: credentials never appear in logs).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Caller")
+            .field(
+                "authorization",
+                &self.authorization.as_ref().map(|_| "<redacted>"),
+            )
+            .finish()
+    }
+}
+
+/// A failed host call, keeping what the error mapping needs (status, OpenWOP error code,
+/// challenge headers) and nothing it must not leak.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum HostError {
+    #[error("the host is unreachable: {0}")]
+    Unavailable(String),
+    #[error("the host did not answer in time")]
+    Timeout,
+    #[error("the host answered {status} {code:?}")]
+    Status {
+        status: StatusCode,
+        code: Option<String>,
+        message: Option<String>,
+        www_authenticate: Option<HeaderValue>,
+        retry_after: Option<HeaderValue>,
+    },
+    #[error("the host sent a body that is not what its API promises: {0}")]
+    BadBody(String),
+}
+
+impl HostError {
+    pub fn status(&self) -> Option<StatusCode> {
+        match self {
+            HostError::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            HostError::Status { code, .. } => code.as_deref(),
+            _ => None,
+        }
+    }
+    /// Transport faults and 5xx may be retried on safe or idempotency-keyed operations.
+    fn retriable(&self) -> bool {
+        match self {
+            HostError::Unavailable(_) | HostError::Timeout => true,
+            HostError::Status { status, .. } => status.is_server_error(),
+            HostError::BadBody(_) => false,
+        }
+    }
+}
+
+/// The typed REST client.
+#[derive(Clone)]
+pub struct HostClient {
+    http: reqwest::Client,
+    base: Arc<str>,
+    routes: Arc<Routes>,
+}
+
+impl HostClient {
+    pub fn new(cfg: &Config) -> anyhow::Result<HostClient> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(cfg.upstream.connect_timeout)
+            .no_proxy()
+            .pool_idle_timeout(Duration::from_secs(60))
+            .pool_max_idle_per_host(256)
+            .tcp_nodelay(true)
+            .build()?;
+        Ok(HostClient {
+            http,
+            base: cfg.upstream.url.clone().into(),
+            routes: cfg.routes.clone(),
+        })
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    fn request(
+        &self,
+        op: Operation,
+        params: &[(&str, &str)],
+        query: &[(&str, String)],
+        caller: Option<&Caller>,
+    ) -> reqwest::RequestBuilder {
+        let route = self.routes.get(op);
+        let mut url = format!("{}{}", self.base, route.path(params));
+        if !query.is_empty() {
+            url.push('?');
+            let q: Vec<String> = query
+                .iter()
+                .map(|(k, v)| format!("{k}={}", encode_query(v)))
+                .collect();
+            url.push_str(&q.join("&"));
+        }
+        let mut rb = self
+            .http
+            .request(route.method.clone(), url)
+            .timeout(route.timeout)
+            .header("OpenWOP-Version", "2.0");
+        if op != Operation::StreamEvents {
+            rb = rb.header(http::header::ACCEPT, "application/json");
+        }
+        for (k, v) in &route.headers {
+            rb = rb.header(k, v);
+        }
+        if let Some(c) = caller {
+            if let Some(a) = &c.authorization {
+                rb = rb.header(http::header::AUTHORIZATION, a.clone());
+            }
+            if let Some(t) = &c.traceparent {
+                rb = rb.header("traceparent", t.clone());
+            }
+            if let Some(t) = &c.tracestate {
+                rb = rb.header("tracestate", t.clone());
+            }
+        }
+        rb
+    }
+
+    /// Sends with bounded retries when the route allows them.
+    async fn send_json(
+        &self,
+        op: Operation,
+        build: impl Fn() -> reqwest::RequestBuilder,
+    ) -> Result<(StatusCode, HeaderMap, Value), HostError> {
+        let retry = self.routes.get(op).retry;
+        let mut attempt = 0u32;
+        loop {
+            let res = Self::once(build()).await;
+            match res {
+                Err(e) if retry && attempt < 2 && e.retriable() => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt))).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn once(
+        rb: reqwest::RequestBuilder,
+    ) -> Result<(StatusCode, HeaderMap, Value), HostError> {
+        let resp = rb.send().await.map_err(map_reqwest)?;
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let bytes = resp.bytes().await.map_err(map_reqwest)?;
+        if status.is_success() {
+            let v = if bytes.is_empty() {
+                Value::Null
+            } else {
+                serde_json::from_slice(&bytes).map_err(|e| HostError::BadBody(e.to_string()))?
+            };
+            Ok((status, headers, v))
+        } else {
+            let body: Option<Value> = serde_json::from_slice(&bytes).ok();
+            let field = |k: &str| {
+                body.as_ref()
+                    .and_then(|b| b.get(k))
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            };
+            Err(HostError::Status {
+                status,
+                code: field("error"),
+                message: field("message"),
+                www_authenticate: headers.get(http::header::WWW_AUTHENTICATE).cloned(),
+                retry_after: headers.get(http::header::RETRY_AFTER).cloned(),
+            })
+        }
+    }
+
+    /// `GET /.well-known/openwop` (unauthenticated, §1.1).
+    pub async fn discovery(&self) -> Result<Value, HostError> {
+        let (_, _, v) = self
+            .send_json(Operation::Discovery, || {
+                self.request(Operation::Discovery, &[], &[], None)
+            })
+            .await?;
+        Ok(v)
+    }
+
+    pub async fn get_workflow(&self, caller: &Caller, id: &str) -> Result<Value, HostError> {
+        let wire = crate::wire_id::project(id);
+        let (_, _, v) = self
+            .send_json(Operation::GetWorkflow, || {
+                self.request(
+                    Operation::GetWorkflow,
+                    &[("workflowId", &wire)],
+                    &[],
+                    Some(caller),
+                )
+            })
+            .await?;
+        Ok(v)
+    }
+
+    pub async fn list_tools(&self, caller: &Caller) -> Result<Value, HostError> {
+        let (_, _, v) = self
+            .send_json(Operation::ListTools, || {
+                self.request(Operation::ListTools, &[], &[], Some(caller))
+            })
+            .await?;
+        Ok(v)
+    }
+
+    /// `POST /runs` with an Idempotency-Key, so a retried request never makes two runs (§1.9).
+    pub async fn create_run(
+        &self,
+        caller: &Caller,
+        body: &Value,
+        idempotency_key: &str,
+    ) -> Result<CreatedRun, HostError> {
+        let (_, _, v) = self
+            .send_json(Operation::CreateRun, || {
+                self.request(Operation::CreateRun, &[], &[], Some(caller))
+                    .header("Idempotency-Key", idempotency_key)
+                    .json(body)
+            })
+            .await?;
+        CreatedRun::from_json(&v)
+            .ok_or_else(|| HostError::BadBody("createRun answer has no runId".into()))
+    }
+
+    pub async fn get_run(&self, caller: &Caller, run_id: &str) -> Result<RunSnapshot, HostError> {
+        let wire = crate::wire_id::project(run_id);
+        let (_, _, v) = self
+            .send_json(Operation::GetRun, || {
+                self.request(Operation::GetRun, &[("runId", &wire)], &[], Some(caller))
+            })
+            .await?;
+        RunSnapshot::from_json(v)
+            .ok_or_else(|| HostError::BadBody("getRun answer is not a RunSnapshot".into()))
+    }
+
+    pub async fn cancel_run(
+        &self,
+        caller: &Caller,
+        run_id: &str,
+        reason: Option<&str>,
+    ) -> Result<Value, HostError> {
+        let wire = crate::wire_id::project(run_id);
+        let body = match reason {
+            Some(r) => serde_json::json!({ "reason": r }),
+            None => serde_json::json!({}),
+        };
+        let (_, _, v) = self
+            .send_json(Operation::CancelRun, || {
+                self.request(Operation::CancelRun, &[("runId", &wire)], &[], Some(caller))
+                    .json(&body)
+            })
+            .await?;
+        Ok(v)
+    }
+
+    /// One cancel attempt, no internal retries: the ownership dispatcher owns the retry policy.
+    pub async fn cancel_run_once(
+        &self,
+        caller: &Caller,
+        run_id: &str,
+        reason: &str,
+    ) -> Result<Value, HostError> {
+        let wire = crate::wire_id::project(run_id);
+        let rb = self
+            .request(Operation::CancelRun, &[("runId", &wire)], &[], Some(caller))
+            .json(&serde_json::json!({ "reason": reason }));
+        Self::once(rb).await.map(|(_, _, v)| v)
+    }
+
+    pub async fn resolve_interrupt(
+        &self,
+        caller: &Caller,
+        run_id: &str,
+        node_id: &str,
+        resume_value: &Value,
+        idempotency_key: &str,
+    ) -> Result<Value, HostError> {
+        let wire = crate::wire_id::project(run_id);
+        let node = crate::wire_id::project(node_id);
+        let body = serde_json::json!({ "resumeValue": resume_value });
+        let (_, _, v) = self
+            .send_json(Operation::ResolveInterrupt, || {
+                self.request(
+                    Operation::ResolveInterrupt,
+                    &[("runId", &wire), ("nodeId", &node)],
+                    &[],
+                    Some(caller),
+                )
+                .header("Idempotency-Key", idempotency_key)
+                .json(&body)
+            })
+            .await?;
+        Ok(v)
+    }
+
+    /// `GET /runs/{id}/events/poll`: events after `after` (all when `None`), long-polling up to
+    /// `timeout_s` seconds when nothing newer exists (§1.8).
+    pub async fn poll_events(
+        &self,
+        caller: &Caller,
+        run_id: &str,
+        after: Option<i64>,
+        timeout_s: u32,
+    ) -> Result<EventPage, HostError> {
+        let wire = crate::wire_id::project(run_id);
+        let mut query = vec![("timeout", timeout_s.clamp(1, 60).to_string())];
+        if let Some(a) = after {
+            query.push(("afterSequence", a.to_string()));
+        }
+        let route_timeout = self.routes.get(Operation::PollEvents).timeout;
+        let total = route_timeout.max(Duration::from_secs(u64::from(timeout_s) + 5));
+        let (_, _, v) = self
+            .send_json(Operation::PollEvents, || {
+                self.request(
+                    Operation::PollEvents,
+                    &[("runId", &wire)],
+                    &query,
+                    Some(caller),
+                )
+                .timeout(total)
+            })
+            .await?;
+        EventPage::from_json(&v)
+            .ok_or_else(|| HostError::BadBody("events poll answer is malformed".into()))
+    }
+
+    /// Opens the run's SSE event stream, resuming after `last_event_id`.
+    pub async fn stream_events(
+        &self,
+        caller: &Caller,
+        run_id: &str,
+        last_event_id: Option<i64>,
+    ) -> Result<EventStream, HostError> {
+        let wire = crate::wire_id::project(run_id);
+        let mut rb = self
+            .request(
+                Operation::StreamEvents,
+                &[("runId", &wire)],
+                &[],
+                Some(caller),
+            )
+            .header(http::header::ACCEPT, "text/event-stream")
+            // An event stream lives as long as the run; only the connect is bounded.
+            .timeout(Duration::from_secs(24 * 3600));
+        if let Some(id) = last_event_id {
+            rb = rb.header("Last-Event-ID", id.to_string());
+        }
+        let resp = rb.send().await.map_err(map_reqwest)?;
+        let status = resp.status();
+        if !status.is_success() {
+            let headers = resp.headers().clone();
+            let body: Option<Value> = resp.json().await.ok();
+            let field = |k: &str| {
+                body.as_ref()
+                    .and_then(|b| b.get(k))
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            };
+            return Err(HostError::Status {
+                status,
+                code: field("error"),
+                message: field("message"),
+                www_authenticate: headers.get(http::header::WWW_AUTHENTICATE).cloned(),
+                retry_after: headers.get(http::header::RETRY_AFTER).cloned(),
+            });
+        }
+        Ok(EventStream {
+            resp,
+            parser: SseParser::new(1 << 20),
+            pending: Default::default(),
+        })
+    }
+
+    /// Used by `/readyz`: discovery answered within `timeout`.
+    pub async fn ready(&self, timeout: Duration) -> bool {
+        matches!(
+            tokio::time::timeout(timeout, self.discovery()).await,
+            Ok(Ok(_))
+        )
+    }
+}
+
+/// A run's live SSE event stream from the host.
+pub struct EventStream {
+    resp: reqwest::Response,
+    parser: SseParser,
+    pending: std::collections::VecDeque<RunEvent>,
+}
+
+impl EventStream {
+    /// The next run event; `Ok(None)` when the host closed the stream.
+    pub async fn next(&mut self) -> Result<Option<RunEvent>, HostError> {
+        loop {
+            if let Some(ev) = self.pending.pop_front() {
+                return Ok(Some(ev));
+            }
+            match self.resp.chunk().await.map_err(map_reqwest)? {
+                None => return Ok(None),
+                Some(bytes) => {
+                    let frames = self
+                        .parser
+                        .feed(&bytes)
+                        .map_err(|e| HostError::BadBody(e.to_string()))?;
+                    for f in frames {
+                        if let Ok(v) = serde_json::from_str::<Value>(&f.data) {
+                            if let Some(ev) = RunEvent::from_json(&v) {
+                                self.pending.push_back(ev);
+                            } else if let Some(arr) = v.as_array() {
+                                // `event: batch` frames carry an array of RunEventDoc (§1.8).
+                                self.pending
+                                    .extend(arr.iter().filter_map(RunEvent::from_json));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn map_reqwest(e: reqwest::Error) -> HostError {
+    if e.is_timeout() {
+        HostError::Timeout
+    } else {
+        HostError::Unavailable(without_url(&e))
+    }
+}
+
+/// reqwest's Display includes the URL; keep only the cause so nothing of the request leaks.
+fn without_url(e: &reqwest::Error) -> String {
+    let mut src: Option<&dyn std::error::Error> = std::error::Error::source(e);
+    let mut last = String::from("connection failed");
+    while let Some(s) = src {
+        last = s.to_string();
+        src = s.source();
+    }
+    last
+}
+
+fn encode_query(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for &b in v.as_bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Method helper for the passthrough and tests.
+pub fn is_safe(m: &Method) -> bool {
+    matches!(*m, Method::GET | Method::HEAD | Method::OPTIONS)
+}

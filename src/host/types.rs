@@ -1,0 +1,356 @@
+//! The host's documents as the sidecar reads them (openwop-rest.md §1.3, §1.4, §1.8).
+
+use serde_json::Value;
+
+/// RunSnapshot.status (§1.4), canonical. Unknown future values are kept verbatim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunStatus {
+    Pending,
+    Running,
+    Paused,
+    WaitingApproval,
+    WaitingInput,
+    WaitingExternal,
+    Cancelling,
+    Completed,
+    Failed,
+    Cancelled,
+    Unknown(String),
+}
+
+impl RunStatus {
+    pub fn parse(s: &str) -> RunStatus {
+        match s {
+            "pending" => RunStatus::Pending,
+            "running" => RunStatus::Running,
+            "paused" => RunStatus::Paused,
+            "waiting-approval" => RunStatus::WaitingApproval,
+            "waiting-input" => RunStatus::WaitingInput,
+            "waiting-external" => RunStatus::WaitingExternal,
+            "cancelling" => RunStatus::Cancelling,
+            "completed" => RunStatus::Completed,
+            "failed" => RunStatus::Failed,
+            "cancelled" => RunStatus::Cancelled,
+            other => RunStatus::Unknown(other.to_string()),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            RunStatus::Pending => "pending",
+            RunStatus::Running => "running",
+            RunStatus::Paused => "paused",
+            RunStatus::WaitingApproval => "waiting-approval",
+            RunStatus::WaitingInput => "waiting-input",
+            RunStatus::WaitingExternal => "waiting-external",
+            RunStatus::Cancelling => "cancelling",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::Unknown(s) => s,
+        }
+    }
+
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
+        )
+    }
+
+    /// Suspended on an interrupt a client can answer (§3.7: `input_required`).
+    pub fn awaits_client(&self) -> bool {
+        matches!(self, RunStatus::WaitingApproval | RunStatus::WaitingInput)
+    }
+
+    /// Where a blocking call stops waiting (§3.5 step 5): terminal or any `waiting-*`, and
+    /// unknown future values, which the SDKs treat as not active.
+    pub fn settles_blocking_wait(&self) -> bool {
+        self.is_terminal()
+            || matches!(
+                self,
+                RunStatus::WaitingApproval
+                    | RunStatus::WaitingInput
+                    | RunStatus::WaitingExternal
+                    | RunStatus::Unknown(_)
+            )
+    }
+}
+
+/// A `201` from createRun.
+#[derive(Debug, Clone)]
+pub struct CreatedRun {
+    pub run_id: String,
+    pub status: RunStatus,
+}
+
+impl CreatedRun {
+    pub fn from_json(v: &Value) -> Option<CreatedRun> {
+        let run_id = v.get("runId")?.as_str()?;
+        // Bodies carry the bound form, but tolerate a host that projected it (§2.2).
+        let run_id = crate::wire_id::unproject(run_id).ok()?;
+        let status = RunStatus::parse(v.get("status").and_then(Value::as_str).unwrap_or("pending"));
+        Some(CreatedRun { run_id, status })
+    }
+}
+
+/// The fields of RunSnapshot the mount projects.
+#[derive(Debug, Clone)]
+pub struct RunSnapshot {
+    pub run_id: String,
+    pub workflow_id: String,
+    pub status: RunStatus,
+    pub current_node_id: Option<String>,
+    pub started_at: Option<String>,
+    pub completed_at: Option<String>,
+    pub error: Option<Value>,
+    pub variables: Option<Value>,
+    pub inputs: Option<Value>,
+}
+
+impl RunSnapshot {
+    pub fn from_json(v: Value) -> Option<RunSnapshot> {
+        let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        Some(RunSnapshot {
+            run_id: crate::wire_id::unproject(v.get("runId")?.as_str()?).ok()?,
+            workflow_id: s("workflowId").unwrap_or_default(),
+            status: RunStatus::parse(v.get("status")?.as_str()?),
+            current_node_id: s("currentNodeId"),
+            started_at: s("startedAt"),
+            completed_at: s("completedAt"),
+            error: v.get("error").filter(|e| !e.is_null()).cloned(),
+            variables: v.get("variables").cloned(),
+            inputs: v.get("inputs").cloned(),
+        })
+    }
+}
+
+/// A `RunEventDoc` (§1.8).
+#[derive(Debug, Clone)]
+pub struct RunEvent {
+    pub sequence: i64,
+    pub kind: String,
+    pub payload: Value,
+    pub timestamp: Option<String>,
+    pub node_id: Option<String>,
+}
+
+impl RunEvent {
+    pub fn from_json(v: &Value) -> Option<RunEvent> {
+        Some(RunEvent {
+            sequence: v.get("sequence")?.as_i64()?,
+            kind: v.get("type")?.as_str()?.to_string(),
+            payload: v.get("payload").cloned().unwrap_or(Value::Null),
+            timestamp: v
+                .get("timestamp")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            node_id: v.get("nodeId").and_then(Value::as_str).map(str::to_string),
+        })
+    }
+
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self.kind.as_str(),
+            "run.completed" | "run.failed" | "run.cancelled"
+        )
+    }
+}
+
+/// An events poll page.
+#[derive(Debug, Clone)]
+pub struct EventPage {
+    pub events: Vec<RunEvent>,
+    pub last_sequence: i64,
+    pub status: RunStatus,
+    pub is_terminal: bool,
+}
+
+impl EventPage {
+    pub fn from_json(v: &Value) -> Option<EventPage> {
+        let events: Vec<RunEvent> = v
+            .get("events")?
+            .as_array()?
+            .iter()
+            .filter_map(RunEvent::from_json)
+            .collect();
+        let status = RunStatus::parse(v.get("status").and_then(Value::as_str).unwrap_or("running"));
+        Some(EventPage {
+            last_sequence: v
+                .get("lastSequence")
+                .and_then(Value::as_i64)
+                .unwrap_or_else(|| events.last().map(|e| e.sequence).unwrap_or(-1)),
+            is_terminal: v
+                .get("isTerminal")
+                .and_then(Value::as_bool)
+                .unwrap_or(status.is_terminal()),
+            status,
+            events,
+        })
+    }
+}
+
+/// An interrupt that is open now: the one a client can answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenInterrupt {
+    pub interrupt_id: String,
+    pub node_id: String,
+    pub kind: String,
+    /// The `InterruptPayload` from `interrupt.requested` (`{kind, key, data, resumeSchema?}`).
+    pub payload: Value,
+}
+
+/// Finds the open interrupts in a run's event log (openwop-rest.md §8.3): every
+/// `node.suspended` whose `interruptId` has no later `interrupt.resolved`, with its payload
+/// from the latest `interrupt.requested` of the same node before it. RunSnapshot does not
+/// carry the interrupt identity (§0 fact 5), so the log is the only source.
+pub fn open_interrupts(events: &[RunEvent]) -> Vec<OpenInterrupt> {
+    let mut open: Vec<OpenInterrupt> = Vec::new();
+    let mut last_request: std::collections::HashMap<String, Value> = Default::default();
+    for ev in events {
+        match ev.kind.as_str() {
+            "interrupt.requested" => {
+                if let Some(node) = ev.node_id.clone().or_else(|| {
+                    ev.payload
+                        .get("nodeId")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                }) {
+                    last_request.insert(node, ev.payload.clone());
+                }
+            }
+            "node.suspended" => {
+                let p = &ev.payload;
+                let (Some(iid), Some(node)) = (
+                    p.get("interruptId").and_then(Value::as_str),
+                    p.get("nodeId")
+                        .and_then(Value::as_str)
+                        .or(ev.node_id.as_deref()),
+                ) else {
+                    continue;
+                };
+                let payload = last_request.get(node).cloned().unwrap_or(Value::Null);
+                let kind = p
+                    .get("kind")
+                    .and_then(Value::as_str)
+                    .or_else(|| payload.get("kind").and_then(Value::as_str))
+                    .unwrap_or("custom")
+                    .to_string();
+                open.retain(|o| o.interrupt_id != iid);
+                open.push(OpenInterrupt {
+                    interrupt_id: iid.to_string(),
+                    node_id: node.to_string(),
+                    kind,
+                    payload,
+                });
+            }
+            "interrupt.resolved" | "node.resumed" => {
+                let p = &ev.payload;
+                if let Some(iid) = p.get("interruptId").and_then(Value::as_str) {
+                    open.retain(|o| o.interrupt_id != iid);
+                } else if ev.kind == "interrupt.resolved" {
+                    if let Some(node) = p.get("nodeId").and_then(Value::as_str) {
+                        open.retain(|o| o.node_id != node);
+                    }
+                }
+            }
+            "node.cancelled" | "node.completed" | "node.failed" => {
+                if let Some(node) = ev
+                    .payload
+                    .get("nodeId")
+                    .and_then(Value::as_str)
+                    .or(ev.node_id.as_deref())
+                {
+                    open.retain(|o| o.node_id != node);
+                }
+            }
+            "run.completed" | "run.failed" | "run.cancelled" => open.clear(),
+            _ => {}
+        }
+    }
+    open
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ev(seq: i64, kind: &str, node: Option<&str>, payload: Value) -> RunEvent {
+        RunEvent {
+            sequence: seq,
+            kind: kind.into(),
+            payload,
+            timestamp: None,
+            node_id: node.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn open_interrupt_is_keyed_by_interrupt_id_with_requested_payload() {
+        let log = vec![
+            ev(0, "run.started", None, json!({})),
+            ev(
+                1,
+                "interrupt.requested",
+                Some("gate"),
+                json!({"kind":"approval","data":{"actions":["accept"]}}),
+            ),
+            ev(
+                2,
+                "node.suspended",
+                Some("gate"),
+                json!({"nodeId":"gate","interruptId":"acme/i-1","kind":"approval"}),
+            ),
+        ];
+        let open = open_interrupts(&log);
+        assert_eq!(open.len(), 1);
+        assert_eq!(open[0].interrupt_id, "acme/i-1");
+        assert_eq!(open[0].node_id, "gate");
+        assert_eq!(open[0].payload["data"]["actions"][0], "accept");
+    }
+
+    #[test]
+    fn resolved_interrupt_is_no_longer_open() {
+        let log = vec![
+            ev(
+                1,
+                "interrupt.requested",
+                Some("gate"),
+                json!({"kind":"approval"}),
+            ),
+            ev(
+                2,
+                "node.suspended",
+                Some("gate"),
+                json!({"nodeId":"gate","interruptId":"acme/i-1"}),
+            ),
+            ev(
+                3,
+                "interrupt.resolved",
+                Some("gate"),
+                json!({"nodeId":"gate","interruptId":"acme/i-1"}),
+            ),
+        ];
+        assert!(open_interrupts(&log).is_empty());
+    }
+
+    #[test]
+    fn terminal_status_set_is_exactly_completed_failed_cancelled() {
+        for s in [
+            "pending",
+            "running",
+            "paused",
+            "waiting-approval",
+            "waiting-input",
+            "waiting-external",
+            "cancelling",
+            "zzz",
+        ] {
+            assert!(!RunStatus::parse(s).is_terminal(), "{s}");
+        }
+        for s in ["completed", "failed", "cancelled"] {
+            assert!(RunStatus::parse(s).is_terminal(), "{s}");
+        }
+    }
+}

@@ -1,0 +1,450 @@
+//! `tools/call`: blocking calls, tasked calls, and MRTR retries (openwop-rest.md §3.5–§3.7).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use base64::Engine;
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::elicit::{effect_of, input_request, Effect, Modes};
+use super::project::{create_task_result, pending_result, terminal_result, times};
+use super::request_state::{random_id, stable_json};
+use super::respond::{
+    envelope_result, error_response, guarded_json, sse_response, with_server_info, SseBody, SseItem,
+};
+use super::tools::{validate_arguments, ToolDef};
+use super::{McpError, McpRequest};
+use crate::body::Response;
+use crate::host::{open_interrupts, Caller, HostError, RunEvent, RunSnapshot, RunStatus};
+use crate::ownership::{GuardedBody, RunGuard};
+use crate::server::AppState;
+use crate::sse::{keepalive_frame, message_frame};
+
+pub async fn call(state: Arc<AppState>, req: McpRequest) -> Response {
+    match call_inner(state.clone(), &req).await {
+        Ok(r) => {
+            state.metrics.request("tools/call", "ok");
+            r
+        }
+        Err(e) => {
+            state.metrics.request("tools/call", e.label());
+            error_response(&req.id, &e)
+        }
+    }
+}
+
+async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, McpError> {
+    let name = req
+        .str_param("name")
+        .ok_or_else(|| McpError::InvalidParams("Invalid params: name must be a string".into()))?
+        .to_string();
+    let args: Map<String, Value> = match req.params.get("arguments") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(o)) => o.clone(),
+        Some(_) => {
+            return Err(McpError::InvalidParams(format!(
+                "Invalid arguments for tool {name}: arguments must be an object"
+            )))
+        }
+    };
+    let tools = state.mount.tools.tools_for(&state, &req.caller).await?;
+    let tool = tools
+        .by_name
+        .get(&name)
+        .ok_or_else(|| McpError::InvalidParams(format!("unknown tool {name}")))?
+        .clone();
+    validate_arguments(&tool, &args).map_err(McpError::InvalidParams)?;
+    let args = Value::Object(args);
+    let tasked = state.cfg.tasks.enabled && req.declares_tasks();
+
+    if let Some(token) = req.params.get("requestState") {
+        return retry(state, req, &tool, &args, token, tasked).await;
+    }
+    // §3.5 step 3: a workflow that can suspend needs elicitation unless the client takes a
+    // task (then input travels through tasks/update). Capabilities are never assumed.
+    if !tasked && tool.can_suspend && !req.declares_elicitation() {
+        return Err(McpError::MissingCapability(json!({ "elicitation": {} })));
+    }
+
+    let mut guard = RunGuard::new(state.dispatcher.clone());
+    let body = json!({ "workflowId": name, "inputs": args });
+    let created = state
+        .host
+        .create_run(&req.caller, &body, &random_id(24))
+        .await
+        .map_err(|e| McpError::from_host(&e))?;
+    // RFC 0198 §G.12: from here until the answer's last byte, this request owns the run.
+    guard.own(&created.run_id, &req.caller);
+    tracing::debug!(run_id = %created.run_id, tool = %name, tasked, "run created");
+
+    if tasked {
+        return Ok(task_answer(&state, req, &created.run_id, created.status, guard).await);
+    }
+    Ok(blocking_answer(state, req, tool, args, created.run_id, 1, guard).await)
+}
+
+/// `CreateTaskResult`: the run is durably readable once the host answered 201 (§1.3), so the
+/// task is answered at once, whatever the run's state (RFC 0198 §B.3 requires a task whenever
+/// the run is not terminal; answering one for a terminal run is allowed too).
+async fn task_answer(
+    state: &AppState,
+    req: &McpRequest,
+    run_id: &str,
+    created: RunStatus,
+    guard: RunGuard,
+) -> Response {
+    let run = match state.host.get_run(&req.caller, run_id).await {
+        Ok(r) => r,
+        Err(_) => RunSnapshot {
+            run_id: run_id.to_string(),
+            workflow_id: String::new(),
+            status: created,
+            current_node_id: None,
+            started_at: None,
+            completed_at: None,
+            error: None,
+            variables: None,
+            inputs: None,
+        },
+    };
+    let t = times(&run, None);
+    let result = create_task_result(&run, &t, state.cfg.tasks.poll_interval_ms);
+    guarded_json(
+        &envelope_result(&req.id, with_server_info(&state.cfg, result)),
+        guard,
+    )
+}
+
+/// Waits for the run to settle, then answers as JSON (held until the answer) or SSE (head at
+/// once, keep-alives, one final message frame).
+async fn blocking_answer(
+    state: Arc<AppState>,
+    req: &McpRequest,
+    tool: ToolDef,
+    args: Value,
+    run_id: String,
+    round: u32,
+    mut guard: RunGuard,
+) -> Response {
+    if !req.wants_sse() {
+        let cap = state.cfg.mcp.json_answer_cap;
+        let msg = settle_and_project(&state, req, &tool, &args, &run_id, round, cap, None).await;
+        if msg.terminal {
+            // Nothing left to own: a late disconnect must not even try a cancel.
+            guard.release();
+        }
+        return guarded_json(&msg.message, guard);
+    }
+    let (tx, rx) = mpsc::channel::<SseItem>(8);
+    let metrics = state.metrics.clone();
+    metrics.stream_opened();
+    let body = SseBody::new(rx, Box::new(move || metrics.stream_closed()));
+    let st = state.clone();
+    let req_copy = McpRequest {
+        id: req.id.clone(),
+        method: req.method.clone(),
+        params: req.params.clone(),
+        caps: req.caps.clone(),
+        caller: req.caller.clone(),
+        headers: req.headers.clone(),
+    };
+    tokio::spawn(async move {
+        let cap = st.cfg.mcp.sse_answer_cap;
+        let msg =
+            settle_and_project(&st, &req_copy, &tool, &args, &run_id, round, cap, Some(&tx)).await;
+        let frame = message_frame(&msg.message.to_string());
+        let _ = tx.send(SseItem::Final(frame)).await;
+    });
+    sse_response(GuardedBody::new(body, guard))
+}
+
+struct Projected {
+    message: Value,
+    terminal: bool,
+}
+
+/// Waits (bounded by `cap`) and builds the JSON-RPC message answering the call.
+#[allow(clippy::too_many_arguments)]
+async fn settle_and_project(
+    state: &AppState,
+    req: &McpRequest,
+    tool: &ToolDef,
+    args: &Value,
+    run_id: &str,
+    round: u32,
+    cap: Duration,
+    keepalive: Option<&mpsc::Sender<SseItem>>,
+) -> Projected {
+    let waited = match keepalive {
+        None => wait_settled(state, &req.caller, run_id, cap).await,
+        Some(tx) => {
+            let wait = wait_settled(state, &req.caller, run_id, cap);
+            tokio::pin!(wait);
+            let mut tick = tokio::time::interval(state.cfg.mcp.sse_keepalive);
+            tick.tick().await;
+            loop {
+                tokio::select! {
+                    r = &mut wait => break r,
+                    _ = tick.tick() => {
+                        if tx.send(SseItem::Frame(keepalive_frame())).await.is_err() {
+                            // The client is gone; the guard in the dropped body cancels the run.
+                            return Projected { message: Value::Null, terminal: false };
+                        }
+                    }
+                    _ = tx.closed() => return Projected { message: Value::Null, terminal: false },
+                }
+            }
+        }
+    };
+    match waited {
+        Err(e) => Projected {
+            message: super::respond::envelope_error(&req.id, &e),
+            terminal: false,
+        },
+        Ok((run, events)) => {
+            let terminal = run.status.is_terminal();
+            let result = outcome(state, req, tool, args, &run, &events, round);
+            Projected {
+                message: envelope_result(&req.id, with_server_info(&state.cfg, result)),
+                terminal,
+            }
+        }
+    }
+}
+
+/// Follows the run's event log until it is terminal or waits on something, or `cap` passes.
+pub async fn wait_settled(
+    state: &AppState,
+    caller: &Caller,
+    run_id: &str,
+    cap: Duration,
+) -> Result<(RunSnapshot, Vec<RunEvent>), McpError> {
+    let deadline = Instant::now() + cap;
+    let mut events: Vec<RunEvent> = Vec::new();
+    let mut after: Option<i64> = None;
+    loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            break;
+        }
+        let secs = remaining.as_secs_f64().ceil().clamp(1.0, 30.0) as u32;
+        match tokio::time::timeout(
+            remaining,
+            state.host.poll_events(caller, run_id, after, secs),
+        )
+        .await
+        {
+            Err(_) => break,
+            Ok(Err(e)) => return Err(McpError::from_host(&e)),
+            Ok(Ok(page)) => {
+                if let Some(last) = page.events.last() {
+                    after = Some(last.sequence);
+                }
+                events.extend(page.events);
+                if page.is_terminal || page.status.settles_blocking_wait() {
+                    break;
+                }
+            }
+        }
+    }
+    let run = state
+        .host
+        .get_run(caller, run_id)
+        .await
+        .map_err(|e| McpError::from_host(&e))?;
+    if run.status.awaits_client() && open_interrupts(&events).is_empty() {
+        // The snapshot moved ahead of the page we read: read the rest of the log once.
+        if let Ok(page) = state.host.poll_events(caller, run_id, after, 1).await {
+            events.extend(page.events);
+        }
+    }
+    Ok((run, events))
+}
+
+/// The answer for a settled (or capped) run: §3.5 table.
+fn outcome(
+    state: &AppState,
+    req: &McpRequest,
+    tool: &ToolDef,
+    args: &Value,
+    run: &RunSnapshot,
+    events: &[RunEvent],
+    round: u32,
+) -> Value {
+    if run.status.is_terminal() {
+        return terminal_result(run);
+    }
+    if !run.status.awaits_client() {
+        return pending_result(run, None);
+    }
+    let open = open_interrupts(events);
+    let Some(first) = open.first() else {
+        return pending_result(run, None);
+    };
+    let modes = Modes::of(&req.caps);
+    let mut requests = Map::new();
+    for i in &open {
+        let url = resolve_url(state, req, run, &i.node_id);
+        match input_request(i, modes, &url) {
+            Ok(r) => {
+                requests.insert(i.interrupt_id.clone(), r);
+            }
+            // §3.6: an interrupt that cannot be carried is never degraded into a form.
+            Err(nc) => return pending_result(run, Some((&nc.kind, &i.node_id))),
+        }
+    }
+    if round > state.cfg.mcp.mrtr_max_rounds {
+        let mut r = pending_result(run, None);
+        r["content"][0]["text"] = json!(format!(
+            "{{\"runId\":\"{}\",\"status\":\"{}\",\"message\":\"the run needs more than {} input rounds (mcp_mrtr_rounds_exceeded); continue it through tasks or REST\"}}",
+            run.run_id,
+            run.status.as_str(),
+            state.cfg.mcp.mrtr_max_rounds
+        ));
+        return r;
+    }
+    let token = state.mount.state_key.issue(
+        &req.caller,
+        &tool.name,
+        args,
+        &run.run_id,
+        &first.interrupt_id,
+        round,
+    );
+    json!({ "resultType": "input_required", "inputRequests": requests, "requestState": token })
+}
+
+/// Where a URL-mode elicitation points for non-credential interrupts: the REST resolve route,
+/// on this sidecar's advertised origin.
+fn resolve_url(state: &AppState, req: &McpRequest, run: &RunSnapshot, node: &str) -> String {
+    let mount = crate::discovery::server_url(&state.cfg, req.headers.get(http::header::HOST));
+    let origin = mount.strip_suffix(&state.cfg.mount.path).unwrap_or("");
+    format!(
+        "{origin}/runs/{}/interrupts/{}",
+        crate::wire_id::project(&run.run_id),
+        crate::wire_id::project(node)
+    )
+}
+
+/// A key that makes a retried resolve of the same answer idempotent at the host (§1.9).
+pub fn resolve_key(interrupt_id: &str, resume: &Value) -> String {
+    let mut h = Sha256::new();
+    h.update(b"resolve\0");
+    h.update(interrupt_id.as_bytes());
+    h.update(b"\0");
+    h.update(stable_json(resume).as_bytes());
+    B64.encode(h.finalize())
+}
+
+/// An MRTR retry (openwop-rest.md §3.6 verification order).
+async fn retry(
+    state: Arc<AppState>,
+    req: &McpRequest,
+    tool: &ToolDef,
+    args: &Value,
+    token: &Value,
+    tasked: bool,
+) -> Result<Response, McpError> {
+    let keys = &state.mount.state_key;
+    let claims = keys
+        .verify(token, &req.caller, &tool.name, args)
+        .map_err(|r| McpError::InvalidParams(r.message()))?;
+    let responses = req
+        .params
+        .get("inputResponses")
+        .and_then(Value::as_object)
+        .ok_or_else(|| {
+            McpError::InvalidParams("Invalid params: inputResponses must be an object".into())
+        })?;
+    let refused = |why: &str| McpError::InvalidParams(format!("requestState refused: {why}"));
+    let run = state
+        .host
+        .get_run(&req.caller, &claims.r)
+        .await
+        .map_err(|_| refused("its run is not readable"))?;
+    let Some(answer) = responses.get(&claims.n) else {
+        // mcp-tasks.md §3.4: re-ask when the required response is missing, never error.
+        let (run, events) = wait_settled(&state, &req.caller, &claims.r, Duration::ZERO).await?;
+        let result = outcome(&state, req, tool, args, &run, &events, claims.k);
+        return Ok(super::result_response(&state.cfg, &req.id, result));
+    };
+    if !answer.get("action").is_some_and(Value::is_string) {
+        return Err(McpError::InvalidParams(
+            "Invalid params: inputResponses entries are ElicitResults with a string action".into(),
+        ));
+    }
+    if run.status.is_terminal() {
+        if !keys.consume(&claims) {
+            return Err(refused("already used"));
+        }
+        return Ok(super::result_response(
+            &state.cfg,
+            &req.id,
+            terminal_result(&run),
+        ));
+    }
+    let page = state
+        .host
+        .poll_events(&req.caller, &claims.r, None, 1)
+        .await
+        .map_err(|e| McpError::from_host(&e))?;
+    let open = open_interrupts(&page.events);
+    let interrupt = open
+        .iter()
+        .find(|i| i.interrupt_id == claims.n)
+        .ok_or_else(|| refused("its interrupt is no longer open"))?
+        .clone();
+    let effect = effect_of(&interrupt, answer).map_err(McpError::InvalidParams)?;
+    if !keys.consume(&claims) {
+        return Err(refused("already used"));
+    }
+    // The retry continues the run, so it owns it until its answer is delivered (§G.12).
+    let mut guard = RunGuard::new(state.dispatcher.clone());
+    guard.own(&claims.r, &req.caller);
+    match effect {
+        Effect::Resolve(resume) => {
+            let key = resolve_key(&interrupt.interrupt_id, &resume);
+            match state
+                .host
+                .resolve_interrupt(&req.caller, &claims.r, &interrupt.node_id, &resume, &key)
+                .await
+            {
+                Ok(_) => {}
+                Err(HostError::Status { status, .. }) if status == http::StatusCode::CONFLICT => {
+                    guard.release();
+                    return Err(refused("its interrupt is no longer open"));
+                }
+                Err(e) => {
+                    guard.release();
+                    return Err(McpError::from_host(&e));
+                }
+            }
+        }
+        Effect::CancelRun => {
+            let _ = state
+                .host
+                .cancel_run(&req.caller, &claims.r, Some("mcp-elicitation-cancelled"))
+                .await;
+        }
+    }
+    if tasked {
+        let now = state.host.get_run(&req.caller, &claims.r).await.ok();
+        if now.as_ref().is_some_and(|r| !r.status.is_terminal()) {
+            return Ok(task_answer(&state, req, &claims.r, RunStatus::Running, guard).await);
+        }
+    }
+    Ok(blocking_answer(
+        state.clone(),
+        req,
+        tool.clone(),
+        args.clone(),
+        claims.r.clone(),
+        claims.k + 1,
+        guard,
+    )
+    .await)
+}

@@ -1,0 +1,337 @@
+//! Open interrupts → `elicitation/create` input requests (openwop-rest.md §3.6), and
+//! ElicitResults → REST resume values.
+
+use serde_json::{json, Map, Value};
+
+use crate::host::OpenInterrupt;
+
+/// The elicitation modes a request declared (`{}` means form only, mcp-tasks.md §2.1).
+#[derive(Debug, Clone, Copy)]
+pub struct Modes {
+    pub form: bool,
+    pub url: bool,
+}
+
+impl Modes {
+    pub fn of(caps: &Value) -> Modes {
+        match caps.get("elicitation").and_then(Value::as_object) {
+            None => Modes {
+                form: false,
+                url: false,
+            },
+            Some(e) if e.is_empty() => Modes {
+                form: true,
+                url: false,
+            },
+            Some(e) => Modes {
+                form: e.contains_key("form"),
+                url: e.contains_key("url"),
+            },
+        }
+    }
+}
+
+/// Why an interrupt cannot be put to this client.
+#[derive(Debug, Clone)]
+pub struct NotCarriable {
+    pub kind: String,
+}
+
+/// A flat object of primitive properties, none secret (§3.6 "Form mode ONLY for …").
+fn form_eligible_property(p: &Value) -> bool {
+    let Some(o) = p.as_object() else { return false };
+    let prim = matches!(
+        o.get("type").and_then(Value::as_str),
+        Some("string" | "number" | "integer" | "boolean")
+    );
+    let secret = o.get("writeOnly").and_then(Value::as_bool) == Some(true)
+        || o.get("format").and_then(Value::as_str) == Some("password");
+    let nested = o.contains_key("properties") || o.contains_key("items");
+    prim && !secret && !nested
+}
+
+/// The input request for one open interrupt, or why it cannot be carried.
+pub fn input_request(
+    i: &OpenInterrupt,
+    modes: Modes,
+    resolve_url: &str,
+) -> Result<Value, NotCarriable> {
+    let data = i.payload.get("data").cloned().unwrap_or(Value::Null);
+    let url_request = |message: String, url: String| json!({ "method": "elicitation/create", "params": { "mode": "url", "message": message, "url": url } });
+    match i.kind.as_str() {
+        "approval" | "low-confidence" => {
+            let title = data
+                .get("title")
+                .and_then(Value::as_str)
+                .unwrap_or("Approval required");
+            let message = match data.get("description").and_then(Value::as_str) {
+                Some(d) => format!("{title} — {d}"),
+                None => title.to_string(),
+            };
+            let actions = data
+                .get("actions")
+                .and_then(Value::as_array)
+                .filter(|a| !a.is_empty())
+                .cloned()
+                .unwrap_or_else(|| vec![json!("accept"), json!("reject")]);
+            if modes.form {
+                return Ok(form(
+                    message,
+                    json!({ "action": { "type": "string", "enum": actions } }),
+                    vec!["action".into()],
+                ));
+            }
+            if modes.url {
+                return Ok(url_request(message, resolve_url.to_string()));
+            }
+            Err(NotCarriable {
+                kind: i.kind.clone(),
+            })
+        }
+        "clarification" => {
+            let questions = data
+                .get("questions")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let mut props = Map::new();
+            let mut required = Vec::new();
+            let mut texts = Vec::new();
+            let mut eligible = !questions.is_empty();
+            for q in &questions {
+                let Some(id) = q.get("id").and_then(Value::as_str) else {
+                    eligible = false;
+                    continue;
+                };
+                let text = q.get("question").and_then(Value::as_str).unwrap_or(id);
+                texts.push(text.to_string());
+                let schema = q
+                    .get("schema")
+                    .cloned()
+                    .unwrap_or_else(|| json!({ "type": "string", "description": text }));
+                eligible &= form_eligible_property(&schema);
+                props.insert(id.to_string(), schema);
+                required.push(id.to_string());
+            }
+            let message = texts.join("\n");
+            if modes.form && eligible {
+                return Ok(form(message, Value::Object(props), required));
+            }
+            if modes.url {
+                return Ok(url_request(message, resolve_url.to_string()));
+            }
+            Err(NotCarriable {
+                kind: i.kind.clone(),
+            })
+        }
+        // A credential is never asked for in a form (§3.6: always URL mode).
+        "credential" => {
+            let url = data
+                .get("connectUrl")
+                .and_then(Value::as_str)
+                .unwrap_or(resolve_url)
+                .to_string();
+            let provider = data
+                .get("provider")
+                .and_then(Value::as_str)
+                .unwrap_or("the provider");
+            if modes.url {
+                return Ok(url_request(format!("Connect your {provider} account"), url));
+            }
+            Err(NotCarriable {
+                kind: i.kind.clone(),
+            })
+        }
+        _ => {
+            // Other kinds: a declared flat resumeSchema can be a form, else URL mode.
+            let schema = i
+                .payload
+                .get("resumeSchema")
+                .cloned()
+                .unwrap_or(Value::Null);
+            let props = schema.get("properties").and_then(Value::as_object);
+            let eligible =
+                props.is_some_and(|p| !p.is_empty() && p.values().all(form_eligible_property));
+            let message = format!("The run needs input ({})", i.kind);
+            if modes.form && eligible {
+                let required = schema
+                    .get("required")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|v| v.as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                return Ok(form(
+                    message,
+                    Value::Object(props.cloned().unwrap_or_default()),
+                    required,
+                ));
+            }
+            if modes.url {
+                return Ok(url_request(message, resolve_url.to_string()));
+            }
+            Err(NotCarriable {
+                kind: i.kind.clone(),
+            })
+        }
+    }
+}
+
+fn form(message: String, properties: Value, required: Vec<String>) -> Value {
+    json!({
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": message,
+            "requestedSchema": { "type": "object", "properties": properties, "required": required },
+        }
+    })
+}
+
+/// What an ElicitResult asks the sidecar to do (openwop-rest.md §3.6 table).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    Resolve(Value),
+    CancelRun,
+}
+
+/// Maps an ElicitResult onto the REST effect. `Err` carries the -32602 message.
+pub fn effect_of(i: &OpenInterrupt, answer: &Value) -> Result<Effect, String> {
+    let action = answer
+        .get("action")
+        .and_then(Value::as_str)
+        .ok_or_else(|| "ElicitResult.action is accept | decline | cancel".to_string())?;
+    let content = answer.get("content").cloned().unwrap_or(Value::Null);
+    match action {
+        "accept" => Ok(Effect::Resolve(match i.kind.as_str() {
+            "approval" | "low-confidence" => {
+                // The form's `action` names the gate action; a URL-mode accept has no content.
+                let chosen = content
+                    .get("action")
+                    .and_then(Value::as_str)
+                    .unwrap_or("accept");
+                let mut v = json!({ "action": chosen });
+                if let Some(f) = content.get("feedback").and_then(Value::as_str) {
+                    v["feedback"] = json!(f);
+                }
+                v
+            }
+            "credential" => json!({ "outcome": "authorized" }),
+            _ => {
+                if content.is_object() {
+                    content
+                } else {
+                    json!({})
+                }
+            }
+        })),
+        "decline" => Ok(Effect::Resolve(match i.kind.as_str() {
+            "approval" | "low-confidence" => json!({ "action": "reject" }),
+            "credential" => json!({ "outcome": "declined" }),
+            _ => json!({ "declined": true }),
+        })),
+        // spec/README.md: REST has no cancel-interrupt operation; cancel ends the run with
+        // reason mcp-elicitation-cancelled, as the reference host does.
+        "cancel" => Ok(Effect::CancelRun),
+        _ => Err("ElicitResult.action is accept | decline | cancel".to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn approval() -> OpenInterrupt {
+        OpenInterrupt {
+            interrupt_id: "acme/i-0123456789abcdef".into(),
+            node_id: "gate".into(),
+            kind: "approval".into(),
+            payload: json!({"kind":"approval","data":{"title":"Conformance approval","description":"please accept","actions":["accept","reject"]}}),
+        }
+    }
+
+    #[test]
+    fn approval_becomes_a_form_with_the_gate_actions() {
+        let r = input_request(
+            &approval(),
+            Modes {
+                form: true,
+                url: false,
+            },
+            "u",
+        )
+        .unwrap();
+        assert_eq!(r["params"]["mode"], "form");
+        assert_eq!(
+            r["params"]["message"],
+            "Conformance approval — please accept"
+        );
+        assert_eq!(
+            r["params"]["requestedSchema"]["properties"]["action"]["enum"],
+            json!(["accept", "reject"])
+        );
+    }
+
+    #[test]
+    fn sensitive_or_nested_questions_are_never_forms() {
+        for schema in [
+            json!({"type":"string","format":"password"}),
+            json!({"type":"object","properties":{"a":{"type":"string"}}}),
+        ] {
+            let i = OpenInterrupt {
+                interrupt_id: "x/i-0123456789abcdef".into(),
+                node_id: "ask".into(),
+                kind: "clarification".into(),
+                payload: json!({"kind":"clarification","data":{"questions":[{"id":"q1","question":"?","schema":schema}]}}),
+            };
+            assert!(input_request(
+                &i,
+                Modes {
+                    form: true,
+                    url: false
+                },
+                "u"
+            )
+            .is_err());
+            let r = input_request(
+                &i,
+                Modes {
+                    form: true,
+                    url: true,
+                },
+                "https://x/resolve",
+            )
+            .unwrap();
+            assert_eq!(r["params"]["mode"], "url");
+        }
+    }
+
+    #[test]
+    fn elicit_results_map_to_resume_values() {
+        let a = approval();
+        assert_eq!(
+            effect_of(
+                &a,
+                &json!({"action":"accept","content":{"action":"accept"}})
+            ),
+            Ok(Effect::Resolve(json!({"action":"accept"})))
+        );
+        assert_eq!(
+            effect_of(&a, &json!({"action":"decline"})),
+            Ok(Effect::Resolve(json!({"action":"reject"})))
+        );
+        assert_eq!(
+            effect_of(&a, &json!({"action":"cancel"})),
+            Ok(Effect::CancelRun)
+        );
+        assert!(effect_of(&a, &json!({"action":"maybe"})).is_err());
+    }
+
+    #[test]
+    fn no_declared_mode_means_not_carriable() {
+        assert!(input_request(&approval(), Modes::of(&json!({})), "u").is_err());
+        assert!(Modes::of(&json!({"elicitation":{}})).form);
+    }
+}

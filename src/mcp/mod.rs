@@ -1,0 +1,462 @@
+//! The MCP 2026-07-28 server mount: a stateless streamable-HTTP endpoint that turns MCP
+//! requests into the caller's own REST calls (openwop-rest.md §3, mcp-tasks.md §1–§5).
+
+mod call;
+mod elicit;
+pub mod error;
+pub mod project;
+pub mod request_state;
+mod respond;
+mod tasks;
+mod tools;
+
+use std::sync::Arc;
+
+use http::{HeaderMap, Method, Request, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use serde_json::{json, Map, Value};
+
+use crate::body::{empty, Response};
+use crate::config::Config;
+use crate::host::Caller;
+use crate::server::AppState;
+pub use error::McpError;
+pub use respond::{error_response, result_response};
+
+pub const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+pub const META_CAPS: &str = "io.modelcontextprotocol/clientCapabilities";
+pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+pub const META_SUBSCRIPTION: &str = "io.modelcontextprotocol/subscriptionId";
+pub const TASKS_EXT: &str = "io.modelcontextprotocol/tasks";
+
+/// Largest MCP request body accepted (413 beyond it).
+const MAX_BODY: usize = 4 << 20;
+
+/// Per-process state of the mount (caches and the requestState key).
+pub struct Mount {
+    pub(crate) tools: tools::Catalog,
+    pub(crate) state_key: request_state::Keys,
+}
+
+impl Mount {
+    pub fn new(cfg: &Config) -> Mount {
+        Mount {
+            tools: tools::Catalog::new(cfg),
+            state_key: request_state::Keys::new(cfg),
+        }
+    }
+}
+
+/// One parsed, validated MCP request.
+pub struct McpRequest {
+    pub id: Value,
+    pub method: String,
+    pub params: Map<String, Value>,
+    pub caps: Value,
+    pub caller: Caller,
+    pub headers: HeaderMap,
+}
+
+impl McpRequest {
+    /// `clientCapabilities.extensions["io.modelcontextprotocol/tasks"]` is an object (RFC 0198 §A).
+    pub fn declares_tasks(&self) -> bool {
+        self.caps
+            .get("extensions")
+            .and_then(|e| e.get(TASKS_EXT))
+            .is_some_and(Value::is_object)
+    }
+
+    /// `clientCapabilities.elicitation` is an object (capabilities are never assumed, §3.5).
+    pub fn declares_elicitation(&self) -> bool {
+        self.caps.get("elicitation").is_some_and(Value::is_object)
+    }
+
+    /// Whether the answer should be SSE: the first `Accept` entry is `text/event-stream` (§3.2).
+    pub fn wants_sse(&self) -> bool {
+        self.headers
+            .get_all(http::header::ACCEPT)
+            .iter()
+            .next()
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(',').next())
+            .map(|first| {
+                first
+                    .split(';')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .eq_ignore_ascii_case("text/event-stream")
+            })
+            .unwrap_or(false)
+    }
+
+    pub fn str_param(&self, k: &str) -> Option<&str> {
+        self.params.get(k).and_then(Value::as_str)
+    }
+}
+
+/// Entry point for every request on the mount path.
+pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response {
+    let cfg = state.cfg.clone();
+    if req.method() != Method::POST {
+        // mcp-tasks.md §1.1: a 2026-07-28-only server answers GET and DELETE with 405.
+        let mut r = http::Response::new(empty());
+        *r.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+        r.headers_mut()
+            .insert(http::header::ALLOW, http::HeaderValue::from_static("POST"));
+        return r;
+    }
+    if let Err(e) = check_origin(&cfg, req.headers()) {
+        state.metrics.request("-", e.label());
+        return error_response(&Value::Null, &e);
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = match Limited::new(body, MAX_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                return crate::body::json(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &json!({"jsonrpc":"2.0","id":null,"error":{"code":error::INVALID_REQUEST,"message":format!("Invalid Request: the body exceeds {MAX_BODY} bytes")}}),
+                );
+            }
+            return error_response(
+                &Value::Null,
+                &McpError::InvalidRequest("the body could not be read".into()),
+            );
+        }
+    };
+    let parsed = match parse_envelope(&cfg, &parts.headers, &bytes) {
+        Ok(Parsed::Request(r)) => *r,
+        Ok(Parsed::Notification) => {
+            let mut r = http::Response::new(empty());
+            *r.status_mut() = StatusCode::ACCEPTED;
+            return r;
+        }
+        Err(b) => {
+            let (id, e) = *b;
+            state.metrics.request("-", e.label());
+            return error_response(&id, &e);
+        }
+    };
+    dispatch(state, parsed).await
+}
+
+async fn dispatch(state: Arc<AppState>, req: McpRequest) -> Response {
+    let method = req.method.clone();
+    let tasks_on = state.cfg.tasks.enabled;
+    let res: Result<Response, McpError> = match method.as_str() {
+        "server/discover" => discover(&state, &req).await,
+        "tools/list" => tools::list(&state, &req).await,
+        "tools/call" => return call::call(state, req).await,
+        "tasks/get" if tasks_on => tasks::get(&state, &req).await,
+        "tasks/update" if tasks_on => tasks::update(&state, &req).await,
+        "tasks/cancel" if tasks_on => tasks::cancel(&state, &req).await,
+        "subscriptions/listen" => return tasks::listen(state, req).await,
+        // mcp-tasks.md §5.10: tasks/result and tasks/list are removed → -32601, like
+        // initialize, ping and every method this mount does not offer.
+        other => Err(McpError::MethodNotFound(other.to_string())),
+    };
+    match res {
+        Ok(r) => {
+            state.metrics.request(&method, "ok");
+            r
+        }
+        Err(e) => {
+            state.metrics.request(&method, e.label());
+            error_response(&req.id, &e)
+        }
+    }
+}
+
+/// `server/discover` (mcp-tasks.md §2.3, openwop-rest.md §3.3).
+async fn discover(state: &AppState, req: &McpRequest) -> Result<Response, McpError> {
+    // The answer depends on nothing of the caller, but discovery is still authorized like any
+    // mount request: the caller's credential must be one the host accepts (§3.1).
+    state.mount.tools.tools_for(state, &req.caller).await?;
+    let cfg = &state.cfg;
+    let mut caps = json!({ "tools": { "listChanged": false } });
+    if cfg.tasks.enabled {
+        // ext-tasks 0.2.2 enables its 2026-07-28 mode only on exactly `{}` (mcp-tasks.md §2.3).
+        caps["extensions"] = json!({ TASKS_EXT: {} });
+    }
+    let result = json!({
+        "resultType": "complete",
+        "supportedVersions": cfg.mcp.revisions,
+        "capabilities": caps,
+        "serverInfo": server_info(cfg),
+        "instructions": "Starts and tracks OpenWOP workflow runs. Long runs return a task handle when the client declares io.modelcontextprotocol/tasks.",
+        "ttlMs": cfg.mcp.discover_ttl.as_millis() as u64,
+        "cacheScope": "private",
+    });
+    Ok(result_response(cfg, &req.id, result))
+}
+
+pub fn server_info(cfg: &Config) -> Value {
+    json!({ "name": cfg.mcp.server_name, "version": cfg.mcp.server_version })
+}
+
+enum Parsed {
+    Request(Box<McpRequest>),
+    Notification,
+}
+
+/// The transport checks, in the order that keeps codes unambiguous (issue 3, spec/README.md):
+/// JSON → request object → `_meta` → headers vs body → revision → notification.
+type EnvelopeError = Box<(Value, McpError)>;
+
+fn parse_envelope(
+    cfg: &Config,
+    headers: &HeaderMap,
+    bytes: &[u8],
+) -> Result<Parsed, EnvelopeError> {
+    parse_envelope_inner(cfg, headers, bytes).map_err(Box::new)
+}
+
+// A refused envelope is the cold path; boxing each early return would only add noise.
+#[allow(clippy::result_large_err)]
+fn parse_envelope_inner(
+    cfg: &Config,
+    headers: &HeaderMap,
+    bytes: &[u8],
+) -> Result<Parsed, (Value, McpError)> {
+    let v: Value = serde_json::from_slice(bytes).map_err(|_| (Value::Null, McpError::Parse))?;
+    let obj = match v {
+        Value::Object(o) => o,
+        Value::Array(_) => {
+            return Err((
+                Value::Null,
+                McpError::InvalidRequest(
+                    "batches are not supported: send one JSON-RPC message per POST".into(),
+                ),
+            ))
+        }
+        _ => {
+            return Err((
+                Value::Null,
+                McpError::InvalidRequest("expected a JSON-RPC request object".into()),
+            ))
+        }
+    };
+    let id = obj.get("id").cloned();
+    let id_for_errors = match &id {
+        Some(i @ (Value::String(_) | Value::Number(_))) => i.clone(),
+        _ => Value::Null,
+    };
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err((
+            id_for_errors,
+            McpError::InvalidRequest("jsonrpc must be \"2.0\"".into()),
+        ));
+    }
+    let Some(method) = obj
+        .get("method")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+    else {
+        return Err((
+            id_for_errors,
+            McpError::InvalidRequest("method must be a string (responses are not accepted)".into()),
+        ));
+    };
+    if let Some(i) = &id {
+        if !(i.is_string() || i.is_i64() || i.is_u64()) {
+            return Err((
+                Value::Null,
+                McpError::InvalidRequest("id must be a string or an integer".into()),
+            ));
+        }
+    }
+    let is_notification = id.is_none();
+    let params = match obj.get("params") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(p)) => p.clone(),
+        Some(_) if is_notification => Map::new(),
+        Some(_) => {
+            return Err((
+                id_for_errors,
+                McpError::MetaMissing("params must be an object carrying _meta".into()),
+            ))
+        }
+    };
+    let meta = params.get("_meta").and_then(Value::as_object);
+    let body_version = meta
+        .and_then(|m| m.get(META_VERSION))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let caps = meta.and_then(|m| m.get(META_CAPS)).cloned();
+    if !is_notification {
+        if body_version.is_none() {
+            return Err((
+                id_for_errors,
+                McpError::MetaMissing(format!(
+                    "Invalid params: _meta[\"{META_VERSION}\"] is required"
+                )),
+            ));
+        }
+        if !caps.as_ref().is_some_and(Value::is_object) {
+            return Err((
+                id_for_errors,
+                McpError::MetaMissing(format!(
+                    "Invalid params: _meta[\"{META_CAPS}\"] is required and must be an object"
+                )),
+            ));
+        }
+    }
+    let header = |n: &str| {
+        headers
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let header_version = header("mcp-protocol-version");
+    match (&header_version, &body_version) {
+        (None, _) if !is_notification => {
+            return Err((
+                id_for_errors,
+                McpError::HeaderMismatch("the MCP-Protocol-Version header is required".into()),
+            ))
+        }
+        (Some(h), Some(b)) if h != b => {
+            return Err((
+                id_for_errors,
+                McpError::HeaderMismatch(format!(
+                    "MCP-Protocol-Version '{h}' != _meta protocolVersion '{b}'"
+                )),
+            ))
+        }
+        _ => {}
+    }
+    if let Some(m) = header("mcp-method") {
+        if m != method {
+            return Err((
+                id_for_errors,
+                McpError::HeaderMismatch(format!("Mcp-Method '{m}' != body method '{method}'")),
+            ));
+        }
+    }
+    if let Some(raw) = headers.get("mcp-name") {
+        let expected = match method.as_str() {
+            "tools/call" | "prompts/get" => params.get("name").and_then(Value::as_str),
+            "resources/read" => params.get("uri").and_then(Value::as_str),
+            m if m.starts_with("tasks/") => params.get("taskId").and_then(Value::as_str),
+            _ => None,
+        };
+        let got = decode_header_value(raw);
+        if let Some(exp) = expected {
+            if got.as_deref() != Some(exp) {
+                let shown = got.unwrap_or_else(|| "<undecodable>".into());
+                return Err((
+                    id_for_errors,
+                    McpError::HeaderMismatch(format!("Mcp-Name '{shown}' != body '{exp}'")),
+                ));
+            }
+        }
+    }
+    let version = header_version.or(body_version);
+    if let Some(v) = &version {
+        if !cfg.mcp.revisions.contains(v) {
+            return Err((
+                id_for_errors,
+                McpError::UnsupportedVersion {
+                    requested: Some(v.clone()),
+                    supported: cfg.mcp.revisions.clone(),
+                },
+            ));
+        }
+    }
+    if is_notification {
+        return Ok(Parsed::Notification);
+    }
+    let caller = Caller {
+        authorization: headers.get(http::header::AUTHORIZATION).cloned(),
+        traceparent: meta
+            .and_then(|m| m.get("traceparent"))
+            .and_then(Value::as_str)
+            .filter(|t| valid_traceparent(t))
+            .and_then(|t| http::HeaderValue::from_str(t).ok())
+            .or_else(|| {
+                headers
+                    .get("traceparent")
+                    .filter(|t| t.to_str().is_ok_and(valid_traceparent))
+                    .cloned()
+            }),
+        tracestate: meta
+            .and_then(|m| m.get("tracestate"))
+            .and_then(Value::as_str)
+            .and_then(|t| http::HeaderValue::from_str(t).ok())
+            .or_else(|| headers.get("tracestate").cloned()),
+    };
+    Ok(Parsed::Request(Box::new(McpRequest {
+        id: id.unwrap_or(Value::Null),
+        method,
+        params,
+        caps: caps.unwrap_or_else(|| json!({})),
+        caller,
+        headers: headers.clone(),
+    })))
+}
+
+/// RFC 0207 / W3C: a malformed traceparent is ignored (a new trace), never refused.
+fn valid_traceparent(t: &str) -> bool {
+    let p: Vec<&str> = t.split('-').collect();
+    p.len() == 4
+        && p[0].len() == 2
+        && p[1].len() == 32
+        && p[2].len() == 16
+        && p[3].len() == 2
+        && p.iter().all(|s| s.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Decodes the `=?base64?…?=` sentinel of mcp-tasks.md §1.2.
+fn decode_header_value(v: &http::HeaderValue) -> Option<String> {
+    let s = std::str::from_utf8(v.as_bytes()).ok()?;
+    if let Some(inner) = s
+        .strip_prefix("=?base64?")
+        .and_then(|r| r.strip_suffix("?="))
+    {
+        use base64::Engine;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(inner)
+            .ok()?;
+        return String::from_utf8(bytes).ok();
+    }
+    Some(s.to_string())
+}
+
+/// mcp-tasks.md §1.6: servers MUST validate Origin; a present and foreign Origin is 403.
+fn check_origin(cfg: &Config, headers: &HeaderMap) -> Result<(), McpError> {
+    if let Some(host) = headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+    {
+        if !crate::discovery::host_allowed(cfg, host) {
+            return Err(McpError::ForbiddenOrigin);
+        }
+    }
+    let Some(origin) = headers.get(http::header::ORIGIN) else {
+        return Ok(());
+    };
+    let Ok(o) = origin.to_str() else {
+        return Err(McpError::ForbiddenOrigin);
+    };
+    if cfg.mount.allowed_origins.iter().any(|a| a == o) {
+        return Ok(());
+    }
+    let host = o
+        .split_once("://")
+        .map(|(_, rest)| rest)
+        .unwrap_or("")
+        .split('/')
+        .next()
+        .unwrap_or("");
+    // An Origin on an explicitly allowed host (e.g. http://localhost:3000) is same-machine.
+    let explicit = cfg.mount.allowed_hosts.iter().any(|h| h != "*");
+    if explicit && !host.is_empty() && crate::discovery::host_allowed_explicit(cfg, host) {
+        return Ok(());
+    }
+    Err(McpError::ForbiddenOrigin)
+}

@@ -1,0 +1,202 @@
+//! Pure projections: run state → CallToolResult / Task (openwop-rest.md §3.5, §3.7).
+
+use serde_json::{json, Map, Value};
+
+use crate::host::{RunSnapshot, RunStatus};
+use crate::wire_id;
+
+/// MCP Task.status for a run status (§3.7 table; total over RunSnapshot.status).
+pub fn task_status(s: &RunStatus) -> &'static str {
+    match s {
+        RunStatus::WaitingApproval | RunStatus::WaitingInput => "input_required",
+        // `failed` is reserved for a JSON-RPC error the mount itself raises (§3.7); a failed
+        // run is a completed task whose result has isError.
+        RunStatus::Completed | RunStatus::Failed => "completed",
+        RunStatus::Cancelled => "cancelled",
+        RunStatus::Pending
+        | RunStatus::Running
+        | RunStatus::Paused
+        | RunStatus::Cancelling
+        | RunStatus::WaitingExternal
+        | RunStatus::Unknown(_) => "working",
+    }
+}
+
+fn text_result(body: Value, is_error: bool) -> Value {
+    json!({
+        "resultType": "complete",
+        "content": [{ "type": "text", "text": body.to_string() }],
+        "structuredContent": body,
+        "isError": is_error,
+    })
+}
+
+/// The CallToolResult of a terminal run (§3.5: failed and cancelled runs are isError results,
+/// never JSON-RPC errors; the text names the run in its bound form).
+pub fn terminal_result(run: &RunSnapshot) -> Value {
+    match run.status {
+        RunStatus::Completed => text_result(
+            json!({ "runId": run.run_id, "status": "completed", "variables": run.variables.clone().or(run.inputs.clone()).unwrap_or(json!({})) }),
+            false,
+        ),
+        _ => {
+            let mut body = json!({ "runId": run.run_id, "status": run.status.as_str() });
+            if let Some(e) = &run.error {
+                body["error"] = e.clone();
+            }
+            text_result(body, true)
+        }
+    }
+}
+
+/// A run the blocking call could not finish: still running at the cap, or waiting on
+/// something the client cannot answer here. The run keeps going; the text says where.
+pub fn pending_result(run: &RunSnapshot, extra: Option<(&str, &str)>) -> Value {
+    let projected = wire_id::project(&run.run_id);
+    let mut body = json!({ "runId": run.run_id, "status": run.status.as_str() });
+    match extra {
+        Some((kind, node)) => {
+            body["interruptKind"] = json!(kind);
+            body["message"] = json!(format!(
+                "the run waits on a {kind} interrupt this client cannot answer; resolve it at POST /runs/{projected}/interrupts/{node}"
+            ));
+        }
+        None => {
+            body["message"] = json!(format!(
+                "the run is {}; follow it at GET /runs/{projected}",
+                run.status.as_str()
+            ));
+        }
+    }
+    text_result(body, true)
+}
+
+/// Timestamps for a task: creation from the run's start, last update from the newest thing
+/// the sidecar saw (§8.4: RunSnapshot has no createdAt/updatedAt).
+pub struct Times {
+    pub created_at: String,
+    pub last_updated_at: String,
+}
+
+pub fn times(run: &RunSnapshot, newest_event: Option<&str>) -> Times {
+    let created = run
+        .started_at
+        .clone()
+        .or_else(|| run.completed_at.clone())
+        .unwrap_or_else(now_rfc3339);
+    let last = run
+        .completed_at
+        .clone()
+        .or_else(|| newest_event.map(str::to_string))
+        .unwrap_or_else(|| created.clone());
+    Times {
+        created_at: created,
+        last_updated_at: last,
+    }
+}
+
+pub fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".into())
+}
+
+/// The common Task fields (ext-tasks §Task; `ttlMs` always present, null = unlimited).
+pub fn task_fields(run: &RunSnapshot, t: &Times, poll_interval_ms: u64) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("taskId".into(), json!(wire_id::project(&run.run_id)));
+    m.insert("status".into(), json!(task_status(&run.status)));
+    // Content-free (§3.7 fields): the status only, never run internals.
+    m.insert(
+        "statusMessage".into(),
+        json!(format!("the run is {}", run.status.as_str())),
+    );
+    m.insert("createdAt".into(), json!(t.created_at));
+    m.insert("lastUpdatedAt".into(), json!(t.last_updated_at));
+    m.insert("ttlMs".into(), Value::Null);
+    m.insert("pollIntervalMs".into(), json!(poll_interval_ms));
+    m
+}
+
+/// `CreateTaskResult`: flat, no result/error/inputRequests/requestState (mcp-tasks.md §5.3).
+pub fn create_task_result(run: &RunSnapshot, t: &Times, poll_interval_ms: u64) -> Value {
+    let mut m = task_fields(run, t, poll_interval_ms);
+    m.insert("resultType".into(), json!("task"));
+    Value::Object(m)
+}
+
+/// A DetailedTask (what `tasks/get` returns and `notifications/tasks` carries).
+pub fn detailed_task(
+    run: &RunSnapshot,
+    t: &Times,
+    poll_interval_ms: u64,
+    input_requests: Option<Map<String, Value>>,
+) -> Map<String, Value> {
+    let mut m = task_fields(run, t, poll_interval_ms);
+    if run.status.awaits_client() {
+        m.insert(
+            "inputRequests".into(),
+            Value::Object(input_requests.unwrap_or_default()),
+        );
+    }
+    if matches!(run.status, RunStatus::Completed | RunStatus::Failed) {
+        // The inlined result carries resultType: ext-tasks 0.2.2 rejects it otherwise
+        // (spec/README.md conflict table).
+        m.insert("result".into(), terminal_result(run));
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(status: &str) -> RunSnapshot {
+        RunSnapshot::from_json(json!({"runId":"acme/r-0123456789abcdefghijklmn","workflowId":"w","status":status,"startedAt":"2026-01-01T00:00:00Z","error":{"code":"x","message":"y"}})).unwrap()
+    }
+
+    #[test]
+    fn status_projection_is_total_and_exact() {
+        let table = [
+            ("pending", "working"),
+            ("running", "working"),
+            ("paused", "working"),
+            ("cancelling", "working"),
+            ("waiting-external", "working"),
+            ("waiting-approval", "input_required"),
+            ("waiting-input", "input_required"),
+            ("completed", "completed"),
+            ("failed", "completed"),
+            ("cancelled", "cancelled"),
+            ("from-the-future", "working"),
+        ];
+        for (run_status, task) in table {
+            assert_eq!(
+                task_status(&RunStatus::parse(run_status)),
+                task,
+                "{run_status}"
+            );
+        }
+    }
+
+    #[test]
+    fn failed_run_is_a_completed_task_with_an_error_result() {
+        let t = times(&run("failed"), None);
+        let d = detailed_task(&run("failed"), &t, 500, None);
+        assert_eq!(d["status"], "completed");
+        assert_eq!(d["result"]["isError"], true);
+        assert_eq!(d["result"]["resultType"], "complete");
+        assert!(d["ttlMs"].is_null());
+    }
+
+    #[test]
+    fn create_task_result_is_flat() {
+        let r = run("running");
+        let c = create_task_result(&r, &times(&r, None), 500);
+        assert_eq!(c["resultType"], "task");
+        assert_eq!(c["taskId"], "acme~2Fr-0123456789abcdefghijklmn");
+        for k in ["result", "error", "inputRequests", "requestState"] {
+            assert!(c.get(k).is_none(), "{k}");
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! Writing answers: JSON, or an SSE stream scoped to the request (mcp-tasks.md §1.4).
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{HeaderValue, StatusCode};
+use http_body::{Body as HttpBody, Frame};
+use http_body_util::BodyExt;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use super::{McpError, META_SERVER_INFO};
+use crate::body::{full, BoxError, Response};
+use crate::config::Config;
+use crate::ownership::{GuardedBody, RunGuard};
+
+/// Adds `_meta.serverInfo` (mcp-tasks.md §2.1: servers SHOULD put it in every result).
+pub fn with_server_info(cfg: &Config, mut result: Value) -> Value {
+    if let Some(o) = result.as_object_mut() {
+        let meta = o.entry("_meta").or_insert_with(|| json!({}));
+        if let Some(m) = meta.as_object_mut() {
+            m.insert(META_SERVER_INFO.into(), super::server_info(cfg));
+        }
+    }
+    result
+}
+
+pub fn envelope_result(id: &Value, result: Value) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id, "result": result })
+}
+
+pub fn envelope_error(id: &Value, e: &McpError) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id, "error": e.to_error_object() })
+}
+
+/// A JSON result (HTTP 200), with serverInfo.
+pub fn result_response(cfg: &Config, id: &Value, result: Value) -> Response {
+    crate::body::json(
+        StatusCode::OK,
+        &envelope_result(id, with_server_info(cfg, result)),
+    )
+}
+
+/// A JSON result exactly as given (acks that must carry nothing else).
+pub fn bare_result_response(id: &Value, result: Value) -> Response {
+    crate::body::json(StatusCode::OK, &envelope_result(id, result))
+}
+
+/// A JSON-RPC error with its HTTP status and headers.
+pub fn error_response(id: &Value, e: &McpError) -> Response {
+    let mut r = crate::body::json(e.http_status(), &envelope_error(id, e));
+    for (k, v) in e.headers() {
+        r.headers_mut().insert(k, v);
+    }
+    r
+}
+
+/// A JSON answer that completes ownership only when its last byte is handed over.
+pub fn guarded_json(message: &Value, guard: RunGuard) -> Response {
+    let bytes = serde_json::to_vec(message).unwrap_or_default();
+    let body = GuardedBody::new(full(bytes), guard);
+    let mut r = http::Response::new(body.boxed_unsync());
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// What the producer of an SSE answer sends.
+pub enum SseItem {
+    /// A keep-alive or notification frame.
+    Frame(Bytes),
+    /// The final frame: the stream ends after it.
+    Final(Bytes),
+}
+
+/// A body fed by a channel; `is_end_stream` turns true the moment the final frame is yielded,
+/// so a [`GuardedBody`] around it is disarmed exactly when the last byte is handed over.
+pub struct SseBody {
+    rx: mpsc::Receiver<SseItem>,
+    done: bool,
+    on_close: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl SseBody {
+    pub fn new(rx: mpsc::Receiver<SseItem>, on_close: Box<dyn FnOnce() + Send>) -> SseBody {
+        SseBody {
+            rx,
+            done: false,
+            on_close: Some(on_close),
+        }
+    }
+}
+
+impl Drop for SseBody {
+    fn drop(&mut self) {
+        if let Some(f) = self.on_close.take() {
+            f();
+        }
+    }
+}
+
+impl HttpBody for SseBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        match self.rx.poll_recv(cx) {
+            Poll::Ready(Some(SseItem::Frame(b))) => Poll::Ready(Some(Ok(Frame::data(b)))),
+            Poll::Ready(Some(SseItem::Final(b))) => {
+                self.done = true;
+                Poll::Ready(Some(Ok(Frame::data(b))))
+            }
+            // The producer went away without a final frame: the answer was not delivered, so
+            // end with an error (the connection is cut and the guard stays armed).
+            Poll::Ready(None) => Poll::Ready(Some(Err("the answer was abandoned".into()))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done
+    }
+}
+
+/// SSE response head: flushed at once so a client sees the stream start (openwop-rest.md §5.1 T13).
+pub fn sse_response<B>(body: B) -> Response
+where
+    B: HttpBody<Data = Bytes, Error = BoxError> + Send + 'static,
+{
+    let mut r = http::Response::new(body.boxed_unsync());
+    let h = r.headers_mut();
+    h.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(
+        http::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache"),
+    );
+    // mcp-tasks.md §1.4: SHOULD send X-Accel-Buffering: no on SSE responses.
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    r
+}

@@ -1,0 +1,348 @@
+//! The Tasks extension: `tasks/get`, `tasks/update`, `tasks/cancel` and `subscriptions/listen`
+//! (mcp-tasks.md §5, openwop-rest.md §3.7, §3.8, §3.10).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+use tokio::sync::mpsc;
+
+use super::call::resolve_key;
+use super::elicit::{effect_of, input_request, Effect, Modes};
+use super::project::{detailed_task, times};
+use super::respond::{
+    bare_result_response, error_response, result_response, sse_response, SseBody, SseItem,
+};
+use super::{McpError, McpRequest, META_SUBSCRIPTION, TASKS_EXT};
+use crate::body::Response;
+use crate::host::{open_interrupts, HostError, OpenInterrupt, RunSnapshot};
+use crate::server::AppState;
+use crate::sse::{keepalive_frame, message_frame};
+use crate::wire_id;
+
+fn require_tasks(req: &McpRequest) -> Result<(), McpError> {
+    if req.declares_tasks() {
+        Ok(())
+    } else {
+        Err(McpError::MissingCapability(
+            json!({ "extensions": { TASKS_EXT: {} } }),
+        ))
+    }
+}
+
+/// Reads the run behind a taskId. Every way of not being able to read it — malformed id,
+/// another tenant's id, a missing run, another tenant's credential — is the same
+/// `-32602 "task not found"` (RFC 0208 §C, openwop-rest.md §3.10).
+async fn read(
+    state: &AppState,
+    req: &McpRequest,
+    task_id: Option<&Value>,
+) -> Result<RunSnapshot, McpError> {
+    let wire = task_id
+        .and_then(Value::as_str)
+        .ok_or(McpError::TaskNotFound)?;
+    let run_id = wire_id::parse_bound(wire).map_err(|_| McpError::TaskNotFound)?;
+    let run = state
+        .host
+        .get_run(&req.caller, &run_id)
+        .await
+        .map_err(|e| McpError::from_host_task_read(&e))?;
+    if run.run_id != run_id {
+        return Err(McpError::TaskNotFound);
+    }
+    Ok(run)
+}
+
+/// Open interrupts and the newest event time, read from the run's log (a read: nothing is
+/// appended, RFC 0198 §D).
+async fn interrupts_of(
+    state: &AppState,
+    req: &McpRequest,
+    run: &RunSnapshot,
+) -> Result<(Vec<OpenInterrupt>, Option<String>), McpError> {
+    let page = state
+        .host
+        .poll_events(&req.caller, &run.run_id, None, 1)
+        .await
+        .map_err(|e| McpError::from_host_task_read(&e))?;
+    let newest = page.events.iter().rev().find_map(|e| e.timestamp.clone());
+    Ok((open_interrupts(&page.events), newest))
+}
+
+/// The DetailedTask as `tasks/get` returns it now.
+async fn detailed(
+    state: &AppState,
+    req: &McpRequest,
+    run: &RunSnapshot,
+) -> Result<Map<String, Value>, McpError> {
+    let mut newest = None;
+    let mut requests = None;
+    if run.status.awaits_client() {
+        let (open, n) = interrupts_of(state, req, run).await?;
+        newest = n;
+        // A task's input travels through tasks/update, which only a Tasks client sends; one
+        // that declared no elicitation mode still gets form requests it can answer.
+        let mut modes = Modes::of(&req.caps);
+        if !modes.form && !modes.url {
+            modes.form = true;
+        }
+        let mut m = Map::new();
+        for i in &open {
+            let url = format!(
+                "/runs/{}/interrupts/{}",
+                wire_id::project(&run.run_id),
+                wire_id::project(&i.node_id)
+            );
+            if let Ok(r) = input_request(i, modes, &url) {
+                m.insert(i.interrupt_id.clone(), r);
+            }
+        }
+        requests = Some(m);
+    }
+    let t = times(run, newest.as_deref());
+    Ok(detailed_task(
+        run,
+        &t,
+        state.cfg.tasks.poll_interval_ms,
+        requests,
+    ))
+}
+
+pub async fn get(state: &AppState, req: &McpRequest) -> Result<Response, McpError> {
+    require_tasks(req)?;
+    let run = read(state, req, req.params.get("taskId")).await?;
+    let mut task = detailed(state, req, &run).await?;
+    task.insert("resultType".into(), json!("complete"));
+    Ok(result_response(&state.cfg, &req.id, Value::Object(task)))
+}
+
+/// Each key resolves its interrupt at most once; keys that are not open resolve nothing; the
+/// answer is always the empty ack (ext-tasks §tasks/update; RFC 0198 §E).
+pub async fn update(state: &AppState, req: &McpRequest) -> Result<Response, McpError> {
+    require_tasks(req)?;
+    let responses = req
+        .params
+        .get("inputResponses")
+        .and_then(Value::as_object)
+        .ok_or_else(|| {
+            McpError::InvalidParams("Invalid params: inputResponses must be an object".into())
+        })?
+        .clone();
+    let run = read(state, req, req.params.get("taskId")).await?;
+    if run.status.awaits_client() && !responses.is_empty() {
+        let (open, _) = interrupts_of(state, req, &run).await?;
+        for (key, answer) in &responses {
+            let Some(i) = open.iter().find(|i| &i.interrupt_id == key) else {
+                continue;
+            };
+            let outcome = match effect_of(i, answer) {
+                Ok(Effect::Resolve(resume)) => {
+                    let k = resolve_key(&i.interrupt_id, &resume);
+                    state
+                        .host
+                        .resolve_interrupt(&req.caller, &run.run_id, &i.node_id, &resume, &k)
+                        .await
+                        .map(|_| ())
+                }
+                Ok(Effect::CancelRun) => state
+                    .host
+                    .cancel_run(&req.caller, &run.run_id, Some("mcp-elicitation-cancelled"))
+                    .await
+                    .map(|_| ()),
+                Err(_) => Ok(()),
+            };
+            match outcome {
+                // A host 4xx (ineligible approver, lost race, invalid value) resolved nothing,
+                // and the ack says nothing more (never -32603 for a host 4xx).
+                Ok(()) => {}
+                Err(HostError::Status { status, .. })
+                    if status.is_client_error()
+                        && status.as_u16() != 401
+                        && status.as_u16() != 429 =>
+                {
+                    tracing::debug!(run_id = %run.run_id, %status, "tasks/update resolved nothing");
+                }
+                Err(e) => return Err(McpError::from_host(&e)),
+            }
+        }
+    }
+    Ok(bare_result_response(
+        &req.id,
+        json!({ "resultType": "complete" }),
+    ))
+}
+
+/// Cancels as cancelRun does; a terminal run is acknowledged and untouched (409 swallowed).
+pub async fn cancel(state: &AppState, req: &McpRequest) -> Result<Response, McpError> {
+    require_tasks(req)?;
+    let run = read(state, req, req.params.get("taskId")).await?;
+    if !run.status.is_terminal() {
+        match state.host.cancel_run(&req.caller, &run.run_id, None).await {
+            Ok(_) => {}
+            Err(HostError::Status { status, .. })
+                if status.is_client_error() && status.as_u16() != 401 && status.as_u16() != 429 => {
+            }
+            Err(e) => return Err(McpError::from_host(&e)),
+        }
+    }
+    Ok(bare_result_response(
+        &req.id,
+        json!({ "resultType": "complete" }),
+    ))
+}
+
+/// `subscriptions/listen` with `notifications.taskIds` (mcp-tasks.md §4.2, §5.12).
+pub async fn listen(state: Arc<AppState>, req: McpRequest) -> Response {
+    match listen_inner(state.clone(), &req).await {
+        Ok(r) => {
+            state.metrics.request("subscriptions/listen", "ok");
+            r
+        }
+        Err(e) => {
+            state.metrics.request("subscriptions/listen", e.label());
+            error_response(&req.id, &e)
+        }
+    }
+}
+
+async fn listen_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, McpError> {
+    let filter = match req.params.get("notifications") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(o)) => o.clone(),
+        Some(_) => {
+            return Err(McpError::InvalidParams(
+                "Invalid params: notifications must be an object".into(),
+            ))
+        }
+    };
+    let asked: Option<Vec<String>> = match filter.get("taskIds") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(a)) => Some(
+            a.iter()
+                .map(|v| v.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| {
+                    McpError::InvalidParams("Invalid params: taskIds must be strings".into())
+                })?,
+        ),
+        Some(_) => {
+            return Err(McpError::InvalidParams(
+                "Invalid params: taskIds must be an array".into(),
+            ))
+        }
+    };
+    let tasks_on = state.cfg.tasks.enabled;
+    if asked.is_some() && tasks_on {
+        require_tasks(req)?;
+    }
+    let max = state.cfg.tasks.max_listen_task_ids;
+    if asked.as_ref().is_some_and(|a| a.len() > max) {
+        return Err(McpError::InvalidParams(format!(
+            "Invalid params: at most {max} taskIds per listen"
+        )));
+    }
+    // Only ids the caller can read are acknowledged; the others are left out exactly like a
+    // nonexistent id and never notified (openwop-rest.md §3.8).
+    let mut readable: Vec<String> = Vec::new();
+    if tasks_on {
+        for id in asked.iter().flatten() {
+            if readable.contains(id) {
+                continue;
+            }
+            match read(&state, req, Some(&json!(id))).await {
+                Ok(_) => readable.push(id.clone()),
+                Err(McpError::TaskNotFound) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    let sub_id = req.id.clone();
+    let mut ack_notifications = Map::new();
+    if asked.is_some() && tasks_on {
+        ack_notifications.insert("taskIds".into(), json!(readable));
+    }
+    let ack = json!({
+        "jsonrpc": "2.0",
+        "method": "notifications/subscriptions/acknowledged",
+        "params": { "_meta": { META_SUBSCRIPTION: sub_id }, "notifications": ack_notifications },
+    });
+    let (tx, rx) = mpsc::channel::<SseItem>(16);
+    let metrics = state.metrics.clone();
+    metrics.stream_opened();
+    let body = SseBody::new(rx, Box::new(move || metrics.stream_closed()));
+    // The ack is the first message: nothing goes on a subscription before it.
+    let _ = tx.try_send(SseItem::Frame(message_frame(&ack.to_string())));
+    let st = state.clone();
+    let lreq = McpRequest {
+        id: req.id.clone(),
+        method: req.method.clone(),
+        params: req.params.clone(),
+        caps: req.caps.clone(),
+        caller: req.caller.clone(),
+        headers: req.headers.clone(),
+    };
+    tokio::spawn(async move { listen_loop(st, lreq, readable, tx).await });
+    Ok(sse_response(body))
+}
+
+async fn listen_loop(
+    state: Arc<AppState>,
+    req: McpRequest,
+    ids: Vec<String>,
+    tx: mpsc::Sender<SseItem>,
+) {
+    let sub_id = req.id.clone();
+    let mut last: HashMap<String, (Value, Value)> = HashMap::new();
+    let mut done: Vec<String> = Vec::new();
+    let mut shutdown = state.shutdown.clone();
+    let mut poll = tokio::time::interval(state.cfg.tasks.listen_poll_interval);
+    let mut keepalive = tokio::time::interval(state.cfg.mcp.sse_keepalive);
+    keepalive.tick().await;
+    let final_frame = || {
+        let end = json!({ "jsonrpc": "2.0", "id": sub_id, "result": { "resultType": "complete", "_meta": { META_SUBSCRIPTION: sub_id } } });
+        SseItem::Final(message_frame(&end.to_string()))
+    };
+    loop {
+        tokio::select! {
+            _ = poll.tick() => {
+                let pending: Vec<&String> = ids.iter().filter(|i| !done.contains(i)).collect();
+                for id in pending {
+                    let run = match read(&state, &req, Some(&json!(id))).await {
+                        Ok(r) => r,
+                        Err(McpError::TaskNotFound) => { done.push(id.clone()); continue; }
+                        Err(_) => continue,
+                    };
+                    let Ok(mut task) = detailed(&state, &req, &run).await else { continue };
+                    let key = (task["status"].clone(), task["lastUpdatedAt"].clone());
+                    if last.get(id) != Some(&key) {
+                        last.insert(id.clone(), key);
+                        task.insert("_meta".into(), json!({ META_SUBSCRIPTION: sub_id }));
+                        let n = json!({ "jsonrpc": "2.0", "method": "notifications/tasks", "params": task });
+                        if tx.send(SseItem::Frame(message_frame(&n.to_string()))).await.is_err() {
+                            return;
+                        }
+                    }
+                    if run.status.is_terminal() {
+                        done.push(id.clone());
+                    }
+                }
+                if !ids.is_empty() && done.len() >= ids.len() {
+                    // Every listed task is terminal: end with the listen's result, never
+                    // notifications/cancelled (RFC 0198 §G.14).
+                    let _ = tx.send(final_frame()).await;
+                    return;
+                }
+            }
+            _ = keepalive.tick() => {
+                if tx.send(SseItem::Frame(keepalive_frame())).await.is_err() {
+                    return;
+                }
+            }
+            _ = shutdown.changed() => {
+                let _ = tx.send(final_frame()).await;
+                return;
+            }
+            _ = tx.closed() => return,
+        }
+    }
+}

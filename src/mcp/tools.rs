@@ -1,0 +1,364 @@
+//! `tools/list` and the per-caller tool catalog (openwop-rest.md §1.2, §3.4).
+//!
+//! The catalog is read from the host with the caller's own credential (the list may depend on
+//! the caller, so `cacheScope` is `private`), cached per credential for a short TTL, and
+//! concurrent misses for one caller are coalesced into one upstream fetch (moka).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures_util::future::join_all;
+use serde_json::{json, Map, Value};
+
+use super::{McpError, McpRequest};
+use crate::body::Response;
+use crate::config::{Config, ToolSource};
+use crate::host::{Caller, HostError};
+use crate::server::AppState;
+
+/// Node types that suspend a run on a client-answerable interrupt (§1.2).
+const SUSPENDING: [&str; 4] = [
+    "core.approvalGate",
+    "core.clarificationGate",
+    "core.interrupt",
+    "core.oauth",
+];
+
+#[derive(Debug, Clone)]
+pub struct Variable {
+    pub name: String,
+    pub ty: Option<String>,
+    pub required: bool,
+    pub has_default: bool,
+}
+
+/// One tool = one workflow.
+#[derive(Debug, Clone)]
+pub struct ToolDef {
+    pub name: String,
+    pub wire: Value,
+    pub variables: Vec<Variable>,
+    /// Known from the workflow's nodes; a catalog entry without nodes is assumed able to.
+    pub can_suspend: bool,
+}
+
+#[derive(Debug, Default)]
+pub struct ToolSet {
+    pub sorted: Vec<Value>,
+    pub by_name: HashMap<String, ToolDef>,
+}
+
+pub struct Catalog {
+    cache: moka::future::Cache<String, Arc<ToolSet>>,
+    source: ToolSource,
+}
+
+impl Catalog {
+    pub fn new(cfg: &Config) -> Catalog {
+        Catalog {
+            cache: moka::future::Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(cfg.mcp.tools_list_ttl)
+                .build(),
+            source: cfg.tools.source,
+        }
+    }
+
+    /// The caller's tools (cached per credential, coalesced).
+    pub async fn tools_for(
+        &self,
+        state: &AppState,
+        caller: &Caller,
+    ) -> Result<Arc<ToolSet>, McpError> {
+        let key = super::request_state::principal_of(caller);
+        let source = self.source;
+        self.cache
+            .try_get_with(key, fetch(state, caller, source))
+            .await
+            .map_err(|e: Arc<McpError>| (*e).clone())
+    }
+}
+
+async fn fetch(
+    state: &AppState,
+    caller: &Caller,
+    source: ToolSource,
+) -> Result<Arc<ToolSet>, McpError> {
+    let mut defs = match source {
+        ToolSource::Fixtures => {
+            let doc = state
+                .host
+                .discovery()
+                .await
+                .map_err(|e| McpError::from_host(&e))?;
+            let ids: Vec<String> = doc
+                .get("fixtures")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let reads = join_all(ids.iter().map(|id| state.host.get_workflow(caller, id))).await;
+            let mut defs = Vec::new();
+            for (id, r) in ids.iter().zip(reads) {
+                match r {
+                    Ok(wf) => defs.push(from_workflow(id, &wf)),
+                    // A workflow this caller may not read is simply not its tool (§3.4); but an
+                    // unauthenticated caller or a scope problem is the caller's answer.
+                    Err(e) => match McpError::from_host(&e) {
+                        e @ (McpError::Unauthorized { .. }
+                        | McpError::InsufficientScope { .. }
+                        | McpError::RateLimited { .. }
+                        | McpError::Internal) => return Err(e),
+                        _ => continue,
+                    },
+                }
+            }
+            defs
+        }
+        ToolSource::ToolCatalog => {
+            let v = state
+                .host
+                .list_tools(caller)
+                .await
+                .map_err(|e: HostError| McpError::from_host(&e))?;
+            let arr = v
+                .as_array()
+                .cloned()
+                .or_else(|| v.get("tools").and_then(Value::as_array).cloned())
+                .unwrap_or_default();
+            arr.iter().filter_map(from_descriptor).collect()
+        }
+    };
+    defs.sort_by(|a, b| a.name.cmp(&b.name));
+    defs.dedup_by(|a, b| a.name == b.name);
+    let sorted = defs.iter().map(|d| d.wire.clone()).collect();
+    let by_name = defs.into_iter().map(|d| (d.name.clone(), d)).collect();
+    Ok(Arc::new(ToolSet { sorted, by_name }))
+}
+
+/// Builds a tool from a workflow definition (§1.2, as the reference host does, plus the
+/// variable types so clients can validate).
+pub fn from_workflow(id: &str, wf: &Value) -> ToolDef {
+    let description = wf
+        .get("description")
+        .and_then(Value::as_str)
+        .or_else(|| wf.get("name").and_then(Value::as_str))
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("Runs the OpenWOP workflow {id}"));
+    let mut props = Map::new();
+    let mut required = Vec::new();
+    let mut variables = Vec::new();
+    for v in wf
+        .get("variables")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let Some(name) = v.get("name").and_then(Value::as_str) else {
+            continue;
+        };
+        let ty = v.get("type").and_then(Value::as_str).filter(|t| {
+            matches!(
+                *t,
+                "string" | "number" | "integer" | "boolean" | "object" | "array"
+            )
+        });
+        let mut p = Map::new();
+        if let Some(t) = ty {
+            p.insert("type".into(), json!(t));
+        }
+        let desc = v
+            .get("description")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("workflow variable {name}"));
+        p.insert("description".into(), json!(desc));
+        let default = v.get("defaultValue").filter(|d| !d.is_null());
+        if let Some(d) = default {
+            p.insert("default".into(), d.clone());
+        }
+        let req = v.get("required").and_then(Value::as_bool) == Some(true);
+        // Only a variable the run cannot start without is required of the caller.
+        if req && default.is_none() {
+            required.push(json!(name));
+        }
+        props.insert(name.to_string(), Value::Object(p));
+        variables.push(Variable {
+            name: name.into(),
+            ty: ty.map(str::to_string),
+            required: req,
+            has_default: default.is_some(),
+        });
+    }
+    let mut schema = json!({ "type": "object", "properties": props, "additionalProperties": true });
+    if !required.is_empty() {
+        schema["required"] = Value::Array(required);
+    }
+    let can_suspend = wf
+        .get("nodes")
+        .and_then(Value::as_array)
+        .map(|nodes| {
+            nodes.iter().any(|n| {
+                n.get("typeId")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| SUSPENDING.contains(&t))
+            })
+        })
+        .unwrap_or(true);
+    let mut wire = json!({ "name": id, "description": description, "inputSchema": schema });
+    if let Some(title) = wf.get("name").and_then(Value::as_str) {
+        wire["title"] = json!(title);
+    }
+    ToolDef {
+        name: id.to_string(),
+        wire,
+        variables,
+        can_suspend,
+    }
+}
+
+/// Builds a tool from a `GET /tools` ToolDescriptor.
+fn from_descriptor(d: &Value) -> Option<ToolDef> {
+    let name = d.get("toolId")?.as_str()?.to_string();
+    let schema = d
+        .get("inputSchema")
+        .filter(|s| s.is_object())
+        .cloned()
+        .unwrap_or_else(|| json!({ "type": "object", "additionalProperties": true }));
+    let mut wire = json!({
+        "name": name,
+        "description": d.get("description").and_then(Value::as_str).unwrap_or(&format!("Runs the OpenWOP tool {name}")),
+        "inputSchema": schema,
+    });
+    if let Some(t) = d.get("title").and_then(Value::as_str) {
+        wire["title"] = json!(t);
+    }
+    if let Some(a) = d.get("annotations").filter(|a| a.is_object()) {
+        wire["annotations"] = a.clone();
+    }
+    let required: Vec<String> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| {
+            r.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let variables = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| {
+            p.iter()
+                .map(|(k, v)| Variable {
+                    name: k.clone(),
+                    ty: v.get("type").and_then(Value::as_str).map(str::to_string),
+                    required: required.contains(k),
+                    has_default: v.get("default").is_some(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let can_suspend = d.get("approval").is_some_and(|a| !a.is_null())
+        || d.get("safetyTier").and_then(Value::as_str) != Some("pure");
+    Some(ToolDef {
+        name,
+        wire,
+        variables,
+        can_suspend,
+    })
+}
+
+/// Checks arguments against the tool's variables before any run exists (§3.5 step 2).
+pub fn validate_arguments(tool: &ToolDef, args: &Map<String, Value>) -> Result<(), String> {
+    for v in &tool.variables {
+        match args.get(&v.name) {
+            None | Some(Value::Null) => {
+                if v.required && !v.has_default {
+                    return Err(format!(
+                        "Invalid arguments for tool {}: missing required '{}'",
+                        tool.name, v.name
+                    ));
+                }
+            }
+            Some(val) => {
+                let ok = match v.ty.as_deref() {
+                    Some("string") => val.is_string(),
+                    Some("number") => val.is_number(),
+                    Some("integer") => {
+                        val.is_i64()
+                            || val.is_u64()
+                            || val.as_f64().is_some_and(|f| f.fract() == 0.0)
+                    }
+                    Some("boolean") => val.is_boolean(),
+                    Some("object") => val.is_object(),
+                    Some("array") => val.is_array(),
+                    _ => true,
+                };
+                if !ok {
+                    return Err(format!(
+                        "Invalid arguments for tool {}: '{}' must be of type {}",
+                        tool.name,
+                        v.name,
+                        v.ty.as_deref().unwrap_or("any")
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `tools/list`.
+pub async fn list(state: &AppState, req: &McpRequest) -> Result<Response, McpError> {
+    if let Some(c) = req.params.get("cursor") {
+        if !c.is_null() {
+            return Err(McpError::InvalidParams(
+                "Invalid params: unknown cursor (the list has one page)".into(),
+            ));
+        }
+    }
+    let set = state.mount.tools.tools_for(state, &req.caller).await?;
+    let result = json!({
+        "resultType": "complete",
+        "tools": set.sorted,
+        "ttlMs": state.cfg.mcp.tools_list_ttl.as_millis() as u64,
+        "cacheScope": "private",
+    });
+    Ok(super::result_response(&state.cfg, &req.id, result))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workflow_variables_become_the_input_schema() {
+        let wf = json!({"id":"conformance-delay","name":"Delay","variables":[{"name":"delayMs","type":"number","required":true,"defaultValue":1000},{"name":"who","type":"string","required":true}],"nodes":[{"id":"wait","typeId":"core.delay"}]});
+        let t = from_workflow("conformance-delay", &wf);
+        assert_eq!(
+            t.wire["inputSchema"]["properties"]["delayMs"]["default"],
+            1000
+        );
+        assert_eq!(t.wire["inputSchema"]["required"], json!(["who"]));
+        assert!(!t.can_suspend);
+        let mut args = Map::new();
+        assert!(validate_arguments(&t, &args).unwrap_err().contains("who"));
+        args.insert("who".into(), json!("x"));
+        args.insert("delayMs".into(), json!("soon"));
+        assert!(validate_arguments(&t, &args)
+            .unwrap_err()
+            .contains("delayMs"));
+        args.insert("delayMs".into(), json!(5));
+        assert!(validate_arguments(&t, &args).is_ok());
+    }
+
+    #[test]
+    fn approval_gate_workflows_can_suspend() {
+        let wf = json!({"nodes":[{"id":"gate","typeId":"core.approvalGate"}]});
+        assert!(from_workflow("a", &wf).can_suspend);
+    }
+}

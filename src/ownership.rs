@@ -1,0 +1,243 @@
+//! Request-owned runs (RFC 0198 §G.12–§G.13, openwop-rest.md §3.9).
+//!
+//! Until the sidecar has handed the last byte of its answer to the connection, the request
+//! that started or continued a run owns it. [`RunGuard`] holds that ownership: it lives in the
+//! handler future (so dropping the future before the response head cancels) and then moves
+//! into [`GuardedBody`] (so dropping the body before its end cancels). It is disarmed only when
+//! the body yields its final frame. The cancel itself is a separate upstream request with the
+//! caller's own credential, dispatched on its own task so a drop never blocks.
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use tokio::sync::Notify;
+
+use crate::body::BoxError;
+use crate::host::{Caller, HostClient, HostError};
+use crate::telemetry::Metrics;
+
+/// Sends the cancels of orphaned runs, retrying until a deadline.
+#[derive(Clone)]
+pub struct CancelDispatcher {
+    inner: Arc<DispatcherInner>,
+}
+
+struct DispatcherInner {
+    host: HostClient,
+    deadline: Duration,
+    reason: String,
+    inflight: AtomicUsize,
+    idle: Notify,
+    metrics: Metrics,
+}
+
+/// How one orphan cancel ended (also the metric label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelOutcome {
+    Cancelled,
+    AlreadyTerminal,
+    Refused,
+    GaveUp,
+}
+
+impl CancelOutcome {
+    pub fn label(self) -> &'static str {
+        match self {
+            CancelOutcome::Cancelled => "cancelled",
+            CancelOutcome::AlreadyTerminal => "already_terminal",
+            CancelOutcome::Refused => "refused",
+            CancelOutcome::GaveUp => "gave_up",
+        }
+    }
+}
+
+impl CancelDispatcher {
+    pub fn new(host: HostClient, deadline: Duration, reason: String, metrics: Metrics) -> Self {
+        CancelDispatcher {
+            inner: Arc::new(DispatcherInner {
+                host,
+                deadline,
+                reason,
+                inflight: AtomicUsize::new(0),
+                idle: Notify::new(),
+                metrics,
+            }),
+        }
+    }
+
+    /// Starts the cancel of `run_id` and returns at once (called from `Drop`).
+    pub fn dispatch(&self, run_id: String, caller: Caller, phase: &'static str) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            tracing::error!(run_id = %run_id, "no runtime to cancel an orphaned run");
+            return;
+        };
+        self.inner.inflight.fetch_add(1, Ordering::SeqCst);
+        let me = self.clone();
+        rt.spawn(async move {
+            let outcome = me.cancel_with_retries(&run_id, &caller).await;
+            me.inner.metrics.owned_cancel(phase, outcome.label());
+            match outcome {
+                CancelOutcome::Cancelled | CancelOutcome::AlreadyTerminal => {
+                    tracing::info!(run_id = %run_id, phase, outcome = outcome.label(), "owned run released after client disconnect")
+                }
+                _ => tracing::warn!(run_id = %run_id, phase, outcome = outcome.label(), "could not cancel an orphaned run"),
+            }
+            if me.inner.inflight.fetch_sub(1, Ordering::SeqCst) == 1 {
+                me.inner.idle.notify_waiters();
+            }
+        });
+    }
+
+    async fn cancel_with_retries(&self, run_id: &str, caller: &Caller) -> CancelOutcome {
+        let start = Instant::now();
+        let mut backoff = Duration::from_millis(25);
+        loop {
+            match self
+                .inner
+                .host
+                .cancel_run_once(caller, run_id, &self.inner.reason)
+                .await
+            {
+                Ok(_) => return CancelOutcome::Cancelled,
+                // openwop-rest.md §1.6: a terminal run answers 409 run_terminal; nothing is owed.
+                Err(HostError::Status { status, .. }) if status == http::StatusCode::CONFLICT => {
+                    return CancelOutcome::AlreadyTerminal
+                }
+                Err(HostError::Status { status, .. })
+                    if status.is_client_error() && status.as_u16() != 429 =>
+                {
+                    return CancelOutcome::Refused
+                }
+                Err(e) => {
+                    if start.elapsed() + backoff > self.inner.deadline {
+                        tracing::warn!(run_id, error = %e, "cancel retries exhausted");
+                        return CancelOutcome::GaveUp;
+                    }
+                    tracing::debug!(run_id, error = %e, "cancel failed, retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+    }
+
+    /// Number of cancels still being delivered.
+    pub fn inflight(&self) -> usize {
+        self.inner.inflight.load(Ordering::SeqCst)
+    }
+
+    /// Waits (bounded) until every dispatched cancel has finished: shutdown must not drop them.
+    pub async fn drain(&self, timeout: Duration) {
+        let wait = async {
+            loop {
+                let notified = self.inner.idle.notified();
+                if self.inflight() == 0 {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        let _ = tokio::time::timeout(timeout, wait).await;
+    }
+}
+
+/// Ownership of one run by one request. Dropped while armed → the run is cancelled.
+pub struct RunGuard {
+    run: Option<(String, Caller)>,
+    dispatcher: CancelDispatcher,
+    phase: &'static str,
+}
+
+impl RunGuard {
+    pub fn new(dispatcher: CancelDispatcher) -> RunGuard {
+        RunGuard {
+            run: None,
+            dispatcher,
+            phase: "before_head",
+        }
+    }
+
+    /// The request now owns `run_id` (set right after createRun or requestState verification).
+    pub fn own(&mut self, run_id: &str, caller: &Caller) {
+        self.run = Some((run_id.to_string(), caller.clone()));
+    }
+
+    pub fn owns(&self) -> Option<&str> {
+        self.run.as_ref().map(|(r, _)| r.as_str())
+    }
+
+    /// Gives up ownership without cancelling (the answer is delivered, or the run is terminal).
+    pub fn release(&mut self) {
+        self.run = None;
+    }
+}
+
+impl Drop for RunGuard {
+    fn drop(&mut self) {
+        if let Some((run_id, caller)) = self.run.take() {
+            self.dispatcher.dispatch(run_id, caller, self.phase);
+        }
+    }
+}
+
+/// A response body that carries the guard until its last frame is handed to the connection.
+pub struct GuardedBody<B> {
+    inner: B,
+    guard: Option<RunGuard>,
+}
+
+impl<B> GuardedBody<B> {
+    pub fn new(inner: B, mut guard: RunGuard) -> Self {
+        guard.phase = "after_head";
+        GuardedBody {
+            inner,
+            guard: Some(guard),
+        }
+    }
+}
+
+impl<B> HttpBody for GuardedBody<B>
+where
+    B: HttpBody<Data = Bytes, Error = BoxError> + Unpin,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = &mut *self;
+        let res = Pin::new(&mut this.inner).poll_frame(cx);
+        match &res {
+            // The final frame is being handed over: the answer is delivered (§G.13).
+            Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => {
+                if let Some(mut g) = this.guard.take() {
+                    g.release();
+                }
+            }
+            Poll::Ready(None) => {
+                if let Some(mut g) = this.guard.take() {
+                    g.release();
+                }
+            }
+            // An error mid-body means the answer was not delivered: keep the guard armed so
+            // dropping the body cancels.
+            _ => {}
+        }
+        res
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

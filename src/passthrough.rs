@@ -1,0 +1,174 @@
+//! The reverse proxy: everything that is not the MCP mount or an admin path goes to the host
+//! unchanged. Raw path bytes are kept (`%2F` and `~2F` ids must reach the host as sent,
+//! openwop-rest.md §2.2: "a front door that decodes `%2F` before routing loses every bound id"),
+//! bodies stream both ways, and SSE passes frame by frame because nothing here buffers.
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Request, StatusCode, Uri};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::rt::TokioExecutor;
+
+use crate::body::{openwop_error, Body, Response};
+
+/// HTTP client for passthrough traffic.
+#[derive(Clone)]
+pub struct Passthrough {
+    client: Client<HttpConnector, Body>,
+    scheme: http::uri::Scheme,
+    authority: http::uri::Authority,
+    prefix: String,
+}
+
+/// RFC 9110 §7.6.1 hop-by-hop fields, never forwarded.
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "upgrade",
+];
+
+pub fn strip_hop_by_hop(h: &mut HeaderMap) {
+    // Headers named in `Connection` are hop-by-hop too.
+    let named: Vec<HeaderName> = h
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .collect();
+    for n in named {
+        h.remove(n);
+    }
+    for n in HOP_BY_HOP {
+        h.remove(n);
+    }
+    h.remove(header::TRANSFER_ENCODING);
+}
+
+impl Passthrough {
+    pub fn new(
+        upstream: &str,
+        connect_timeout: std::time::Duration,
+    ) -> anyhow::Result<Passthrough> {
+        let uri: Uri = upstream.parse()?;
+        let scheme = uri.scheme().cloned().unwrap_or(http::uri::Scheme::HTTP);
+        if scheme != http::uri::Scheme::HTTP {
+            anyhow::bail!("passthrough supports http:// upstreams in this build (TLS upstreams come with issue 7)");
+        }
+        let authority = uri
+            .authority()
+            .cloned()
+            .ok_or_else(|| anyhow::anyhow!("upstream URL has no host"))?;
+        let prefix = uri.path().trim_end_matches('/').to_string();
+        let mut conn = HttpConnector::new();
+        conn.set_connect_timeout(Some(connect_timeout));
+        conn.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(std::time::Duration::from_secs(60))
+            .build(conn);
+        Ok(Passthrough {
+            client,
+            scheme,
+            authority,
+            prefix,
+        })
+    }
+
+    /// Builds the upstream URI from the raw request target, never decoding it.
+    pub fn upstream_uri(&self, original: &Uri) -> Result<Uri, http::Error> {
+        let pq = original.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+        Uri::builder()
+            .scheme(self.scheme.clone())
+            .authority(self.authority.clone())
+            .path_and_query(format!("{}{}", self.prefix, pq))
+            .build()
+    }
+
+    /// Prepares the forwarded request head: raw target, hop-by-hop removed, `X-Forwarded-*` added.
+    pub fn forward_parts(
+        &self,
+        mut parts: http::request::Parts,
+        peer: Option<std::net::SocketAddr>,
+    ) -> Result<http::request::Parts, http::Error> {
+        let original_host = parts.headers.get(header::HOST).cloned();
+        parts.uri = self.upstream_uri(&parts.uri)?;
+        strip_hop_by_hop(&mut parts.headers);
+        parts.headers.remove(header::HOST);
+        if let Ok(v) = HeaderValue::from_str(self.authority.as_str()) {
+            parts.headers.insert(header::HOST, v);
+        }
+        if let Some(h) = original_host {
+            parts.headers.insert("x-forwarded-host", h);
+        }
+        if let Some(p) = peer {
+            let ip = p.ip().to_string();
+            let v = match parts
+                .headers
+                .get("x-forwarded-for")
+                .and_then(|v| v.to_str().ok())
+            {
+                Some(prev) => format!("{prev}, {ip}"),
+                None => ip,
+            };
+            if let Ok(v) = HeaderValue::from_str(&v) {
+                parts.headers.insert("x-forwarded-for", v);
+            }
+        }
+        parts
+            .headers
+            .insert("x-forwarded-proto", HeaderValue::from_static("http"));
+        parts.version = http::Version::HTTP_11;
+        Ok(parts)
+    }
+
+    /// Sends a request upstream and returns the host's response as it is, streaming.
+    pub async fn send(
+        &self,
+        req: Request<Body>,
+    ) -> Result<http::Response<Incoming>, hyper_util::client::legacy::Error> {
+        self.client.request(req).await
+    }
+
+    pub async fn forward(
+        &self,
+        req: Request<Incoming>,
+        peer: Option<std::net::SocketAddr>,
+    ) -> Response {
+        let (parts, body) = req.into_parts();
+        let parts = match self.forward_parts(parts, peer) {
+            Ok(p) => p,
+            Err(_) => {
+                return openwop_error(
+                    StatusCode::BAD_REQUEST,
+                    "validation_error",
+                    "the request target cannot be forwarded",
+                )
+            }
+        };
+        let up = Request::from_parts(parts, body.map_err(Into::into).boxed_unsync());
+        match self.send(up).await {
+            Ok(resp) => {
+                let (mut parts, body) = resp.into_parts();
+                strip_hop_by_hop(&mut parts.headers);
+                http::Response::from_parts(parts, body.map_err(Into::into).boxed_unsync())
+            }
+            Err(e) => upstream_unavailable(&e),
+        }
+    }
+}
+
+/// `502` with an OpenWOP-style body when the host cannot be reached.
+pub fn upstream_unavailable(e: &dyn std::error::Error) -> Response {
+    tracing::warn!(error = %e, "upstream unavailable");
+    openwop_error(
+        StatusCode::BAD_GATEWAY,
+        "upstream_unavailable",
+        "the sidecar could not reach the OpenWOP host",
+    )
+}

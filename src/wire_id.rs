@@ -1,0 +1,151 @@
+//! The OpenWOP id wire form (openwop-rest.md §2.2, RFC 0184).
+//!
+//! Tenant-bound ids (`acme/r-…`) travel as one path segment. Every byte outside
+//! `[A-Za-z0-9._-]` becomes `~HH` (uppercase hex), so `/` is `~2F`. `~` is RFC 3986
+//! unreserved, which is why proxies and routers leave it alone while they may decode
+//! `%2F`. The MCP `taskId` is exactly this projected form (RFC 0198 §C.5).
+
+use std::fmt;
+
+/// Why a wire-form id could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WireIdError {
+    /// A `~` or `%` not followed by two hex digits (openwop-rest.md §2.2: `400 validation_error`).
+    BadEscape,
+    /// The decoded bytes are not UTF-8.
+    NotUtf8,
+    /// The decoded id does not match the tenant-bound grammar of §2.1.
+    BadGrammar,
+}
+
+impl fmt::Display for WireIdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            WireIdError::BadEscape => "an escape is not followed by two hex digits",
+            WireIdError::NotUtf8 => "the decoded id is not UTF-8",
+            WireIdError::BadGrammar => "the id is not a tenant-bound id",
+        })
+    }
+}
+
+impl std::error::Error for WireIdError {}
+
+fn passes(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')
+}
+
+/// Projects a bound id into its one-segment wire form. Projecting is done exactly once,
+/// where the id leaves the host (§2.2), so this is not idempotent on purpose: `~` → `~7E`.
+pub fn project(bound: &str) -> String {
+    let mut out = String::with_capacity(bound.len() + 8);
+    for &b in bound.as_bytes() {
+        if passes(b) {
+            out.push(b as char);
+        } else {
+            out.push('~');
+            out.push(char::from(b"0123456789ABCDEF"[(b >> 4) as usize]));
+            out.push(char::from(b"0123456789ABCDEF"[(b & 0xF) as usize]));
+        }
+    }
+    out
+}
+
+fn hex(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Decodes `~HH` and the legacy `%HH` form (§2.2: "Also accept the legacy `%2F`").
+pub fn unproject(wire: &str) -> Result<String, WireIdError> {
+    let bytes = wire.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == b'~' || b == b'%' {
+            let hi = bytes.get(i + 1).copied().and_then(hex);
+            let lo = bytes.get(i + 2).copied().and_then(hex);
+            match (hi, lo) {
+                (Some(h), Some(l)) => out.push(h << 4 | l),
+                _ => return Err(WireIdError::BadEscape),
+            }
+            i += 3;
+        } else {
+            out.push(b);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| WireIdError::NotUtf8)
+}
+
+fn seg_ok(s: &str, min: usize) -> bool {
+    (min..=128).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'~' | b'-'))
+}
+
+/// True when `id` matches `^(anon:)?[A-Za-z0-9._~-]{1,128}/[A-Za-z0-9._~-]{16,128}$` (§2.1).
+pub fn is_tenant_bound(id: &str) -> bool {
+    let Some((tenant, opaque)) = id.split_once('/') else {
+        return false;
+    };
+    let tenant = tenant.strip_prefix("anon:").unwrap_or(tenant);
+    seg_ok(tenant, 1) && seg_ok(opaque, 16)
+}
+
+/// Decodes a wire id and checks the tenant-bound grammar: what a taskId must be.
+pub fn parse_bound(wire: &str) -> Result<String, WireIdError> {
+    let bound = unproject(wire)?;
+    if is_tenant_bound(&bound) {
+        Ok(bound)
+    } else {
+        Err(WireIdError::BadGrammar)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn projection_escapes_slash_colon_and_tilde() {
+        assert_eq!(project("acme/r-9f3c"), "acme~2Fr-9f3c");
+        assert_eq!(project("anon:x/abc"), "anon~3Ax~2Fabc");
+        assert_eq!(project("a~b"), "a~7Eb");
+    }
+
+    #[test]
+    fn unprojection_accepts_tilde_and_percent_forms() {
+        assert_eq!(unproject("acme~2Fr-9f3c").unwrap(), "acme/r-9f3c");
+        assert_eq!(unproject("acme%2fr-9f3c").unwrap(), "acme/r-9f3c");
+        assert_eq!(unproject("anon~3Ax~2Fabc").unwrap(), "anon:x/abc");
+    }
+
+    #[test]
+    fn broken_escapes_are_refused() {
+        assert_eq!(unproject("acme~2"), Err(WireIdError::BadEscape));
+        assert_eq!(unproject("acme~zz"), Err(WireIdError::BadEscape));
+        assert_eq!(unproject("~FF"), Err(WireIdError::NotUtf8));
+    }
+
+    #[test]
+    fn round_trip_is_exact_for_every_byte_class() {
+        for id in ["acme/r-AAAAAAAAAAAAAAAAAAAAAAAA", "anon:t/x.y_z-~", "é/ü"] {
+            assert_eq!(unproject(&project(id)).unwrap(), id);
+        }
+    }
+
+    #[test]
+    fn bound_grammar_needs_tenant_and_long_opaque() {
+        assert!(is_tenant_bound("acme/r-0123456789abcdef"));
+        assert!(is_tenant_bound("anon:pub/0123456789abcdef"));
+        assert!(!is_tenant_bound("acme/short"));
+        assert!(!is_tenant_bound("no-slash-0123456789abcdef"));
+        assert!(!is_tenant_bound("a/b/0123456789abcdef"));
+        assert!(parse_bound("t-42").is_err());
+    }
+}
