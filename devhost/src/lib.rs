@@ -28,6 +28,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -47,6 +48,7 @@ mod fixtures;
 mod host;
 mod runs;
 mod sse;
+mod tokens;
 mod util;
 pub mod wire_id;
 
@@ -204,6 +206,12 @@ impl DevHost {
         lock(&self.inner.state.requests).clear();
     }
 
+    /// Turn request recording on or off (on by default). Benchmarks switch it off so
+    /// the log does not grow with every request.
+    pub fn set_recording(&self, on: bool) {
+        self.inner.state.recording.store(on, Ordering::Relaxed);
+    }
+
     /// Stop accepting, close open connections (streams included) and stop executors.
     pub async fn shutdown(self) {
         let _ = self.inner.stop.send(true);
@@ -282,6 +290,24 @@ async fn serve(state: &Arc<HostState>, req: http::Request<Incoming>) -> http::Re
             return finish(resp);
         }
     };
+    if state.recording.load(Ordering::Relaxed) {
+        record(state, &parts, &body);
+    }
+    let resp = host::handle(
+        state,
+        Req {
+            method: &parts.method,
+            path: parts.uri.path(),
+            query: parts.uri.query(),
+            headers: &parts.headers,
+            body: &body,
+        },
+    )
+    .await;
+    finish(resp)
+}
+
+fn record(state: &HostState, parts: &http::request::Parts, body: &bytes::Bytes) {
     lock(&state.requests).push(RecordedRequest {
         method: parts.method.to_string(),
         path: parts.uri.path().to_owned(),
@@ -299,18 +325,6 @@ async fn serve(state: &Arc<HostState>, req: http::Request<Incoming>) -> http::Re
         body: body.to_vec(),
         at: Instant::now(),
     });
-    let resp = host::handle(
-        state,
-        Req {
-            method: &parts.method,
-            path: parts.uri.path(),
-            query: parts.uri.query(),
-            headers: &parts.headers,
-            body: &body,
-        },
-    )
-    .await;
-    finish(resp)
 }
 
 /// Headers every response carries, errors and 304 included (openwop-rest.md §1.0).
