@@ -18,6 +18,7 @@ use http_body::{Body as HttpBody, Frame, SizeHint};
 use tokio::sync::Notify;
 
 use crate::body::BoxError;
+use crate::config::ErrorClass;
 use crate::host::{Caller, HostClient, HostError};
 use crate::telemetry::Metrics;
 
@@ -105,7 +106,7 @@ impl CancelDispatcher {
             {
                 Ok(_) => return CancelOutcome::Cancelled,
                 // openwop-rest.md §1.6: a terminal run answers 409 run_terminal; nothing is owed.
-                Err(HostError::Status { status, .. }) if status == http::StatusCode::CONFLICT => {
+                Err(e) if e.class() == ErrorClass::Terminal => {
                     return CancelOutcome::AlreadyTerminal
                 }
                 Err(HostError::Status { status, .. })

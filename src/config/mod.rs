@@ -4,6 +4,7 @@
 //! Everything the sidecar assumes about the host (routes, status names) is data here, with
 //! OpenWOP v2 as the default, so that no route string is scattered through the handlers.
 
+pub mod mapping;
 mod raw;
 pub mod routes;
 
@@ -12,6 +13,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use mapping::{ErrorClass, IdEncoding, Mapping};
 pub use raw::RawConfig;
 pub use routes::{Operation, Route, Routes};
 
@@ -44,6 +46,46 @@ pub enum ToolSource {
     Fixtures,
     /// `GET /tools` (the host's toolCatalog).
     ToolCatalog,
+    /// The `tools.static` list in this file.
+    Static,
+}
+
+/// Whether a tool runs as a task (mcp-tasks.md §5.2: server-directed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskSupport {
+    /// Only as a task: a call without the extension gets -32021.
+    Must,
+    /// A task when the client declares the extension, else a blocking call.
+    May,
+    /// Always a blocking call, even for a Tasks client.
+    Never,
+}
+
+/// Extra createRun body content (tags, metadata) for every run or one tool's runs.
+#[derive(Debug, Clone, Default)]
+pub struct CreateTemplate {
+    pub tags: Vec<String>,
+    pub metadata: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ToolOverride {
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub input_schema: Option<serde_json::Value>,
+    pub task: TaskSupport,
+    pub create_run: Option<CreateTemplate>,
+}
+
+#[derive(Debug, Clone)]
+pub struct StaticTool {
+    pub name: String,
+    pub workflow_id: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub input_schema: Option<serde_json::Value>,
+    pub task: TaskSupport,
+    pub can_suspend: bool,
 }
 
 /// The normalised configuration every part of the sidecar reads.
@@ -57,6 +99,7 @@ pub struct Config {
     pub ownership: Ownership,
     pub shutdown: Shutdown,
     pub routes: Arc<Routes>,
+    pub mapping: Arc<Mapping>,
     pub tools: Tools,
     pub logging: Logging,
 }
@@ -123,6 +166,43 @@ pub struct Shutdown {
 #[derive(Debug, Clone)]
 pub struct Tools {
     pub source: ToolSource,
+    /// Glob patterns (`*` wildcard) a tool name must match one of.
+    pub include: Vec<String>,
+    /// Glob patterns that remove a tool.
+    pub exclude: Vec<String>,
+    pub statics: Vec<StaticTool>,
+    pub overrides: std::collections::HashMap<String, ToolOverride>,
+    pub create_run: CreateTemplate,
+}
+
+impl Tools {
+    /// Whether a tool name passes the include/exclude patterns.
+    pub fn admits(&self, name: &str) -> bool {
+        self.include.iter().any(|p| glob(p, name)) && !self.exclude.iter().any(|p| glob(p, name))
+    }
+}
+
+/// `*` matches any run of characters; everything else matches itself.
+pub fn glob(pattern: &str, s: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    if parts.len() == 1 {
+        return pattern == s;
+    }
+    let mut rest = s;
+    for (i, p) in parts.iter().enumerate() {
+        if i == 0 {
+            let Some(r) = rest.strip_prefix(p) else {
+                return false;
+            };
+            rest = r;
+        } else if i == parts.len() - 1 {
+            return rest.ends_with(p);
+        } else {
+            let Some(at) = rest.find(p) else { return false };
+            rest = &rest[at + p.len()..];
+        }
+    }
+    true
 }
 
 #[derive(Debug, Clone)]

@@ -31,6 +31,8 @@ pub struct RawConfig {
     #[serde(default)]
     pub host: RawHost,
     #[serde(default)]
+    pub tools: RawTools,
+    #[serde(default)]
     pub logging: RawLogging,
 }
 
@@ -95,7 +97,61 @@ pub struct RawShutdown {
 pub struct RawHost {
     #[serde(default)]
     pub routes: RawRoutes,
-    pub tool_source: Option<Spanned<String>>,
+    #[serde(default)]
+    pub ids: super::mapping::RawIds,
+    #[serde(default)]
+    pub fields: BTreeMap<String, String>,
+    #[serde(default)]
+    pub statuses: BTreeMap<String, String>,
+    #[serde(default)]
+    pub bodies: BTreeMap<String, String>,
+    #[serde(default)]
+    pub errors: Vec<super::mapping::RawErrorRule>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawTools {
+    pub source: Option<Spanned<String>>,
+    pub include: Option<Vec<String>>,
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    #[serde(default, rename = "static")]
+    pub static_tools: Vec<RawStaticTool>,
+    #[serde(default)]
+    pub overrides: BTreeMap<String, RawToolOverride>,
+    pub create_run: Option<RawCreateTemplate>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawToolOverride {
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub input_schema: Option<serde_json::Value>,
+    pub task: Option<Spanned<String>>,
+    pub create_run: Option<RawCreateTemplate>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawStaticTool {
+    pub name: String,
+    pub workflow_id: Option<String>,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub input_schema: Option<serde_json::Value>,
+    pub task: Option<Spanned<String>>,
+    #[serde(default)]
+    pub can_suspend: bool,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawCreateTemplate {
+    #[serde(default)]
+    pub tags: Vec<String>,
+    pub metadata: Option<serde_json::Value>,
 }
 
 /// One optional override per operation; an unknown operation name is a parse error with a location.
@@ -384,22 +440,117 @@ impl RawConfig {
             );
         }
 
-        let tools = Tools {
-            source: match &self.host.tool_source {
-                Some(s) => match s.value.as_str() {
-                    "fixtures" => ToolSource::Fixtures,
-                    "toolCatalog" => ToolSource::ToolCatalog,
-                    other => {
-                        return Err(err(
+        let mapping = super::mapping::RawMapping {
+            ids: self.host.ids,
+            fields: self.host.fields,
+            statuses: self.host.statuses,
+            bodies: self.host.bodies,
+            errors: self.host.errors,
+        }
+        .normalise()
+        .map_err(|(l, m)| err(l, m))?;
+
+        let task_support =
+            |t: &Option<Spanned<String>>, what: &str| -> Result<TaskSupport, ConfigError> {
+                match t {
+                    None => Ok(TaskSupport::May),
+                    Some(s) => match s.value.as_str() {
+                        "must" => Ok(TaskSupport::Must),
+                        "may" => Ok(TaskSupport::May),
+                        "never" => Ok(TaskSupport::Never),
+                        other => Err(err(
                             loc(s),
-                            format!(
-                                "host.toolSource: '{other}' is not one of fixtures, toolCatalog"
-                            ),
-                        ))
+                            format!("{what}.task: '{other}' is not one of must, may, never"),
+                        )),
+                    },
+                }
+            };
+        let template = |t: &Option<RawCreateTemplate>,
+                        what: &str|
+         -> Result<Option<CreateTemplate>, ConfigError> {
+            match t {
+                None => Ok(None),
+                Some(t) => {
+                    if t.metadata.as_ref().is_some_and(|m| !m.is_object()) {
+                        return Err(err(
+                            None,
+                            format!("{what}.createRun.metadata must be a mapping"),
+                        ));
                     }
+                    Ok(Some(CreateTemplate {
+                        tags: t.tags.clone(),
+                        metadata: t.metadata.clone(),
+                    }))
+                }
+            }
+        };
+        let schema_ok = |s: &Option<serde_json::Value>, what: &str| -> Result<(), ConfigError> {
+            match s {
+                Some(v) if v.get("type").and_then(|t| t.as_str()) != Some("object") => Err(err(
+                    None,
+                    format!("{what}.inputSchema must be a JSON Schema object with type: object"),
+                )),
+                _ => Ok(()),
+            }
+        };
+        let mut overrides = std::collections::HashMap::new();
+        for (name, o) in &self.tools.overrides {
+            let what = format!("tools.overrides.{name}");
+            schema_ok(&o.input_schema, &what)?;
+            overrides.insert(
+                name.clone(),
+                ToolOverride {
+                    title: o.title.clone(),
+                    description: o.description.clone(),
+                    input_schema: o.input_schema.clone(),
+                    task: task_support(&o.task, &what)?,
+                    create_run: template(&o.create_run, &what)?,
                 },
-                None => ToolSource::Fixtures,
+            );
+        }
+        let mut statics = Vec::new();
+        for t in &self.tools.static_tools {
+            let what = format!("tools.static[{}]", t.name);
+            schema_ok(&t.input_schema, &what)?;
+            statics.push(StaticTool {
+                name: t.name.clone(),
+                workflow_id: t.workflow_id.clone().unwrap_or_else(|| t.name.clone()),
+                title: t.title.clone(),
+                description: t.description.clone(),
+                input_schema: t.input_schema.clone(),
+                task: task_support(&t.task, &what)?,
+                can_suspend: t.can_suspend,
+            });
+        }
+        let source = match &self.tools.source {
+            Some(s) => match s.value.as_str() {
+                "fixtures" => ToolSource::Fixtures,
+                "toolCatalog" => ToolSource::ToolCatalog,
+                "static" => ToolSource::Static,
+                other => {
+                    return Err(err(
+                        loc(s),
+                        format!(
+                            "tools.source: '{other}' is not one of fixtures, toolCatalog, static"
+                        ),
+                    ))
+                }
             },
+            None => ToolSource::Fixtures,
+        };
+        if source == ToolSource::Static && statics.is_empty() {
+            return Err(err(
+                self.tools.source.as_ref().and_then(loc),
+                "tools.source is static but tools.static lists no tool".into(),
+            ));
+        }
+        let tools = Tools {
+            source,
+            include: self.tools.include.unwrap_or_else(|| vec!["*".into()]),
+            exclude: self.tools.exclude,
+            statics,
+            overrides,
+            create_run: template(&self.tools.create_run, "tools")?.unwrap_or_default(),
         };
 
         let logging = Logging {
@@ -433,6 +584,7 @@ impl RawConfig {
                 drain_timeout: ms(self.shutdown.drain_timeout_ms, 30_000),
             },
             routes: Arc::new(Routes { by_op }),
+            mapping: Arc::new(mapping),
             tools,
             logging,
         })

@@ -78,3 +78,79 @@ fn bad_listen_and_url_are_refused() {
     assert!(parse("tasks:\n  pollIntervalMs: 0\n").is_err());
     assert!(parse("mcp:\n  revisions: ['2025-06-18']\n").is_err());
 }
+
+#[test]
+fn mapping_status_table_error_rules_and_ids_are_data() {
+    let c = parse(
+        "host:\n  ids: { path: percent }\n  statuses: { SUCCEEDED: completed, NEEDS_APPROVAL: waiting-approval }\n  fields: { status: /state, errorCode: /code }\n  errors:\n    - { status: 409, code: CONFLICT_TERMINAL, as: terminal }\n    - { status: 4xx, code: TENANT_MISMATCH, as: notFound }\n",
+    )
+    .unwrap();
+    let m = &c.mapping;
+    assert_eq!(m.path_ids, IdEncoding::Percent);
+    assert_eq!(m.status("SUCCEEDED").as_str(), "completed");
+    assert_eq!(
+        m.status("completed").as_str(),
+        "completed",
+        "v2 names still map"
+    );
+    assert_eq!(m.fields.status, "/state");
+    assert_eq!(
+        m.classify(409, Some("CONFLICT_TERMINAL"), None),
+        ErrorClass::Terminal
+    );
+    assert_eq!(
+        m.classify(403, Some("TENANT_MISMATCH"), None),
+        ErrorClass::NotFound
+    );
+}
+
+#[test]
+fn mapping_mistakes_are_refused() {
+    assert!(parse("host:\n  statuses: { DONE: finished }\n")
+        .unwrap_err()
+        .message
+        .contains("finished"));
+    assert!(parse("host:\n  fields: { stat: /s }\n")
+        .unwrap_err()
+        .message
+        .contains("stat"));
+    assert!(parse("host:\n  fields: { status: state }\n")
+        .unwrap_err()
+        .message
+        .contains("pointer"));
+    let e = parse("host:\n  errors:\n    - { status: 404, as: vanish }\n").unwrap_err();
+    assert_eq!(e.line, 3, "{e}");
+    assert!(parse("host:\n  ids: { path: base64 }\n").is_err());
+}
+
+#[test]
+fn tool_catalog_options_normalise() {
+    let c = parse(
+        "tools:\n  include: ['conformance-*']\n  exclude: ['*-nested']\n  overrides:\n    conformance-delay: { task: must, title: Sleep }\n  createRun: { tags: [mcp] }\n",
+    )
+    .unwrap();
+    assert!(c.tools.admits("conformance-delay"));
+    assert!(!c.tools.admits("conformance-clarification-nested"));
+    assert!(!c.tools.admits("greet"));
+    assert_eq!(
+        c.tools.overrides["conformance-delay"].task,
+        TaskSupport::Must
+    );
+    assert_eq!(c.tools.create_run.tags, vec!["mcp"]);
+    assert!(
+        parse("tools:\n  source: static\n").is_err(),
+        "a static catalog needs tools"
+    );
+    assert!(parse("tools:\n  overrides:\n    x: { task: sometimes }\n").is_err());
+    assert!(parse("tools:\n  overrides:\n    x: { inputSchema: { type: string } }\n").is_err());
+}
+
+#[test]
+fn glob_matches_like_a_shell_star() {
+    assert!(glob("*", "anything"));
+    assert!(glob("a*c", "abbbc"));
+    assert!(glob("a*b*c", "a-b-c"));
+    assert!(!glob("a*c", "abd"));
+    assert!(glob("exact", "exact"));
+    assert!(!glob("exact", "exactly"));
+}

@@ -10,7 +10,7 @@ use std::time::Duration;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use serde_json::Value;
 
-use crate::config::{Config, Operation, Routes};
+use crate::config::{Config, CreateTemplate, ErrorClass, Mapping, Operation, Routes};
 use crate::sse::SseParser;
 pub use types::*;
 
@@ -49,6 +49,8 @@ pub enum HostError {
         message: Option<String>,
         www_authenticate: Option<HeaderValue>,
         retry_after: Option<HeaderValue>,
+        /// What the configured error rules say this answer means.
+        class: ErrorClass,
     },
     #[error("the host sent a body that is not what its API promises: {0}")]
     BadBody(String),
@@ -67,6 +69,13 @@ impl HostError {
             _ => None,
         }
     }
+    /// The class of a host answer; transport faults are internal.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            HostError::Status { class, .. } => *class,
+            _ => ErrorClass::Internal,
+        }
+    }
     /// Transport faults and 5xx may be retried on safe or idempotency-keyed operations.
     fn retriable(&self) -> bool {
         match self {
@@ -83,6 +92,7 @@ pub struct HostClient {
     http: reqwest::Client,
     base: Arc<str>,
     routes: Arc<Routes>,
+    mapping: Arc<Mapping>,
 }
 
 impl HostClient {
@@ -98,7 +108,16 @@ impl HostClient {
             http,
             base: cfg.upstream.url.clone().into(),
             routes: cfg.routes.clone(),
+            mapping: cfg.mapping.clone(),
         })
+    }
+
+    pub fn mapping(&self) -> &Mapping {
+        &self.mapping
+    }
+
+    fn id(&self, bound: &str) -> String {
+        self.mapping.path_ids.encode(bound)
     }
 
     pub fn base_url(&self) -> &str {
@@ -156,7 +175,7 @@ impl HostClient {
         let retry = self.routes.get(op).retry;
         let mut attempt = 0u32;
         loop {
-            let res = Self::once(build()).await;
+            let res = self.once(build()).await;
             match res {
                 Err(e) if retry && attempt < 2 && e.retriable() => {
                     attempt += 1;
@@ -168,6 +187,7 @@ impl HostClient {
     }
 
     async fn once(
+        &self,
         rb: reqwest::RequestBuilder,
     ) -> Result<(StatusCode, HeaderMap, Value), HostError> {
         let resp = rb.send().await.map_err(map_reqwest)?;
@@ -182,20 +202,33 @@ impl HostClient {
             };
             Ok((status, headers, v))
         } else {
-            let body: Option<Value> = serde_json::from_slice(&bytes).ok();
-            let field = |k: &str| {
-                body.as_ref()
-                    .and_then(|b| b.get(k))
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-            };
-            Err(HostError::Status {
-                status,
-                code: field("error"),
-                message: field("message"),
-                www_authenticate: headers.get(http::header::WWW_AUTHENTICATE).cloned(),
-                retry_after: headers.get(http::header::RETRY_AFTER).cloned(),
-            })
+            Err(self.error_of(status, &headers, &bytes))
+        }
+    }
+
+    /// Builds the error of a non-2xx answer, classified by the configured rules.
+    fn error_of(&self, status: StatusCode, headers: &HeaderMap, bytes: &[u8]) -> HostError {
+        let body: Option<Value> = serde_json::from_slice(bytes).ok();
+        let f = &self.mapping.fields;
+        let field = |p: &str| {
+            body.as_ref()
+                .and_then(|b| Mapping::str_at(b, p))
+                .map(str::to_string)
+        };
+        let code = field(&f.error_code);
+        let www = headers.get(http::header::WWW_AUTHENTICATE).cloned();
+        let class = self.mapping.classify(
+            status.as_u16(),
+            code.as_deref(),
+            www.as_ref().and_then(|w| w.to_str().ok()),
+        );
+        HostError::Status {
+            status,
+            code,
+            message: field(&f.error_message),
+            www_authenticate: www,
+            retry_after: headers.get(http::header::RETRY_AFTER).cloned(),
+            class,
         }
     }
 
@@ -210,13 +243,28 @@ impl HostClient {
     }
 
     pub async fn get_workflow(&self, caller: &Caller, id: &str) -> Result<Value, HostError> {
-        let wire = crate::wire_id::project(id);
+        let wire = self.id(id);
         let (_, _, v) = self
             .send_json(Operation::GetWorkflow, || {
                 self.request(
                     Operation::GetWorkflow,
                     &[("workflowId", &wire)],
                     &[],
+                    Some(caller),
+                )
+            })
+            .await?;
+        Ok(v)
+    }
+
+    /// `GET /runs?limit=1`: the cheapest read that proves the host accepts the credential.
+    pub async fn list_runs_probe(&self, caller: &Caller) -> Result<Value, HostError> {
+        let (_, _, v) = self
+            .send_json(Operation::ListRuns, || {
+                self.request(
+                    Operation::ListRuns,
+                    &[],
+                    &[("limit", "1".to_string())],
                     Some(caller),
                 )
             })
@@ -237,28 +285,52 @@ impl HostClient {
     pub async fn create_run(
         &self,
         caller: &Caller,
-        body: &Value,
+        workflow_id: &str,
+        inputs: &Value,
+        templates: &[&CreateTemplate],
         idempotency_key: &str,
     ) -> Result<CreatedRun, HostError> {
+        let b = &self.mapping.bodies;
+        let mut body = serde_json::Map::new();
+        body.insert(
+            b.create_workflow_id.clone(),
+            Value::String(workflow_id.to_string()),
+        );
+        body.insert(b.create_inputs.clone(), inputs.clone());
+        let mut tags: Vec<Value> = Vec::new();
+        let mut metadata = serde_json::Map::new();
+        for t in templates {
+            tags.extend(t.tags.iter().map(|s| Value::String(s.clone())));
+            if let Some(Value::Object(m)) = &t.metadata {
+                metadata.extend(m.clone());
+            }
+        }
+        if !tags.is_empty() {
+            body.insert("tags".into(), Value::Array(tags));
+        }
+        if !metadata.is_empty() {
+            body.insert("metadata".into(), Value::Object(metadata));
+        }
+        let body = Value::Object(body);
         let (_, _, v) = self
             .send_json(Operation::CreateRun, || {
                 self.request(Operation::CreateRun, &[], &[], Some(caller))
                     .header("Idempotency-Key", idempotency_key)
-                    .json(body)
+                    .json(&body)
             })
             .await?;
-        CreatedRun::from_json(&v)
+        CreatedRun::from_json(&v, &self.mapping)
             .ok_or_else(|| HostError::BadBody("createRun answer has no runId".into()))
     }
 
     pub async fn get_run(&self, caller: &Caller, run_id: &str) -> Result<RunSnapshot, HostError> {
-        let wire = crate::wire_id::project(run_id);
+        let wire = self.id(run_id);
         let (_, _, v) = self
             .send_json(Operation::GetRun, || {
                 self.request(Operation::GetRun, &[("runId", &wire)], &[], Some(caller))
             })
             .await?;
-        RunSnapshot::from_json(v)
+        RunSnapshot::from_json(v, &self.mapping)
             .ok_or_else(|| HostError::BadBody("getRun answer is not a RunSnapshot".into()))
     }
 
@@ -268,11 +340,15 @@ impl HostClient {
         run_id: &str,
         reason: Option<&str>,
     ) -> Result<Value, HostError> {
-        let wire = crate::wire_id::project(run_id);
-        let body = match reason {
-            Some(r) => serde_json::json!({ "reason": r }),
-            None => serde_json::json!({}),
-        };
+        let wire = self.id(run_id);
+        let mut body = serde_json::Map::new();
+        if let Some(r) = reason {
+            body.insert(
+                self.mapping.bodies.cancel_reason.clone(),
+                Value::String(r.to_string()),
+            );
+        }
+        let body = Value::Object(body);
         let (_, _, v) = self
             .send_json(Operation::CancelRun, || {
                 self.request(Operation::CancelRun, &[("runId", &wire)], &[], Some(caller))
@@ -289,11 +365,16 @@ impl HostClient {
         run_id: &str,
         reason: &str,
     ) -> Result<Value, HostError> {
-        let wire = crate::wire_id::project(run_id);
+        let wire = self.id(run_id);
+        let mut body = serde_json::Map::new();
+        body.insert(
+            self.mapping.bodies.cancel_reason.clone(),
+            Value::String(reason.to_string()),
+        );
         let rb = self
             .request(Operation::CancelRun, &[("runId", &wire)], &[], Some(caller))
-            .json(&serde_json::json!({ "reason": reason }));
-        Self::once(rb).await.map(|(_, _, v)| v)
+            .json(&Value::Object(body));
+        self.once(rb).await.map(|(_, _, v)| v)
     }
 
     pub async fn resolve_interrupt(
@@ -304,9 +385,14 @@ impl HostClient {
         resume_value: &Value,
         idempotency_key: &str,
     ) -> Result<Value, HostError> {
-        let wire = crate::wire_id::project(run_id);
-        let node = crate::wire_id::project(node_id);
-        let body = serde_json::json!({ "resumeValue": resume_value });
+        let wire = self.id(run_id);
+        let node = self.id(node_id);
+        let mut body = serde_json::Map::new();
+        body.insert(
+            self.mapping.bodies.resolve_value.clone(),
+            resume_value.clone(),
+        );
+        let body = Value::Object(body);
         let (_, _, v) = self
             .send_json(Operation::ResolveInterrupt, || {
                 self.request(
@@ -331,7 +417,7 @@ impl HostClient {
         after: Option<i64>,
         timeout_s: u32,
     ) -> Result<EventPage, HostError> {
-        let wire = crate::wire_id::project(run_id);
+        let wire = self.id(run_id);
         let mut query = vec![("timeout", timeout_s.clamp(1, 60).to_string())];
         if let Some(a) = after {
             query.push(("afterSequence", a.to_string()));
@@ -349,7 +435,7 @@ impl HostClient {
                 .timeout(total)
             })
             .await?;
-        EventPage::from_json(&v)
+        EventPage::from_json(&v, &self.mapping)
             .ok_or_else(|| HostError::BadBody("events poll answer is malformed".into()))
     }
 
@@ -360,7 +446,7 @@ impl HostClient {
         run_id: &str,
         last_event_id: Option<i64>,
     ) -> Result<EventStream, HostError> {
-        let wire = crate::wire_id::project(run_id);
+        let wire = self.id(run_id);
         let mut rb = self
             .request(
                 Operation::StreamEvents,
@@ -378,25 +464,14 @@ impl HostClient {
         let status = resp.status();
         if !status.is_success() {
             let headers = resp.headers().clone();
-            let body: Option<Value> = resp.json().await.ok();
-            let field = |k: &str| {
-                body.as_ref()
-                    .and_then(|b| b.get(k))
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-            };
-            return Err(HostError::Status {
-                status,
-                code: field("error"),
-                message: field("message"),
-                www_authenticate: headers.get(http::header::WWW_AUTHENTICATE).cloned(),
-                retry_after: headers.get(http::header::RETRY_AFTER).cloned(),
-            });
+            let bytes = resp.bytes().await.unwrap_or_default();
+            return Err(self.error_of(status, &headers, &bytes));
         }
         Ok(EventStream {
             resp,
             parser: SseParser::new(1 << 20),
             pending: Default::default(),
+            mapping: self.mapping.clone(),
         })
     }
 
@@ -414,6 +489,7 @@ pub struct EventStream {
     resp: reqwest::Response,
     parser: SseParser,
     pending: std::collections::VecDeque<RunEvent>,
+    mapping: Arc<Mapping>,
 }
 
 impl EventStream {
@@ -432,12 +508,13 @@ impl EventStream {
                         .map_err(|e| HostError::BadBody(e.to_string()))?;
                     for f in frames {
                         if let Ok(v) = serde_json::from_str::<Value>(&f.data) {
-                            if let Some(ev) = RunEvent::from_json(&v) {
+                            let m = &self.mapping;
+                            if let Some(ev) = RunEvent::from_json(&v, m) {
                                 self.pending.push_back(ev);
                             } else if let Some(arr) = v.as_array() {
                                 // `event: batch` frames carry an array of RunEventDoc (§1.8).
                                 self.pending
-                                    .extend(arr.iter().filter_map(RunEvent::from_json));
+                                    .extend(arr.iter().filter_map(|e| RunEvent::from_json(e, m)));
                             }
                         }
                     }

@@ -2,6 +2,8 @@
 
 use serde_json::Value;
 
+use crate::config::Mapping;
+
 /// RunSnapshot.status (§1.4), canonical. Unknown future values are kept verbatim.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunStatus {
@@ -85,11 +87,13 @@ pub struct CreatedRun {
 }
 
 impl CreatedRun {
-    pub fn from_json(v: &Value) -> Option<CreatedRun> {
-        let run_id = v.get("runId")?.as_str()?;
+    pub fn from_json(v: &Value, m: &Mapping) -> Option<CreatedRun> {
+        let run_id = Mapping::str_at(v, &m.fields.created_run_id)?;
         // Bodies carry the bound form, but tolerate a host that projected it (§2.2).
         let run_id = crate::wire_id::unproject(run_id).ok()?;
-        let status = RunStatus::parse(v.get("status").and_then(Value::as_str).unwrap_or("pending"));
+        let status = Mapping::str_at(v, &m.fields.created_status)
+            .map(|s| m.status(s))
+            .unwrap_or(RunStatus::Pending);
         Some(CreatedRun { run_id, status })
     }
 }
@@ -109,18 +113,19 @@ pub struct RunSnapshot {
 }
 
 impl RunSnapshot {
-    pub fn from_json(v: Value) -> Option<RunSnapshot> {
-        let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+    pub fn from_json(v: Value, m: &Mapping) -> Option<RunSnapshot> {
+        let f = &m.fields;
+        let s = |p: &str| Mapping::str_at(&v, p).map(str::to_string);
         Some(RunSnapshot {
-            run_id: crate::wire_id::unproject(v.get("runId")?.as_str()?).ok()?,
-            workflow_id: s("workflowId").unwrap_or_default(),
-            status: RunStatus::parse(v.get("status")?.as_str()?),
-            current_node_id: s("currentNodeId"),
-            started_at: s("startedAt"),
-            completed_at: s("completedAt"),
-            error: v.get("error").filter(|e| !e.is_null()).cloned(),
-            variables: v.get("variables").cloned(),
-            inputs: v.get("inputs").cloned(),
+            run_id: crate::wire_id::unproject(Mapping::str_at(&v, &f.run_id)?).ok()?,
+            workflow_id: s(&f.workflow_id).unwrap_or_default(),
+            status: m.status(Mapping::str_at(&v, &f.status)?),
+            current_node_id: s(&f.current_node_id),
+            started_at: s(&f.started_at),
+            completed_at: s(&f.completed_at),
+            error: v.pointer(&f.error).filter(|e| !e.is_null()).cloned(),
+            variables: v.pointer(&f.variables).cloned(),
+            inputs: v.pointer(&f.inputs).cloned(),
         })
     }
 }
@@ -136,16 +141,14 @@ pub struct RunEvent {
 }
 
 impl RunEvent {
-    pub fn from_json(v: &Value) -> Option<RunEvent> {
+    pub fn from_json(v: &Value, m: &Mapping) -> Option<RunEvent> {
+        let f = &m.fields;
         Some(RunEvent {
-            sequence: v.get("sequence")?.as_i64()?,
-            kind: v.get("type")?.as_str()?.to_string(),
-            payload: v.get("payload").cloned().unwrap_or(Value::Null),
-            timestamp: v
-                .get("timestamp")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            node_id: v.get("nodeId").and_then(Value::as_str).map(str::to_string),
+            sequence: v.pointer(&f.event_sequence)?.as_i64()?,
+            kind: Mapping::str_at(v, &f.event_type)?.to_string(),
+            payload: v.pointer(&f.event_payload).cloned().unwrap_or(Value::Null),
+            timestamp: Mapping::str_at(v, &f.event_timestamp).map(str::to_string),
+            node_id: Mapping::str_at(v, &f.event_node_id).map(str::to_string),
         })
     }
 
@@ -161,27 +164,25 @@ impl RunEvent {
 #[derive(Debug, Clone)]
 pub struct EventPage {
     pub events: Vec<RunEvent>,
-    pub last_sequence: i64,
     pub status: RunStatus,
     pub is_terminal: bool,
 }
 
 impl EventPage {
-    pub fn from_json(v: &Value) -> Option<EventPage> {
+    pub fn from_json(v: &Value, m: &Mapping) -> Option<EventPage> {
+        let f = &m.fields;
         let events: Vec<RunEvent> = v
-            .get("events")?
+            .pointer(&f.poll_events)?
             .as_array()?
             .iter()
-            .filter_map(RunEvent::from_json)
+            .filter_map(|e| RunEvent::from_json(e, m))
             .collect();
-        let status = RunStatus::parse(v.get("status").and_then(Value::as_str).unwrap_or("running"));
+        let status = Mapping::str_at(v, &f.poll_status)
+            .map(|s| m.status(s))
+            .unwrap_or(RunStatus::Running);
         Some(EventPage {
-            last_sequence: v
-                .get("lastSequence")
-                .and_then(Value::as_i64)
-                .unwrap_or_else(|| events.last().map(|e| e.sequence).unwrap_or(-1)),
             is_terminal: v
-                .get("isTerminal")
+                .pointer(&f.poll_is_terminal)
                 .and_then(Value::as_bool)
                 .unwrap_or(status.is_terminal()),
             status,
@@ -204,7 +205,8 @@ pub struct OpenInterrupt {
 /// `node.suspended` whose `interruptId` has no later `interrupt.resolved`, with its payload
 /// from the latest `interrupt.requested` of the same node before it. RunSnapshot does not
 /// carry the interrupt identity (§0 fact 5), so the log is the only source.
-pub fn open_interrupts(events: &[RunEvent]) -> Vec<OpenInterrupt> {
+pub fn open_interrupts(events: &[RunEvent], m: &Mapping) -> Vec<OpenInterrupt> {
+    let f = &m.fields;
     let mut open: Vec<OpenInterrupt> = Vec::new();
     let mut last_request: std::collections::HashMap<String, Value> = Default::default();
     for ev in events {
@@ -222,17 +224,13 @@ pub fn open_interrupts(events: &[RunEvent]) -> Vec<OpenInterrupt> {
             "node.suspended" => {
                 let p = &ev.payload;
                 let (Some(iid), Some(node)) = (
-                    p.get("interruptId").and_then(Value::as_str),
-                    p.get("nodeId")
-                        .and_then(Value::as_str)
-                        .or(ev.node_id.as_deref()),
+                    Mapping::str_at(p, &f.interrupt_id),
+                    Mapping::str_at(p, &f.interrupt_node_id).or(ev.node_id.as_deref()),
                 ) else {
                     continue;
                 };
                 let payload = last_request.get(node).cloned().unwrap_or(Value::Null);
-                let kind = p
-                    .get("kind")
-                    .and_then(Value::as_str)
+                let kind = Mapping::str_at(p, &f.interrupt_kind)
                     .or_else(|| payload.get("kind").and_then(Value::as_str))
                     .unwrap_or("custom")
                     .to_string();
@@ -246,7 +244,7 @@ pub fn open_interrupts(events: &[RunEvent]) -> Vec<OpenInterrupt> {
             }
             "interrupt.resolved" | "node.resumed" => {
                 let p = &ev.payload;
-                if let Some(iid) = p.get("interruptId").and_then(Value::as_str) {
+                if let Some(iid) = Mapping::str_at(p, &f.interrupt_id) {
                     open.retain(|o| o.interrupt_id != iid);
                 } else if ev.kind == "interrupt.resolved" {
                     if let Some(node) = p.get("nodeId").and_then(Value::as_str) {
@@ -303,7 +301,7 @@ mod tests {
                 json!({"nodeId":"gate","interruptId":"acme/i-1","kind":"approval"}),
             ),
         ];
-        let open = open_interrupts(&log);
+        let open = open_interrupts(&log, &Mapping::default());
         assert_eq!(open.len(), 1);
         assert_eq!(open[0].interrupt_id, "acme/i-1");
         assert_eq!(open[0].node_id, "gate");
@@ -332,7 +330,7 @@ mod tests {
                 json!({"nodeId":"gate","interruptId":"acme/i-1"}),
             ),
         ];
-        assert!(open_interrupts(&log).is_empty());
+        assert!(open_interrupts(&log, &Mapping::default()).is_empty());
     }
 
     #[test]

@@ -19,6 +19,7 @@ use super::respond::{
 use super::tools::{validate_arguments, ToolDef};
 use super::{McpError, McpRequest};
 use crate::body::Response;
+use crate::config::{ErrorClass, TaskSupport};
 use crate::host::{open_interrupts, Caller, HostError, RunEvent, RunSnapshot, RunStatus};
 use crate::ownership::{GuardedBody, RunGuard};
 use crate::server::AppState;
@@ -59,7 +60,15 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
         .clone();
     validate_arguments(&tool, &args).map_err(McpError::InvalidParams)?;
     let args = Value::Object(args);
-    let tasked = state.cfg.tasks.enabled && req.declares_tasks();
+    let declared = state.cfg.tasks.enabled && req.declares_tasks();
+    // mcp-tasks.md §5.2: a tool that can only run as a task refuses a client without the
+    // extension with -32021; one that must not is always answered synchronously.
+    if tool.task == TaskSupport::Must && !declared {
+        return Err(McpError::MissingCapability(
+            json!({ "extensions": { super::TASKS_EXT: {} } }),
+        ));
+    }
+    let tasked = declared && tool.task != TaskSupport::Never;
 
     if let Some(token) = req.params.get("requestState") {
         return retry(state, req, &tool, &args, token, tasked).await;
@@ -71,12 +80,30 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
     }
 
     let mut guard = RunGuard::new(state.dispatcher.clone());
-    let body = json!({ "workflowId": name, "inputs": args });
-    let created = state
+    let mut templates = vec![&state.cfg.tools.create_run];
+    if let Some(t) = &tool.create_run {
+        templates.push(t);
+    }
+    let created = match state
         .host
-        .create_run(&req.caller, &body, &random_id(24))
+        .create_run(
+            &req.caller,
+            &tool.workflow_id,
+            &args,
+            &templates,
+            &random_id(24),
+        )
         .await
-        .map_err(|e| McpError::from_host(&e))?;
+    {
+        Ok(c) => c,
+        // host.errors may turn a refused createRun into a tool error the model can act on.
+        Err(e) if e.class() == ErrorClass::ToolError => {
+            let text = json!({ "workflowId": tool.workflow_id, "error": { "code": e.code(), "message": McpError::from_host(&e).to_error_object()["message"] } });
+            let result = json!({ "resultType": "complete", "content": [{ "type": "text", "text": text.to_string() }], "isError": true });
+            return Ok(super::result_response(&state.cfg, &req.id, result));
+        }
+        Err(e) => return Err(McpError::from_host(&e)),
+    };
     // RFC 0198 §G.12: from here until the answer's last byte, this request owns the run.
     guard.own(&created.run_id, &req.caller);
     tracing::debug!(run_id = %created.run_id, tool = %name, tasked, "run created");
@@ -112,7 +139,12 @@ async fn task_answer(
         },
     };
     let t = times(&run, None);
-    let result = create_task_result(&run, &t, state.cfg.tasks.poll_interval_ms);
+    let result = create_task_result(
+        &run,
+        &t,
+        state.cfg.tasks.poll_interval_ms,
+        state.host.mapping().task_ids,
+    );
     guarded_json(
         &envelope_result(&req.id, with_server_info(&state.cfg, result)),
         guard,
@@ -246,7 +278,7 @@ pub async fn wait_settled(
         .get_run(caller, run_id)
         .await
         .map_err(|e| McpError::from_host(&e))?;
-    if run.status.awaits_client() && open_interrupts(&events).is_empty() {
+    if run.status.awaits_client() && open_interrupts(&events, state.host.mapping()).is_empty() {
         // The snapshot moved ahead of the events we read: read the rest of the log once.
         let after = events.last().map(|e| e.sequence);
         if let Ok(page) = state.host.poll_events(caller, run_id, after, 1).await {
@@ -393,7 +425,7 @@ fn outcome(
     if !run.status.awaits_client() {
         return pending_result(run, None);
     }
-    let open = open_interrupts(events);
+    let open = open_interrupts(events, state.host.mapping());
     let Some(first) = open.first() else {
         return pending_result(run, None);
     };
@@ -504,7 +536,7 @@ async fn retry(
         .poll_events(&req.caller, &claims.r, None, 1)
         .await
         .map_err(|e| McpError::from_host(&e))?;
-    let open = open_interrupts(&page.events);
+    let open = open_interrupts(&page.events, state.host.mapping());
     let interrupt = open
         .iter()
         .find(|i| i.interrupt_id == claims.n)

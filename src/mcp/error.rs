@@ -5,6 +5,7 @@
 use http::{HeaderValue, StatusCode};
 use serde_json::{json, Value};
 
+use crate::config::ErrorClass;
 use crate::host::HostError;
 
 pub const PARSE_ERROR: i64 = -32700;
@@ -166,9 +167,9 @@ impl McpError {
         }
     }
 
-    /// Maps a host failure for a resource the caller names (a workflow, a run it created).
-    /// openwop-rest.md §3.2: ≥500 → -32603 generic; otherwise -32602 with the host's message;
-    /// 401 and 403 `insufficient_scope` pass through as HTTP; 429 passes through with Retry-After.
+    /// Maps a host failure through its configured class (host.errors rules; the defaults are
+    /// openwop-rest.md §3.2: ≥500 → -32603 generic; not-yours → -32602; 401 and 403
+    /// `insufficient_scope` pass through as HTTP; 429 passes through with Retry-After).
     pub fn from_host(e: &HostError) -> McpError {
         match e {
             HostError::Status {
@@ -176,30 +177,30 @@ impl McpError {
                 www_authenticate,
                 retry_after,
                 message,
+                class,
                 ..
-            } => {
-                if *status == StatusCode::UNAUTHORIZED {
-                    McpError::Unauthorized {
+            } => match class {
+                ErrorClass::PassThrough => match status.as_u16() {
+                    401 => McpError::Unauthorized {
                         www_authenticate: www_authenticate.clone(),
-                    }
-                } else if let Some(w) = scope_challenge(*status, www_authenticate.as_ref()) {
-                    McpError::InsufficientScope {
-                        www_authenticate: w,
-                    }
-                } else if *status == StatusCode::TOO_MANY_REQUESTS {
-                    McpError::RateLimited {
+                    },
+                    429 => McpError::RateLimited {
                         retry_after: retry_after.clone(),
-                    }
-                } else if status.is_server_error() {
-                    McpError::Internal
-                } else {
-                    McpError::InvalidParams(
-                        message
-                            .clone()
-                            .unwrap_or_else(|| format!("the host refused the request ({status})")),
-                    )
-                }
-            }
+                    },
+                    403 => McpError::InsufficientScope {
+                        www_authenticate: www_authenticate.clone().unwrap_or_else(|| {
+                            HeaderValue::from_static("Bearer error=\"insufficient_scope\"")
+                        }),
+                    },
+                    _ if status.is_server_error() => McpError::Internal,
+                    _ => McpError::InvalidParams(host_message(message, *status)),
+                },
+                ErrorClass::Internal => McpError::Internal,
+                ErrorClass::NotFound
+                | ErrorClass::InvalidParams
+                | ErrorClass::ToolError
+                | ErrorClass::Terminal => McpError::InvalidParams(host_message(message, *status)),
+            },
             HostError::Unavailable(_) | HostError::Timeout | HostError::BadBody(_) => {
                 McpError::Internal
             }
@@ -214,6 +215,12 @@ impl McpError {
             other => other,
         }
     }
+}
+
+fn host_message(message: &Option<String>, status: StatusCode) -> String {
+    message
+        .clone()
+        .unwrap_or_else(|| format!("the host refused the request ({status})"))
 }
 
 /// A 403 whose challenge says `insufficient_scope` is a step-up signal, not "not yours".

@@ -2,6 +2,7 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::config::IdEncoding;
 use crate::host::{RunSnapshot, RunStatus};
 use crate::wire_id;
 
@@ -102,9 +103,15 @@ pub fn now_rfc3339() -> String {
 }
 
 /// The common Task fields (ext-tasks §Task; `ttlMs` always present, null = unlimited).
-pub fn task_fields(run: &RunSnapshot, t: &Times, poll_interval_ms: u64) -> Map<String, Value> {
+pub fn task_fields(
+    run: &RunSnapshot,
+    t: &Times,
+    poll_interval_ms: u64,
+    ids: IdEncoding,
+) -> Map<String, Value> {
     let mut m = Map::new();
-    m.insert("taskId".into(), json!(wire_id::project(&run.run_id)));
+    // RFC 0198 §C.5: the taskId is the run id in its wire form, nothing else.
+    m.insert("taskId".into(), json!(ids.encode(&run.run_id)));
     m.insert("status".into(), json!(task_status(&run.status)));
     // Content-free (§3.7 fields): the status only, never run internals.
     m.insert(
@@ -119,8 +126,13 @@ pub fn task_fields(run: &RunSnapshot, t: &Times, poll_interval_ms: u64) -> Map<S
 }
 
 /// `CreateTaskResult`: flat, no result/error/inputRequests/requestState (mcp-tasks.md §5.3).
-pub fn create_task_result(run: &RunSnapshot, t: &Times, poll_interval_ms: u64) -> Value {
-    let mut m = task_fields(run, t, poll_interval_ms);
+pub fn create_task_result(
+    run: &RunSnapshot,
+    t: &Times,
+    poll_interval_ms: u64,
+    ids: IdEncoding,
+) -> Value {
+    let mut m = task_fields(run, t, poll_interval_ms, ids);
     m.insert("resultType".into(), json!("task"));
     Value::Object(m)
 }
@@ -131,8 +143,9 @@ pub fn detailed_task(
     t: &Times,
     poll_interval_ms: u64,
     input_requests: Option<Map<String, Value>>,
+    ids: IdEncoding,
 ) -> Map<String, Value> {
-    let mut m = task_fields(run, t, poll_interval_ms);
+    let mut m = task_fields(run, t, poll_interval_ms, ids);
     if run.status.awaits_client() {
         m.insert(
             "inputRequests".into(),
@@ -152,7 +165,7 @@ mod tests {
     use super::*;
 
     fn run(status: &str) -> RunSnapshot {
-        RunSnapshot::from_json(json!({"runId":"acme/r-0123456789abcdefghijklmn","workflowId":"w","status":status,"startedAt":"2026-01-01T00:00:00Z","error":{"code":"x","message":"y"}})).unwrap()
+        RunSnapshot::from_json(json!({"runId":"acme/r-0123456789abcdefghijklmn","workflowId":"w","status":status,"startedAt":"2026-01-01T00:00:00Z","error":{"code":"x","message":"y"}}), &crate::config::Mapping::default()).unwrap()
     }
 
     #[test]
@@ -182,7 +195,7 @@ mod tests {
     #[test]
     fn failed_run_is_a_completed_task_with_an_error_result() {
         let t = times(&run("failed"), None);
-        let d = detailed_task(&run("failed"), &t, 500, None);
+        let d = detailed_task(&run("failed"), &t, 500, None, IdEncoding::Tilde);
         assert_eq!(d["status"], "completed");
         assert_eq!(d["result"]["isError"], true);
         assert_eq!(d["result"]["resultType"], "complete");
@@ -192,7 +205,7 @@ mod tests {
     #[test]
     fn create_task_result_is_flat() {
         let r = run("running");
-        let c = create_task_result(&r, &times(&r, None), 500);
+        let c = create_task_result(&r, &times(&r, None), 500, IdEncoding::Tilde);
         assert_eq!(c["resultType"], "task");
         assert_eq!(c["taskId"], "acme~2Fr-0123456789abcdefghijklmn");
         for k in ["result", "error", "inputRequests", "requestState"] {

@@ -15,10 +15,23 @@ use super::respond::{
 };
 use super::{McpError, McpRequest, META_SUBSCRIPTION, TASKS_EXT};
 use crate::body::Response;
+use crate::config::ErrorClass;
 use crate::host::{open_interrupts, HostError, OpenInterrupt, RunSnapshot};
 use crate::server::AppState;
 use crate::sse::{keepalive_frame, message_frame};
 use crate::wire_id;
+
+/// A host refusal that leaves the task as it was: acknowledged, not surfaced (RFC 0198 §E:
+/// ineligible approver, lost race, invalid value, already terminal).
+fn resolves_nothing(e: &HostError) -> bool {
+    matches!(
+        e.class(),
+        ErrorClass::NotFound
+            | ErrorClass::InvalidParams
+            | ErrorClass::ToolError
+            | ErrorClass::Terminal
+    )
+}
 
 fn require_tasks(req: &McpRequest) -> Result<(), McpError> {
     if req.declares_tasks() {
@@ -42,9 +55,10 @@ async fn read(
         .and_then(Value::as_str)
         .ok_or(McpError::TaskNotFound)?;
     let run_id = wire_id::parse_bound(wire).map_err(|_| McpError::TaskNotFound)?;
-    // Only the exact id the mount issued names a task: another spelling of it (`%2F`, lower-
-    // case hex) is refused locally, like any malformed id, without touching the host.
-    if wire_id::project(&run_id) != wire {
+    // Only the exact id the mount issued names a task: another spelling of it (`%2F` for a
+    // `~2F` mount, lower-case hex) is refused locally, like any malformed id, without touching
+    // the host.
+    if state.host.mapping().task_ids.encode(&run_id) != wire {
         return Err(McpError::TaskNotFound);
     }
     let run = state
@@ -71,7 +85,7 @@ async fn interrupts_of(
         .await
         .map_err(|e| McpError::from_host_task_read(&e))?;
     let newest = page.events.iter().rev().find_map(|e| e.timestamp.clone());
-    Ok((open_interrupts(&page.events), newest))
+    Ok((open_interrupts(&page.events, state.host.mapping()), newest))
 }
 
 /// The DetailedTask as `tasks/get` returns it now.
@@ -105,11 +119,13 @@ async fn detailed(
         requests = Some(m);
     }
     let t = times(run, newest.as_deref());
+    let ids = state.host.mapping().task_ids;
     Ok(detailed_task(
         run,
         &t,
         state.cfg.tasks.poll_interval_ms,
         requests,
+        ids,
     ))
 }
 
@@ -160,12 +176,8 @@ pub async fn update(state: &AppState, req: &McpRequest) -> Result<Response, McpE
                 // A host 4xx (ineligible approver, lost race, invalid value) resolved nothing,
                 // and the ack says nothing more (never -32603 for a host 4xx).
                 Ok(()) => {}
-                Err(HostError::Status { status, .. })
-                    if status.is_client_error()
-                        && status.as_u16() != 401
-                        && status.as_u16() != 429 =>
-                {
-                    tracing::debug!(run_id = %run.run_id, %status, "tasks/update resolved nothing");
+                Err(e) if resolves_nothing(&e) => {
+                    tracing::debug!(run_id = %run.run_id, error = %e, "tasks/update resolved nothing");
                 }
                 Err(e) => return Err(McpError::from_host(&e)),
             }
@@ -184,9 +196,7 @@ pub async fn cancel(state: &AppState, req: &McpRequest) -> Result<Response, McpE
     if !run.status.is_terminal() {
         match state.host.cancel_run(&req.caller, &run.run_id, None).await {
             Ok(_) => {}
-            Err(HostError::Status { status, .. })
-                if status.is_client_error() && status.as_u16() != 401 && status.as_u16() != 429 => {
-            }
+            Err(e) if resolves_nothing(&e) => {}
             Err(e) => return Err(McpError::from_host(&e)),
         }
     }

@@ -12,7 +12,9 @@ use serde_json::{json, Map, Value};
 
 use super::{McpError, McpRequest};
 use crate::body::Response;
-use crate::config::{Config, ToolSource};
+use crate::config::{
+    Config, CreateTemplate, StaticTool, TaskSupport, ToolOverride, ToolSource, Tools,
+};
 use crate::host::{Caller, HostError};
 use crate::server::AppState;
 
@@ -36,10 +38,73 @@ pub struct Variable {
 #[derive(Debug, Clone)]
 pub struct ToolDef {
     pub name: String,
+    /// The workflow a call starts (the tool name unless a static tool says otherwise).
+    pub workflow_id: String,
     pub wire: Value,
     pub variables: Vec<Variable>,
     /// Known from the workflow's nodes; a catalog entry without nodes is assumed able to.
     pub can_suspend: bool,
+    pub task: TaskSupport,
+    pub create_run: Option<CreateTemplate>,
+}
+
+impl ToolDef {
+    fn new(name: &str, wire: Value, variables: Vec<Variable>, can_suspend: bool) -> ToolDef {
+        ToolDef {
+            name: name.to_string(),
+            workflow_id: name.to_string(),
+            wire,
+            variables,
+            can_suspend,
+            task: TaskSupport::May,
+            create_run: None,
+        }
+    }
+
+    /// Applies an operator's per-tool override (issue 6).
+    fn apply(&mut self, o: &ToolOverride) {
+        if let Some(t) = &o.title {
+            self.wire["title"] = json!(t);
+        }
+        if let Some(d) = &o.description {
+            self.wire["description"] = json!(d);
+        }
+        if let Some(schema) = &o.input_schema {
+            self.wire["inputSchema"] = schema.clone();
+            self.variables = variables_of_schema(schema);
+        }
+        self.task = o.task;
+        if o.create_run.is_some() {
+            self.create_run = o.create_run.clone();
+        }
+    }
+}
+
+/// Variables as a JSON Schema names them (for validation of static or overridden schemas).
+fn variables_of_schema(schema: &Value) -> Vec<Variable> {
+    let required: Vec<String> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| {
+            r.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| {
+            p.iter()
+                .map(|(k, v)| Variable {
+                    name: k.clone(),
+                    ty: v.get("type").and_then(Value::as_str).map(str::to_string),
+                    required: required.contains(k),
+                    has_default: v.get("default").is_some(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[derive(Debug, Default)]
@@ -50,7 +115,7 @@ pub struct ToolSet {
 
 pub struct Catalog {
     cache: moka::future::Cache<String, Arc<ToolSet>>,
-    source: ToolSource,
+    tools: Tools,
 }
 
 impl Catalog {
@@ -60,7 +125,7 @@ impl Catalog {
                 .max_capacity(10_000)
                 .time_to_live(cfg.mcp.tools_list_ttl)
                 .build(),
-            source: cfg.tools.source,
+            tools: cfg.tools.clone(),
         }
     }
 
@@ -71,20 +136,25 @@ impl Catalog {
         caller: &Caller,
     ) -> Result<Arc<ToolSet>, McpError> {
         let key = super::request_state::principal_of(caller);
-        let source = self.source;
         self.cache
-            .try_get_with(key, fetch(state, caller, source))
+            .try_get_with(key, fetch(state, caller, &self.tools))
             .await
             .map_err(|e: Arc<McpError>| (*e).clone())
     }
 }
 
-async fn fetch(
-    state: &AppState,
-    caller: &Caller,
-    source: ToolSource,
-) -> Result<Arc<ToolSet>, McpError> {
-    let mut defs = match source {
+async fn fetch(state: &AppState, caller: &Caller, cfg: &Tools) -> Result<Arc<ToolSet>, McpError> {
+    let mut defs = match cfg.source {
+        ToolSource::Static => {
+            // A static catalog still authorizes the caller: the host must accept its
+            // credential, so one cheap authenticated read (its own run list) comes first.
+            state
+                .host
+                .list_runs_probe(caller)
+                .await
+                .map_err(|e| McpError::from_host(&e))?;
+            cfg.statics.iter().map(from_static).collect()
+        }
         ToolSource::Fixtures => {
             let doc = state
                 .host
@@ -132,6 +202,12 @@ async fn fetch(
             arr.iter().filter_map(from_descriptor).collect()
         }
     };
+    defs.retain(|d| cfg.admits(&d.name));
+    for d in &mut defs {
+        if let Some(o) = cfg.overrides.get(&d.name) {
+            d.apply(o);
+        }
+    }
     defs.sort_by(|a, b| a.name.cmp(&b.name));
     defs.dedup_by(|a, b| a.name == b.name);
     let sorted = defs.iter().map(|d| d.wire.clone()).collect();
@@ -212,12 +288,26 @@ pub fn from_workflow(id: &str, wf: &Value) -> ToolDef {
     if let Some(title) = wf.get("name").and_then(Value::as_str) {
         wire["title"] = json!(title);
     }
-    ToolDef {
-        name: id.to_string(),
-        wire,
-        variables,
-        can_suspend,
+    ToolDef::new(id, wire, variables, can_suspend)
+}
+
+fn from_static(t: &StaticTool) -> ToolDef {
+    let schema = t
+        .input_schema
+        .clone()
+        .unwrap_or_else(|| json!({ "type": "object", "additionalProperties": true }));
+    let mut wire = json!({
+        "name": t.name,
+        "description": t.description.clone().unwrap_or_else(|| format!("Runs the OpenWOP workflow {}", t.workflow_id)),
+        "inputSchema": schema,
+    });
+    if let Some(title) = &t.title {
+        wire["title"] = json!(title);
     }
+    let mut d = ToolDef::new(&t.name, wire, variables_of_schema(&schema), t.can_suspend);
+    d.workflow_id = t.workflow_id.clone();
+    d.task = t.task;
+    d
 }
 
 /// Builds a tool from a `GET /tools` ToolDescriptor.
@@ -239,37 +329,10 @@ fn from_descriptor(d: &Value) -> Option<ToolDef> {
     if let Some(a) = d.get("annotations").filter(|a| a.is_object()) {
         wire["annotations"] = a.clone();
     }
-    let required: Vec<String> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| {
-            r.iter()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    let variables = schema
-        .get("properties")
-        .and_then(Value::as_object)
-        .map(|p| {
-            p.iter()
-                .map(|(k, v)| Variable {
-                    name: k.clone(),
-                    ty: v.get("type").and_then(Value::as_str).map(str::to_string),
-                    required: required.contains(k),
-                    has_default: v.get("default").is_some(),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let can_suspend = d.get("approval").is_some_and(|a| !a.is_null())
-        || d.get("safetyTier").and_then(Value::as_str) != Some("pure");
-    Some(ToolDef {
-        name,
-        wire,
-        variables,
-        can_suspend,
-    })
+    let variables = variables_of_schema(&schema);
+    // A pure tool cannot stop for a person; anything else may (a descriptor has no nodes).
+    let can_suspend = d.get("safetyTier").and_then(Value::as_str) != Some("pure");
+    Some(ToolDef::new(&name, wire, variables, can_suspend))
 }
 
 /// Checks arguments against the tool's variables before any run exists (§3.5 step 2).

@@ -1,0 +1,543 @@
+//! The host mapping beyond routes: how ids travel, where fields live in the host's JSON, which
+//! status names mean what, how error answers are classified, and how request bodies are shaped
+//! (issue 6). Defaults are OpenWOP v2 to the letter, so an empty file fronts a v2 host.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Deserialize;
+use serde_json::Value;
+use serde_saphyr::Spanned;
+
+use crate::host::RunStatus;
+
+/// How a run id is written into a path or a taskId.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdEncoding {
+    /// OpenWOP `~HH` projection (openwop-rest.md §2.2): `acme~2Fr-…`.
+    Tilde,
+    /// Percent encoding: `acme%2Fr-…`.
+    Percent,
+}
+
+impl IdEncoding {
+    pub fn encode(self, bound: &str) -> String {
+        match self {
+            IdEncoding::Tilde => crate::wire_id::project(bound),
+            IdEncoding::Percent => crate::wire_id::project(bound)
+                .split('~')
+                .enumerate()
+                .map(|(i, s)| {
+                    if i == 0 {
+                        s.to_string()
+                    } else {
+                        format!("%{s}")
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    fn parse(s: &str) -> Option<IdEncoding> {
+        match s {
+            "tilde" => Some(IdEncoding::Tilde),
+            "percent" => Some(IdEncoding::Percent),
+            _ => None,
+        }
+    }
+}
+
+/// What a host error means to the mount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// The caller may not see it: answered like a missing resource (`-32602`, "task not found").
+    NotFound,
+    /// Passed through as HTTP (401, 403 `insufficient_scope`, 429) with the host's headers.
+    PassThrough,
+    /// A host fault: `-32603`, nothing of the host's body leaks.
+    Internal,
+    /// A tools/call that the host refused becomes an `isError` CallToolResult.
+    ToolError,
+    /// A refusal the caller can fix: `-32602` with the host's message.
+    InvalidParams,
+    /// The run is already terminal: a cancel has nothing left to do.
+    Terminal,
+}
+
+impl ErrorClass {
+    fn parse(s: &str) -> Option<ErrorClass> {
+        Some(match s {
+            "notFound" => ErrorClass::NotFound,
+            "passThrough" => ErrorClass::PassThrough,
+            "internal" => ErrorClass::Internal,
+            "toolError" => ErrorClass::ToolError,
+            "invalidParams" => ErrorClass::InvalidParams,
+            "terminal" => ErrorClass::Terminal,
+            _ => return None,
+        })
+    }
+}
+
+/// One error rule: the first rule matching a host answer decides its class.
+#[derive(Debug, Clone)]
+pub struct ErrorRule {
+    /// Exact status, or a class digit (`4` for 4xx, `5` for 5xx).
+    pub status: StatusMatch,
+    pub code: Option<String>,
+    /// Substring the `WWW-Authenticate` header must contain.
+    pub challenge: Option<String>,
+    pub class: ErrorClass,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusMatch {
+    Exact(u16),
+    Class(u16),
+}
+
+impl StatusMatch {
+    fn matches(self, s: u16) -> bool {
+        match self {
+            StatusMatch::Exact(x) => x == s,
+            StatusMatch::Class(c) => s / 100 == c,
+        }
+    }
+}
+
+/// JSON pointers into the host's documents.
+#[derive(Debug, Clone)]
+pub struct Fields {
+    pub run_id: String,
+    pub workflow_id: String,
+    pub status: String,
+    pub current_node_id: String,
+    pub started_at: String,
+    pub completed_at: String,
+    pub error: String,
+    pub variables: String,
+    pub inputs: String,
+    pub created_run_id: String,
+    pub created_status: String,
+    pub poll_events: String,
+    pub poll_status: String,
+    pub poll_is_terminal: String,
+    pub event_sequence: String,
+    pub event_type: String,
+    pub event_payload: String,
+    pub event_timestamp: String,
+    pub event_node_id: String,
+    pub list_runs: String,
+    pub interrupt_id: String,
+    pub interrupt_node_id: String,
+    pub interrupt_kind: String,
+    pub error_code: String,
+    pub error_message: String,
+}
+
+/// Names of request body fields.
+#[derive(Debug, Clone)]
+pub struct Bodies {
+    pub create_workflow_id: String,
+    pub create_inputs: String,
+    pub resolve_value: String,
+    pub cancel_reason: String,
+}
+
+/// The normalised host mapping.
+#[derive(Debug, Clone)]
+pub struct Mapping {
+    pub path_ids: IdEncoding,
+    pub task_ids: IdEncoding,
+    pub fields: Fields,
+    pub statuses: HashMap<String, RunStatus>,
+    pub bodies: Bodies,
+    pub error_rules: Vec<ErrorRule>,
+}
+
+impl Default for Mapping {
+    fn default() -> Self {
+        RawMapping::default()
+            .normalise()
+            .expect("the v2 defaults are valid")
+    }
+}
+
+impl Mapping {
+    /// Canonical status of a host status value; unmapped values are kept as unknown.
+    pub fn status(&self, host_value: &str) -> RunStatus {
+        self.statuses
+            .get(host_value)
+            .cloned()
+            .unwrap_or_else(|| RunStatus::Unknown(host_value.to_string()))
+    }
+
+    /// The host's status value for a canonical status (for list filters), if mapped.
+    pub fn host_status(&self, canonical: &RunStatus) -> Option<&str> {
+        self.statuses
+            .iter()
+            .find(|(_, v)| *v == canonical)
+            .map(|(k, _)| k.as_str())
+    }
+
+    /// Classifies a host error answer with the configured rules.
+    pub fn classify(
+        &self,
+        status: u16,
+        code: Option<&str>,
+        www_authenticate: Option<&str>,
+    ) -> ErrorClass {
+        for r in &self.error_rules {
+            if !r.status.matches(status) {
+                continue;
+            }
+            if r.code.as_deref().is_some_and(|c| Some(c) != code) {
+                continue;
+            }
+            if r.challenge
+                .as_deref()
+                .is_some_and(|c| !www_authenticate.is_some_and(|w| w.contains(c)))
+            {
+                continue;
+            }
+            return r.class;
+        }
+        if status >= 500 {
+            ErrorClass::Internal
+        } else {
+            ErrorClass::InvalidParams
+        }
+    }
+
+    /// Reads a string at a pointer.
+    pub fn str_at<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
+        v.pointer(ptr).and_then(Value::as_str)
+    }
+}
+
+/// The YAML form of the mapping (keys under `host:` besides `routes`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawMapping {
+    #[serde(default)]
+    pub ids: RawIds,
+    #[serde(default)]
+    pub fields: BTreeMap<String, String>,
+    #[serde(default)]
+    pub statuses: BTreeMap<String, String>,
+    #[serde(default)]
+    pub bodies: BTreeMap<String, String>,
+    #[serde(default)]
+    pub errors: Vec<RawErrorRule>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawIds {
+    pub path: Option<Spanned<String>>,
+    pub task_id: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawErrorRule {
+    /// `404`, or `4xx` / `5xx`.
+    pub status: Spanned<Value>,
+    pub code: Option<String>,
+    pub challenge: Option<String>,
+    #[serde(rename = "as")]
+    pub class: Spanned<String>,
+}
+
+/// Every pointer with its OpenWOP v2 default.
+const FIELD_DEFAULTS: &[(&str, &str)] = &[
+    ("runId", "/runId"),
+    ("workflowId", "/workflowId"),
+    ("status", "/status"),
+    ("currentNodeId", "/currentNodeId"),
+    ("startedAt", "/startedAt"),
+    ("completedAt", "/completedAt"),
+    ("error", "/error"),
+    ("variables", "/variables"),
+    ("inputs", "/inputs"),
+    ("createdRunId", "/runId"),
+    ("createdStatus", "/status"),
+    ("pollEvents", "/events"),
+    ("pollStatus", "/status"),
+    ("pollIsTerminal", "/isTerminal"),
+    ("eventSequence", "/sequence"),
+    ("eventType", "/type"),
+    ("eventPayload", "/payload"),
+    ("eventTimestamp", "/timestamp"),
+    ("eventNodeId", "/nodeId"),
+    ("listRuns", "/runs"),
+    ("interruptId", "/interruptId"),
+    ("interruptNodeId", "/nodeId"),
+    ("interruptKind", "/kind"),
+    ("errorCode", "/error"),
+    ("errorMessage", "/message"),
+];
+
+const BODY_DEFAULTS: &[(&str, &str)] = &[
+    ("createRunWorkflowId", "workflowId"),
+    ("createRunInputs", "inputs"),
+    ("resolveInterruptValue", "resumeValue"),
+    ("cancelRunReason", "reason"),
+];
+
+/// The canonical statuses (openwop-rest.md §1.4), which are also the v2 host values.
+pub const CANONICAL: [&str; 10] = [
+    "pending",
+    "running",
+    "paused",
+    "waiting-approval",
+    "waiting-input",
+    "waiting-external",
+    "cancelling",
+    "completed",
+    "failed",
+    "cancelled",
+];
+
+/// OpenWOP v2 error semantics (openwop-rest.md §3.2, §3.10): not-yours is not-found, scope
+/// and authentication pass through, 409 run_terminal means nothing is left to cancel.
+fn default_rules() -> Vec<ErrorRule> {
+    use ErrorClass::*;
+    use StatusMatch::*;
+    let r = |status, code: Option<&str>, challenge: Option<&str>, class| ErrorRule {
+        status,
+        code: code.map(str::to_string),
+        challenge: challenge.map(str::to_string),
+        class,
+    };
+    vec![
+        r(Exact(401), None, None, PassThrough),
+        r(Exact(403), None, Some("insufficient_scope"), PassThrough),
+        r(Exact(403), None, None, NotFound),
+        r(Exact(404), None, None, NotFound),
+        r(Exact(409), Some("run_terminal"), None, Terminal),
+        r(Exact(429), None, None, PassThrough),
+        r(Class(5), None, None, Internal),
+        r(Class(4), None, None, InvalidParams),
+    ]
+}
+
+impl RawMapping {
+    /// Normalises; `Err((location, message))`.
+    pub fn normalise(self) -> Result<Mapping, (Option<(u64, u64)>, String)> {
+        let loc = |s: &Spanned<String>| Some((s.referenced.line(), s.referenced.column()));
+        let ids = |s: &Option<Spanned<String>>,
+                   what: &str|
+         -> Result<IdEncoding, (Option<(u64, u64)>, String)> {
+            match s {
+                None => Ok(IdEncoding::Tilde),
+                Some(v) => IdEncoding::parse(&v.value).ok_or_else(|| {
+                    (
+                        loc(v),
+                        format!(
+                            "host.ids.{what}: '{}' is not one of tilde, percent",
+                            v.value
+                        ),
+                    )
+                }),
+            }
+        };
+        let path_ids = ids(&self.ids.path, "path")?;
+        let task_ids = ids(&self.ids.task_id, "taskId")?;
+
+        for k in self.fields.keys() {
+            if !FIELD_DEFAULTS.iter().any(|(n, _)| n == k) {
+                let known: Vec<&str> = FIELD_DEFAULTS.iter().map(|(n, _)| *n).collect();
+                return Err((
+                    None,
+                    format!(
+                        "host.fields: unknown field '{k}' (known: {})",
+                        known.join(", ")
+                    ),
+                ));
+            }
+        }
+        for (k, v) in &self.fields {
+            if !(v.is_empty() || v.starts_with('/')) {
+                return Err((
+                    None,
+                    format!("host.fields.{k}: '{v}' is not a JSON pointer (like /status)"),
+                ));
+            }
+        }
+        let f = |name: &str| -> String {
+            self.fields.get(name).cloned().unwrap_or_else(|| {
+                FIELD_DEFAULTS
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, d)| d.to_string())
+                    .unwrap_or_default()
+            })
+        };
+        let fields = Fields {
+            run_id: f("runId"),
+            workflow_id: f("workflowId"),
+            status: f("status"),
+            current_node_id: f("currentNodeId"),
+            started_at: f("startedAt"),
+            completed_at: f("completedAt"),
+            error: f("error"),
+            variables: f("variables"),
+            inputs: f("inputs"),
+            created_run_id: f("createdRunId"),
+            created_status: f("createdStatus"),
+            poll_events: f("pollEvents"),
+            poll_status: f("pollStatus"),
+            poll_is_terminal: f("pollIsTerminal"),
+            event_sequence: f("eventSequence"),
+            event_type: f("eventType"),
+            event_payload: f("eventPayload"),
+            event_timestamp: f("eventTimestamp"),
+            event_node_id: f("eventNodeId"),
+            list_runs: f("listRuns"),
+            interrupt_id: f("interruptId"),
+            interrupt_node_id: f("interruptNodeId"),
+            interrupt_kind: f("interruptKind"),
+            error_code: f("errorCode"),
+            error_message: f("errorMessage"),
+        };
+
+        let mut statuses: HashMap<String, RunStatus> = CANONICAL
+            .iter()
+            .map(|s| (s.to_string(), RunStatus::parse(s)))
+            .collect();
+        for (host, canon) in &self.statuses {
+            if !CANONICAL.contains(&canon.as_str()) {
+                return Err((
+                    None,
+                    format!(
+                        "host.statuses.{host}: '{canon}' is not a run status (one of {})",
+                        CANONICAL.join(", ")
+                    ),
+                ));
+            }
+            statuses.insert(host.clone(), RunStatus::parse(canon));
+        }
+
+        for k in self.bodies.keys() {
+            if !BODY_DEFAULTS.iter().any(|(n, _)| n == k) {
+                let known: Vec<&str> = BODY_DEFAULTS.iter().map(|(n, _)| *n).collect();
+                return Err((
+                    None,
+                    format!(
+                        "host.bodies: unknown field '{k}' (known: {})",
+                        known.join(", ")
+                    ),
+                ));
+            }
+        }
+        let b = |name: &str| -> String {
+            self.bodies.get(name).cloned().unwrap_or_else(|| {
+                BODY_DEFAULTS
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, d)| d.to_string())
+                    .unwrap_or_default()
+            })
+        };
+        let bodies = Bodies {
+            create_workflow_id: b("createRunWorkflowId"),
+            create_inputs: b("createRunInputs"),
+            resolve_value: b("resolveInterruptValue"),
+            cancel_reason: b("cancelRunReason"),
+        };
+
+        let mut error_rules = Vec::new();
+        for r in &self.errors {
+            let status = match &r.status.value {
+                Value::Number(n) => n
+                    .as_u64()
+                    .filter(|s| (100..600).contains(s))
+                    .map(|s| StatusMatch::Exact(s as u16)),
+                Value::String(s) => match s.as_str() {
+                    "4xx" => Some(StatusMatch::Class(4)),
+                    "5xx" => Some(StatusMatch::Class(5)),
+                    other => other
+                        .parse::<u16>()
+                        .ok()
+                        .filter(|s| (100..600).contains(s))
+                        .map(StatusMatch::Exact),
+                },
+                _ => None,
+            }
+            .ok_or_else(|| {
+                (
+                    Some((r.status.referenced.line(), r.status.referenced.column())),
+                    "host.errors[].status: use an HTTP status like 404, or 4xx / 5xx".to_string(),
+                )
+            })?;
+            let class = ErrorClass::parse(&r.class.value).ok_or_else(|| {
+                (loc(&r.class), format!("host.errors[].as: '{}' is not one of notFound, passThrough, internal, toolError, invalidParams, terminal", r.class.value))
+            })?;
+            error_rules.push(ErrorRule {
+                status,
+                code: r.code.clone(),
+                challenge: r.challenge.clone(),
+                class,
+            });
+        }
+        // The operator's rules come first; the v2 defaults still catch everything else.
+        error_rules.extend(default_rules());
+
+        Ok(Mapping {
+            path_ids,
+            task_ids,
+            fields,
+            statuses,
+            bodies,
+            error_rules,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percent_encoding_encodes_exactly_what_tilde_escapes() {
+        assert_eq!(IdEncoding::Percent.encode("acme/r-1"), "acme%2Fr-1");
+        assert_eq!(IdEncoding::Tilde.encode("acme/r-1"), "acme~2Fr-1");
+        assert_eq!(IdEncoding::Percent.encode("anon:x/y"), "anon%3Ax%2Fy");
+    }
+
+    #[test]
+    fn default_rules_follow_openwop_v2() {
+        let m = Mapping::default();
+        assert_eq!(
+            m.classify(403, Some("id_tenant_mismatch"), None),
+            ErrorClass::NotFound
+        );
+        assert_eq!(
+            m.classify(
+                403,
+                Some("forbidden"),
+                Some("Bearer error=\"insufficient_scope\"")
+            ),
+            ErrorClass::PassThrough
+        );
+        assert_eq!(m.classify(404, None, None), ErrorClass::NotFound);
+        assert_eq!(
+            m.classify(409, Some("run_terminal"), None),
+            ErrorClass::Terminal
+        );
+        assert_eq!(
+            m.classify(409, Some("interrupt_already_resolved"), None),
+            ErrorClass::InvalidParams
+        );
+        assert_eq!(m.classify(503, None, None), ErrorClass::Internal);
+        assert_eq!(m.classify(429, None, None), ErrorClass::PassThrough);
+    }
+
+    #[test]
+    fn status_table_is_total_over_host_values() {
+        let m = Mapping::default();
+        for s in CANONICAL {
+            assert_eq!(m.status(s).as_str(), s);
+        }
+        assert!(matches!(m.status("SOMETHING_NEW"), RunStatus::Unknown(_)));
+    }
+}
