@@ -1,1 +1,328 @@
 #![forbid(unsafe_code)]
+//! `openwop-devhost`: an in-memory OpenWOP v2 REST host on a real socket.
+//!
+//! It serves the bare-path v2 run API of `openwop-rest.md` §1 (discovery, workflows,
+//! tools, create/get/list/cancel runs, interrupt resolution, SSE and long-poll events)
+//! with the conformance fixtures of §4, so the sidecar's demo, integration tests and
+//! benchmarks have a faithful host to front. Everything lives in memory and ends with
+//! the process.
+//!
+//! # Default credentials
+//!
+//! [`DevHostConfig::default`] knows these bearer keys:
+//!
+//! | key | tenant | subject | scopes |
+//! | --- | --- | --- | --- |
+//! | `acme-dev-key` | `acme` | `urn:devhost:acme:alice` | all |
+//! | `globex-dev-key` | `globex` | `urn:devhost:globex:bob` | all |
+//! | `acme-approver-key` | `acme` | `urn:conformance:listed-approver` | all (the one eligible approver of `conformance-approval-approvers`) |
+//! | `acme-readonly-key` | `acme` | `urn:devhost:acme:reader` | `manifest:read`, `runs:read` |
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! let host = openwop_devhost::spawn(Default::default(), "127.0.0.1:0".parse()?).await?;
+//! println!("{}", host.base_url());
+//! host.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use http::HeaderValue;
+use http_body_util::{BodyExt as _, Limited};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+mod api;
+mod auth;
+mod fixtures;
+mod host;
+mod runs;
+mod sse;
+mod util;
+pub mod wire_id;
+
+pub use auth::{ANONYMOUS_ISSUER, ANONYMOUS_TENANT, API_KEY_ISSUER};
+
+use api::ApiError;
+use host::{lock, HostState, Req};
+
+/// Default listen address of the binary.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";
+/// Largest request body the host reads (larger → `413`).
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+/// One bearer credential and the identity it stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantKey {
+    /// The bearer token (`Authorization: Bearer <key>`).
+    pub key: String,
+    /// Tenant the caller acts in; run ids are bound to it.
+    pub tenant: String,
+    /// `Subject.subjectId` of the caller (checked against `approversList`).
+    pub subject_id: String,
+    /// Granted scopes; empty means every scope.
+    pub scopes: Vec<String>,
+}
+
+impl TenantKey {
+    /// A key with every scope.
+    pub fn new(key: &str, tenant: &str, subject_id: &str) -> TenantKey {
+        TenantKey {
+            key: key.into(),
+            tenant: tenant.into(),
+            subject_id: subject_id.into(),
+            scopes: Vec::new(),
+        }
+    }
+}
+
+/// Host configuration.
+#[derive(Debug, Clone)]
+pub struct DevHostConfig {
+    /// Accepted bearer keys.
+    pub keys: Vec<TenantKey>,
+    /// Anonymous-caller mode: a request without `Authorization` acts as tenant
+    /// `anon:public` (subject kind `anonymous`, lane `anonymous`) and discovery
+    /// advertises an `anonymousActor` family. Requests with a bearer still
+    /// authenticate normally.
+    pub anonymous: bool,
+    /// Interval of `: keep-alive` comments on idle event streams.
+    pub sse_keepalive: Duration,
+}
+
+impl Default for DevHostConfig {
+    /// The four documented keys (see the crate docs), not anonymous, 15 s keep-alive.
+    fn default() -> Self {
+        DevHostConfig {
+            keys: vec![
+                TenantKey::new("acme-dev-key", "acme", "urn:devhost:acme:alice"),
+                TenantKey::new("globex-dev-key", "globex", "urn:devhost:globex:bob"),
+                TenantKey::new(
+                    "acme-approver-key",
+                    "acme",
+                    "urn:conformance:listed-approver",
+                ),
+                TenantKey {
+                    key: "acme-readonly-key".into(),
+                    tenant: "acme".into(),
+                    subject_id: "urn:devhost:acme:reader".into(),
+                    scopes: vec!["manifest:read".into(), "runs:read".into()],
+                },
+            ],
+            anonymous: false,
+            sse_keepalive: Duration::from_secs(15),
+        }
+    }
+}
+
+impl DevHostConfig {
+    /// The first configured key of `tenant` (for the defaults: `acme` →
+    /// `acme-dev-key`, `globex` → `globex-dev-key`).
+    pub fn key_for(&self, tenant: &str) -> Option<&str> {
+        self.keys
+            .iter()
+            .find(|k| k.tenant == tenant)
+            .map(|k| k.key.as_str())
+    }
+}
+
+/// One HTTP request as the host received it.
+#[derive(Debug, Clone)]
+pub struct RecordedRequest {
+    pub method: String,
+    /// Raw path bytes as received (not percent-decoded), without the query.
+    pub path: String,
+    pub query: Option<String>,
+    /// Header names are lowercase; values lossily decoded as UTF-8.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    pub at: Instant,
+}
+
+impl RecordedRequest {
+    /// First value of a header (name compared case-insensitively).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+struct Inner {
+    addr: SocketAddr,
+    config: DevHostConfig,
+    state: Arc<HostState>,
+    stop: watch::Sender<bool>,
+    server: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// Handle to a running host. Cloning shares the same host.
+#[derive(Clone)]
+pub struct DevHost {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for DevHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DevHost")
+            .field("addr", &self.inner.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DevHost {
+    /// `http://IP:PORT`, no trailing slash.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.inner.addr)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.inner.addr
+    }
+
+    /// The configuration the host runs with.
+    pub fn config(&self) -> &DevHostConfig {
+        &self.inner.config
+    }
+
+    /// Every request received so far, in arrival order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.inner.state.requests).clone()
+    }
+
+    pub fn clear_requests(&self) {
+        lock(&self.inner.state.requests).clear();
+    }
+
+    /// Stop accepting, close open connections (streams included) and stop executors.
+    pub async fn shutdown(self) {
+        let _ = self.inner.stop.send(true);
+        let handle = lock(&self.inner.server).take();
+        if let Some(h) = handle {
+            let _ = h.await;
+        }
+    }
+}
+
+/// Bind `addr` (port 0 picks a free port) and serve in background tokio tasks.
+pub async fn spawn(config: DevHostConfig, addr: SocketAddr) -> anyhow::Result<DevHost> {
+    let listener = TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
+    let (stop, stopped) = watch::channel(false);
+    let state = Arc::new(HostState::new(config.clone(), stopped.clone()));
+    let server = tokio::spawn(accept_loop(listener, state.clone(), stopped));
+    tracing::info!(%addr, "openwop-devhost listening");
+    Ok(DevHost {
+        inner: Arc::new(Inner {
+            addr,
+            config,
+            state,
+            stop,
+            server: Mutex::new(Some(server)),
+        }),
+    })
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    state: Arc<HostState>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, _) = match accepted {
+                    Ok(c) => c,
+                    Err(e) => {
+                        // Typically EMFILE; back off instead of spinning.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let state = state.clone();
+                conns.spawn(async move {
+                    let svc = service_fn(move |req| {
+                        let state = state.clone();
+                        async move { Ok::<_, Infallible>(serve(&state, req).await) }
+                    });
+                    let _ = auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            _ = crate::util::stopped(&mut stop) => break,
+        }
+    }
+    drop(listener);
+    conns.shutdown().await;
+}
+
+async fn serve(state: &Arc<HostState>, req: http::Request<Incoming>) -> http::Response<api::Body> {
+    let (parts, body) = req.into_parts();
+    let body = match Limited::new(body, MAX_BODY_BYTES).collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(_) => {
+            let resp = ApiError::new(413, "payload_too_large", "the request body is too large")
+                .into_reply()
+                .into_response();
+            return finish(resp);
+        }
+    };
+    lock(&state.requests).push(RecordedRequest {
+        method: parts.method.to_string(),
+        path: parts.uri.path().to_owned(),
+        query: parts.uri.query().map(str::to_owned),
+        headers: parts
+            .headers
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_owned(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
+        body: body.to_vec(),
+        at: Instant::now(),
+    });
+    let resp = host::handle(
+        state,
+        Req {
+            method: &parts.method,
+            path: parts.uri.path(),
+            query: parts.uri.query(),
+            headers: &parts.headers,
+            body: &body,
+        },
+    )
+    .await;
+    finish(resp)
+}
+
+/// Headers every response carries, errors and 304 included (openwop-rest.md §1.0).
+fn finish(mut resp: http::Response<api::Body>) -> http::Response<api::Body> {
+    let h = resp.headers_mut();
+    h.insert("openwop-version", HeaderValue::from_static("2.0"));
+    h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
+    h.insert(
+        "access-control-expose-headers",
+        HeaderValue::from_static(
+            "OpenWOP-Version, OpenWOP-Idempotent-Replay, ETag, Location, Retry-After, WWW-Authenticate",
+        ),
+    );
+    resp
+}

@@ -1,1 +1,82 @@
-fn main() {}
+#![forbid(unsafe_code)]
+//! `openwop-devhost --listen ADDR [--anonymous] [--sse-keepalive-ms N]`
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Parser;
+use openwop_devhost::{DevHostConfig, DEFAULT_LISTEN};
+
+/// In-memory OpenWOP v2 REST demo host with the conformance fixtures.
+#[derive(Debug, Parser)]
+#[command(name = "openwop-devhost", version)]
+struct Args {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, default_value = DEFAULT_LISTEN)]
+    listen: SocketAddr,
+    /// Let requests without Authorization act as tenant anon:public.
+    #[arg(long)]
+    anonymous: bool,
+    /// Keep-alive comment interval on event streams, in milliseconds.
+    #[arg(long, default_value_t = 15_000)]
+    sse_keepalive_ms: u64,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let config = DevHostConfig {
+        anonymous: args.anonymous,
+        sse_keepalive: Duration::from_millis(args.sse_keepalive_ms),
+        ..DevHostConfig::default()
+    };
+    let host = openwop_devhost::spawn(config.clone(), args.listen).await?;
+    println!("openwop-devhost listening on {}", host.base_url());
+    println!("tenant keys (Authorization: Bearer <key>):");
+    for k in &config.keys {
+        let scopes = if k.scopes.is_empty() {
+            "all scopes".to_owned()
+        } else {
+            k.scopes.join(",")
+        };
+        println!(
+            "  {:<20} tenant={:<8} subject={} ({scopes})",
+            k.key, k.tenant, k.subject_id
+        );
+    }
+    if config.anonymous {
+        println!("  (no Authorization)   tenant=anon:public subject=anonymous (all scopes)");
+    }
+    wait_for_signal().await;
+    host.shutdown().await;
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -42,6 +42,11 @@ async fn read(
         .and_then(Value::as_str)
         .ok_or(McpError::TaskNotFound)?;
     let run_id = wire_id::parse_bound(wire).map_err(|_| McpError::TaskNotFound)?;
+    // Only the exact id the mount issued names a task: another spelling of it (`%2F`, lower-
+    // case hex) is refused locally, like any malformed id, without touching the host.
+    if wire_id::project(&run_id) != wire {
+        return Err(McpError::TaskNotFound);
+    }
     let run = state
         .host
         .get_run(&req.caller, &run_id)

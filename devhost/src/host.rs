@@ -1,0 +1,883 @@
+//! Host state and the REST handlers (openwop-rest.md §1).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Response, StatusCode};
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+use tokio::sync::watch;
+
+use crate::api::{closed, json_object, ApiError, Body, Reply};
+use crate::auth::{authenticate, Caller, ANONYMOUS_TENANT};
+use crate::fixtures::{self, Workflow};
+use crate::runs::{self, NewRun, Run, RunStatus};
+use crate::util::{id_chars, parse_query, random_token};
+use crate::{sse, wire_id, DevHostConfig, RecordedRequest};
+
+/// Everything one host instance holds in memory.
+pub(crate) struct HostState {
+    pub config: DevHostConfig,
+    workflows: Vec<Arc<Workflow>>,
+    runs: Mutex<RunTable>,
+    next_ordinal: AtomicU64,
+    idempotency: Mutex<HashMap<(String, &'static str, String), IdemEntry>>,
+    cursors: Mutex<HashMap<String, Cursor>>,
+    discovery: Discovery,
+    pub requests: Mutex<Vec<RecordedRequest>>,
+    pub shutdown: watch::Receiver<bool>,
+}
+
+#[derive(Default)]
+struct RunTable {
+    by_id: HashMap<String, Arc<Run>>,
+    /// Creation order; listRuns walks it backwards (newest first).
+    order: Vec<Arc<Run>>,
+}
+
+enum IdemEntry {
+    InFlight { fingerprint: [u8; 32] },
+    Done { fingerprint: [u8; 32], reply: Reply },
+}
+
+/// A listRuns cursor this host minted: the page continues below `before`.
+struct Cursor {
+    tenant: String,
+    before: u64,
+}
+
+/// The discovery document, serialised once so every response is byte-identical and
+/// the strong ETag is stable (openwop-rest.md §1.1).
+struct Discovery {
+    body: Bytes,
+    etag: String,
+}
+
+impl HostState {
+    pub(crate) fn new(config: DevHostConfig, shutdown: watch::Receiver<bool>) -> HostState {
+        let workflows: Vec<Arc<Workflow>> = fixtures::builtin().into_iter().map(Arc::new).collect();
+        let discovery = build_discovery(&config, &workflows);
+        HostState {
+            config,
+            workflows,
+            runs: Mutex::new(RunTable::default()),
+            next_ordinal: AtomicU64::new(0),
+            idempotency: Mutex::new(HashMap::new()),
+            cursors: Mutex::new(HashMap::new()),
+            discovery,
+            requests: Mutex::new(Vec::new()),
+            shutdown,
+        }
+    }
+
+    fn workflow(&self, id: &str) -> Option<Arc<Workflow>> {
+        self.workflows.iter().find(|w| w.id == id).cloned()
+    }
+
+    fn run(&self, bound: &str) -> Option<Arc<Run>> {
+        lock(&self.runs).by_id.get(bound).cloned()
+    }
+}
+
+/// Mutex poisoning only follows a panic elsewhere; keep serving.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn family(status: &str, facets: Value) -> Value {
+    let mut o = Map::new();
+    o.insert("status".into(), json!(status));
+    o.insert("since".into(), json!("2.0"));
+    o.insert("witness".into(), json!("witnessable-gated"));
+    if let Value::Object(f) = facets {
+        o.extend(f);
+    }
+    Value::Object(o)
+}
+
+fn build_discovery(config: &DevHostConfig, workflows: &[Arc<Workflow>]) -> Discovery {
+    let mut root = Map::new();
+    root.insert("protocolVersions".into(), json!(["2.0"]));
+    root.insert("preferredVersion".into(), json!("2.0"));
+    root.insert(
+        "fixtures".into(),
+        json!(workflows.iter().map(|w| w.id.clone()).collect::<Vec<_>>()),
+    );
+    root.insert(
+        "runList".into(),
+        family(
+            "stable",
+            json!({ "maxPageSize": MAX_PAGE, "filters": ["workflowId", "status"] }),
+        ),
+    );
+    root.insert(
+        "interrupt".into(),
+        family(
+            "stable",
+            json!({ "tokenAlgs": ["hs256"], "refKinds": ["principal"] }),
+        ),
+    );
+    root.insert("toolCatalog".into(), family("stable", json!({})));
+    if config.anonymous {
+        root.insert(
+            "anonymousActor".into(),
+            family(
+                "experimental",
+                json!({ "tenant": ANONYMOUS_TENANT, "lane": "anonymous" }),
+            ),
+        );
+    }
+    // No `mcp` family: the sidecar in front of this host adds it.
+    let body = Bytes::from(serde_json::to_vec(&Value::Object(root)).unwrap_or_default());
+    let digest = Sha256::digest(&body);
+    let etag = format!("\"{}\"", hex(&digest[..16]));
+    Discovery { body, etag }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+const MAX_PAGE: usize = 100;
+
+/// Routes of the v2 surface (bare paths, openwop-rest.md §1.0). Ids stay raw here;
+/// they are decoded by the handlers so `%2F` survives routing (§2.2).
+enum Route<'a> {
+    Discovery,
+    Workflow(&'a str),
+    Tools,
+    Tool(&'a str),
+    Runs,
+    Run(&'a str),
+    Cancel(&'a str),
+    Interrupt(&'a str, &'a str),
+    Events(&'a str),
+    Poll(&'a str),
+}
+
+impl Route<'_> {
+    fn allowed(&self) -> &'static [Method] {
+        match self {
+            Route::Runs => &[Method::GET, Method::POST],
+            Route::Cancel(_) | Route::Interrupt(..) => &[Method::POST],
+            _ => &[Method::GET],
+        }
+    }
+}
+
+fn route(path: &str) -> Option<Route<'_>> {
+    let segs: Vec<&str> = path.strip_prefix('/')?.split('/').collect();
+    let r = match segs.as_slice() {
+        [".well-known", "openwop"] => Route::Discovery,
+        ["workflows", id] => Route::Workflow(id),
+        ["tools"] => Route::Tools,
+        ["tools", id] => Route::Tool(id),
+        ["runs"] => Route::Runs,
+        ["runs", id] => Route::Run(id),
+        ["runs", id, "cancel"] => Route::Cancel(id),
+        ["runs", id, "interrupts", node] => Route::Interrupt(id, node),
+        ["runs", id, "events"] => Route::Events(id),
+        ["runs", id, "events", "poll"] => Route::Poll(id),
+        _ => return None,
+    };
+    let empty_id = match &r {
+        Route::Workflow(id)
+        | Route::Tool(id)
+        | Route::Run(id)
+        | Route::Cancel(id)
+        | Route::Events(id)
+        | Route::Poll(id) => id.is_empty(),
+        Route::Interrupt(id, node) => id.is_empty() || node.is_empty(),
+        _ => false,
+    };
+    (!empty_id).then_some(r)
+}
+
+/// Everything one request needs after its body has been read.
+pub(crate) struct Req<'a> {
+    pub method: &'a Method,
+    pub path: &'a str,
+    pub query: Option<&'a str>,
+    pub headers: &'a HeaderMap,
+    pub body: &'a Bytes,
+}
+
+/// Dispatch one request. The caller adds `OpenWOP-Version` to whatever comes back.
+pub(crate) async fn handle(host: &Arc<HostState>, req: Req<'_>) -> Response<Body> {
+    match dispatch(host, &req).await {
+        Ok(Answer::Reply(r)) => r.into_response(),
+        Ok(Answer::Stream(resp)) => resp,
+        Err(e) => e.into_reply().into_response(),
+    }
+}
+
+pub(crate) enum Answer {
+    Reply(Reply),
+    Stream(Response<Body>),
+}
+
+async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiError> {
+    // openwop-rest.md §1.0: only 2.0 is served; an unlisted version is 406.
+    if let Some(v) = req.headers.get("openwop-version") {
+        if v.as_bytes() != b"2.0" {
+            return Err(ApiError::new(
+                406,
+                "protocol_version_unsupported",
+                "this host serves OpenWOP-Version 2.0 only",
+            )
+            .detail("protocolVersions", json!(["2.0"])));
+        }
+    }
+    if req.method == Method::OPTIONS {
+        return Ok(Answer::Reply(preflight()));
+    }
+    let Some(route) = route(req.path) else {
+        return Err(ApiError::not_found(format!("no route for {}", req.path)));
+    };
+    if !route.allowed().contains(req.method) {
+        let allow = route
+            .allowed()
+            .iter()
+            .map(Method::as_str)
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(ApiError::new(
+            405,
+            "method_not_allowed",
+            format!("{} is not allowed here", req.method),
+        )
+        .with_header("allow", allow));
+    }
+    if let Route::Discovery = route {
+        return Ok(Answer::Reply(discovery(host, req.headers)));
+    }
+    let caller = authenticate(&host.config, req.headers)?;
+    let query = parse_query(req.query);
+    match route {
+        Route::Discovery => unreachable!("answered above"),
+        Route::Workflow(raw) => {
+            caller.require("manifest:read")?;
+            let wf = workflow_from_path(host, raw)?;
+            Ok(Answer::Reply(Reply::json(200, &wf.definition())))
+        }
+        Route::Tools => {
+            caller.require("manifest:read")?;
+            let tools: Vec<Value> = host.workflows.iter().map(|w| w.tool_descriptor()).collect();
+            let compact = query.iter().any(|(k, v)| k == "view" && v == "compact");
+            let body = if compact {
+                json!({ "tools": tools })
+            } else {
+                Value::Array(tools)
+            };
+            Ok(Answer::Reply(Reply::json(200, &body)))
+        }
+        Route::Tool(raw) => {
+            caller.require("manifest:read")?;
+            let wf = workflow_from_path(host, raw)?;
+            Ok(Answer::Reply(Reply::json(200, &wf.tool_descriptor())))
+        }
+        Route::Runs if *req.method == Method::POST => {
+            caller.require("runs:create")?;
+            let fp = fingerprint("createRun", "", req.body);
+            let reply = idempotent(host, &caller, "createRun", req.headers, fp, || {
+                create_run(host, &caller, req.body)
+            })?;
+            Ok(Answer::Reply(reply))
+        }
+        Route::Runs => {
+            caller.require("runs:read")?;
+            Ok(Answer::Reply(list_runs(host, &caller, &query)?))
+        }
+        Route::Run(raw) => {
+            caller.require("runs:read")?;
+            let run = run_from_path(host, &caller, raw)?;
+            Ok(Answer::Reply(get_run(&run, req.headers)))
+        }
+        Route::Cancel(raw) => {
+            caller.require("runs:cancel")?;
+            let run = run_from_path(host, &caller, raw)?;
+            let fp = fingerprint("cancelRun", &run.id, req.body);
+            let reply = idempotent(host, &caller, "cancelRun", req.headers, fp, || {
+                cancel_run(&run, req.body)
+            })?;
+            Ok(Answer::Reply(reply))
+        }
+        Route::Interrupt(raw, raw_node) => {
+            caller.require("approvals:respond")?;
+            let run = run_from_path(host, &caller, raw)?;
+            let node = node_from_path(raw_node)?;
+            let fp = fingerprint(
+                "resolveInterruptByRun",
+                &format!("{}\n{node}", run.id),
+                req.body,
+            );
+            let reply = idempotent(
+                host,
+                &caller,
+                "resolveInterruptByRun",
+                req.headers,
+                fp,
+                || resolve_interrupt(host, &run, &caller, &node, req.body),
+            )?;
+            Ok(Answer::Reply(reply))
+        }
+        Route::Poll(raw) => {
+            caller.require("runs:read")?;
+            let run = run_from_path(host, &caller, raw)?;
+            Ok(Answer::Reply(poll_events(host, &run, &query).await?))
+        }
+        Route::Events(raw) => {
+            caller.require("runs:read")?;
+            let run = run_from_path(host, &caller, raw)?;
+            Ok(Answer::Stream(sse::stream(host, run, &query, req.headers)?))
+        }
+    }
+}
+
+/// CORS preflight (openwop-rest.md §1.0): admit the methods and the declared headers.
+fn preflight() -> Reply {
+    Reply {
+        status: StatusCode::NO_CONTENT,
+        headers: Vec::new(),
+        body: None,
+    }
+    .header("access-control-allow-origin", "*")
+    .header("access-control-allow-methods", "GET, POST, OPTIONS")
+    .header(
+        "access-control-allow-headers",
+        "Authorization, Content-Type, OpenWOP-Version, OpenWOP-Client-Version, \
+         OpenWOP-Dedup, Idempotency-Key, If-None-Match, Last-Event-ID, traceparent, tracestate",
+    )
+    .header("access-control-max-age", "600")
+}
+
+/// Does an `If-None-Match` header match `etag` (weak comparison, RFC 9110 §13.1.2)?
+fn if_none_match(headers: &HeaderMap, etag: &str) -> bool {
+    headers
+        .get_all(http::header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .any(|t| t == "*" || t.trim_start_matches("W/") == etag)
+}
+
+fn not_modified(etag: &str) -> Reply {
+    Reply {
+        status: StatusCode::NOT_MODIFIED,
+        headers: Vec::new(),
+        body: None,
+    }
+    .header("etag", etag)
+}
+
+/// `GET /.well-known/openwop` (§1.1): unauthenticated, strong ETag, 304 on match.
+fn discovery(host: &HostState, headers: &HeaderMap) -> Reply {
+    let d = &host.discovery;
+    let reply = if if_none_match(headers, &d.etag) {
+        not_modified(&d.etag)
+    } else {
+        Reply {
+            status: StatusCode::OK,
+            headers: Vec::new(),
+            body: Some(d.body.clone()),
+        }
+        .header("etag", &d.etag)
+    };
+    reply.header("cache-control", "public, max-age=300")
+}
+
+fn workflow_from_path(host: &HostState, raw: &str) -> Result<Arc<Workflow>, ApiError> {
+    let id =
+        wire_id::unproject(raw).map_err(|e| ApiError::validation("workflowId", e.message()))?;
+    if !id_chars(&id, 1, 128, true) {
+        return Err(ApiError::validation(
+            "workflowId",
+            "workflowId does not match ^[A-Za-z0-9._~:-]{1,128}$",
+        ));
+    }
+    host.workflow(&id)
+        .ok_or_else(|| ApiError::not_found(format!("no workflow {id}")))
+}
+
+fn node_from_path(raw: &str) -> Result<String, ApiError> {
+    let id = wire_id::unproject(raw).map_err(|e| ApiError::validation("nodeId", e.message()))?;
+    if !id_chars(&id, 1, 128, true) {
+        return Err(ApiError::validation(
+            "nodeId",
+            "nodeId does not match ^[A-Za-z0-9._~:-]{1,128}$",
+        ));
+    }
+    Ok(id)
+}
+
+/// Decode a run id from a path segment (openwop-rest.md §2.2/§2.3): `~2F` or `%2F`
+/// form; malformed → 400; another tenant → 403 `id_tenant_mismatch` (checked before
+/// lookup, so existence is never disclosed); unknown → 404; a bare opaque resolves
+/// under the caller's tenant.
+fn run_from_path(host: &HostState, caller: &Caller, raw: &str) -> Result<Arc<Run>, ApiError> {
+    let bad = |why: &str| ApiError::validation("runId", format!("malformed runId: {why}"));
+    let decoded = wire_id::unproject(raw).map_err(|e| bad(e.message()))?;
+    let bound = match decoded.split_once('/') {
+        Some((tenant, opaque)) => {
+            let t = tenant.strip_prefix("anon:").unwrap_or(tenant);
+            if !id_chars(t, 1, 128, false) || !id_chars(opaque, 16, 128, false) {
+                return Err(bad("it does not match the tenant-bound id grammar"));
+            }
+            if tenant != caller.tenant {
+                return Err(ApiError::new(
+                    403,
+                    "id_tenant_mismatch",
+                    "the id is bound to another tenant",
+                ));
+            }
+            decoded
+        }
+        None => {
+            if !id_chars(&decoded, 16, 128, false) {
+                return Err(bad("it does not match the id grammar"));
+            }
+            format!("{}/{decoded}", caller.tenant)
+        }
+    };
+    match host.run(&bound) {
+        Some(run) if run.tenant == caller.tenant => Ok(run),
+        _ => Err(ApiError::not_found("no such run")),
+    }
+}
+
+fn fingerprint(op: &str, resource: &str, body: &[u8]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(op.as_bytes());
+    h.update(b"\n");
+    h.update(resource.as_bytes());
+    h.update(b"\n");
+    h.update(body);
+    h.finalize().into()
+}
+
+/// `Idempotency-Key` (openwop-rest.md §1.9): record key = (tenant, endpoint, key);
+/// 2xx and non-retryable 4xx (not 400/401/403/429) are cached and replayed with
+/// `OpenWOP-Idempotent-Replay: true`; a different request under the same key is
+/// `409 idempotency_key_mismatch`; a concurrent duplicate is `409 idempotency_in_flight`.
+fn idempotent(
+    host: &HostState,
+    caller: &Caller,
+    endpoint: &'static str,
+    headers: &HeaderMap,
+    fp: [u8; 32],
+    op: impl FnOnce() -> Result<Reply, ApiError>,
+) -> Result<Reply, ApiError> {
+    let Some(raw) = headers.get("idempotency-key") else {
+        return Ok(op().unwrap_or_else(ApiError::into_reply));
+    };
+    let key = raw.to_str().unwrap_or("");
+    if !id_chars(key, 22, 128, false) {
+        return Err(ApiError::new(
+            400,
+            "idempotency_key_invalid",
+            "Idempotency-Key must match ^[A-Za-z0-9._~-]{22,128}$",
+        ));
+    }
+    let record = (caller.tenant.clone(), endpoint, key.to_owned());
+    {
+        let mut table = lock(&host.idempotency);
+        match table.get(&record) {
+            Some(IdemEntry::Done { fingerprint, .. } | IdemEntry::InFlight { fingerprint })
+                if *fingerprint != fp =>
+            {
+                return Err(ApiError::new(
+                    409,
+                    "idempotency_key_mismatch",
+                    "the Idempotency-Key was used with a different request",
+                ));
+            }
+            Some(IdemEntry::Done { reply, .. }) => {
+                return Ok(reply.clone().header("openwop-idempotent-replay", "true"));
+            }
+            Some(IdemEntry::InFlight { .. }) => {
+                return Err(ApiError::new(
+                    409,
+                    "idempotency_in_flight",
+                    "a request with this Idempotency-Key is still being processed",
+                )
+                .with_header("retry-after", "1"));
+            }
+            None => {
+                table.insert(record.clone(), IdemEntry::InFlight { fingerprint: fp });
+            }
+        }
+    }
+    let reply = op().unwrap_or_else(ApiError::into_reply);
+    let code = reply.status.as_u16();
+    let cacheable = reply.status.is_success()
+        || (reply.status.is_client_error() && !matches!(code, 400 | 401 | 403 | 429));
+    let mut table = lock(&host.idempotency);
+    if cacheable {
+        table.insert(
+            record,
+            IdemEntry::Done {
+                fingerprint: fp,
+                reply: reply.clone(),
+            },
+        );
+    } else {
+        table.remove(&record);
+    }
+    Ok(reply)
+}
+
+/// `POST /runs` (openwop-rest.md §1.3).
+fn create_run(host: &HostState, caller: &Caller, body: &[u8]) -> Result<Reply, ApiError> {
+    let obj = json_object(body, false)?;
+    closed(
+        &obj,
+        &[
+            "workflowId",
+            "inputs",
+            "residency",
+            "tenantId",
+            "scopeId",
+            "callbackUrl",
+            "mode",
+            "evalSuiteRef",
+            "agentId",
+            "configurable",
+            "tags",
+            "metadata",
+        ],
+    )?;
+    if obj.contains_key("mode") || obj.contains_key("evalSuiteRef") || obj.contains_key("agentId") {
+        return Err(ApiError::new(
+            422,
+            "capability_required",
+            "eval runs are not offered by this host",
+        )
+        .detail("capability", json!("eval")));
+    }
+    if obj.contains_key("residency") {
+        return Err(ApiError::new(
+            422,
+            "residency_unavailable",
+            "this host does not offer data residency",
+        ));
+    }
+    if obj.contains_key("callbackUrl") {
+        return Err(ApiError::validation(
+            "callbackUrl",
+            "callbackUrl is refused: this host does not deliver signed-token callbacks",
+        ));
+    }
+    if let Some(t) = obj.get("tenantId") {
+        // The tenant always comes from the credential (§1.3); never trust the body.
+        if t.as_str() != Some(caller.tenant.as_str()) {
+            return Err(ApiError::new(
+                403,
+                "id_tenant_mismatch",
+                "tenantId does not match the credential's tenant",
+            ));
+        }
+    }
+    if obj.get("scopeId").is_some_and(|s| !s.is_string()) {
+        return Err(ApiError::validation("scopeId", "scopeId must be a string"));
+    }
+    let workflow_id = match obj.get("workflowId") {
+        Some(Value::String(s)) if id_chars(s, 1, 128, true) => s.clone(),
+        Some(_) => {
+            return Err(ApiError::validation(
+                "workflowId",
+                "workflowId must match ^[A-Za-z0-9._~:-]{1,128}$",
+            ))
+        }
+        None => return Err(ApiError::validation("workflowId", "workflowId is required")),
+    };
+    let inputs = match obj.get("inputs") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => m.clone(),
+        Some(_) => return Err(ApiError::validation("inputs", "inputs must be an object")),
+    };
+    let tags = match obj.get("tags") {
+        None => None,
+        Some(Value::Array(a))
+            if a.len() <= 100
+                && a.iter()
+                    .all(|t| t.as_str().is_some_and(|s| s.chars().count() <= 256)) =>
+        {
+            Some(Value::Array(a.clone()))
+        }
+        Some(_) => {
+            return Err(ApiError::validation(
+                "tags",
+                "tags must be at most 100 strings of at most 256 characters",
+            ))
+        }
+    };
+    let metadata = match obj.get("metadata") {
+        None => None,
+        Some(m @ Value::Object(_)) => Some(m.clone()),
+        Some(_) => {
+            return Err(ApiError::validation(
+                "metadata",
+                "metadata must be an object",
+            ))
+        }
+    };
+    let configurable = match obj.get("configurable") {
+        None => None,
+        Some(c @ Value::Object(_)) => Some(c.clone()),
+        Some(_) => {
+            return Err(ApiError::validation(
+                "configurable",
+                "configurable must be an object",
+            ))
+        }
+    };
+    let workflow = host
+        .workflow(&workflow_id)
+        .ok_or_else(|| ApiError::not_found(format!("no workflow {workflow_id}")))?;
+    let variables = runs::validate_inputs(&workflow, &inputs)?;
+
+    let id = format!("{}/r-{}", caller.tenant, random_token(18));
+    let ordinal = host.next_ordinal.fetch_add(1, Ordering::SeqCst);
+    let run = runs::create(
+        id,
+        ordinal,
+        caller,
+        workflow,
+        NewRun {
+            inputs,
+            variables,
+            tags,
+            metadata,
+            configurable,
+        },
+    );
+    let status = run.lock().status;
+    {
+        let mut table = lock(&host.runs);
+        table.by_id.insert(run.id.clone(), run.clone());
+        table.order.push(run.clone());
+    }
+    // The run is in the table before the executor starts and before the 201 leaves,
+    // so `GET /runs/{id}` answers 200 at once (§1.3).
+    runs::start_executor(run.clone(), host.shutdown.clone());
+    let wire = wire_id::project(&run.id);
+    let body = json!({
+        "runId": run.id,
+        "status": status.as_str(),
+        "eventsUrl": format!("/runs/{wire}/events"),
+        "statusUrl": format!("/runs/{wire}"),
+    });
+    Ok(Reply::json(201, &body).header("location", &format!("/runs/{wire}")))
+}
+
+/// `GET /runs/{id}` (§1.4) with a strong ETag and 304.
+fn get_run(run: &Run, headers: &HeaderMap) -> Reply {
+    let st = run.lock();
+    let etag = run.etag(&st);
+    if if_none_match(headers, &etag) {
+        return not_modified(&etag);
+    }
+    Reply::json(200, &run.snapshot(&st)).header("etag", &etag)
+}
+
+/// `GET /runs` (§1.5): newest first, the caller's tenant only, opaque cursors.
+fn list_runs(
+    host: &HostState,
+    caller: &Caller,
+    query: &[(String, String)],
+) -> Result<Reply, ApiError> {
+    let get = |name: &str| {
+        query
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let limit = match get("limit") {
+        None => 20,
+        Some(v) => v
+            .parse::<i64>()
+            .map_err(|_| ApiError::validation("limit", "limit must be an integer"))?
+            .clamp(1, MAX_PAGE as i64) as usize,
+    };
+    let status =
+        match get("status") {
+            None => None,
+            Some(s) => Some(RunStatus::parse(s).ok_or_else(|| {
+                ApiError::validation("status", format!("{s} is not a run status"))
+            })?),
+        };
+    let workflow_id = get("workflowId");
+    let before = match get("cursor") {
+        None => u64::MAX,
+        Some(c) => {
+            let cursors = lock(&host.cursors);
+            match cursors.get(c) {
+                Some(cur) if cur.tenant == caller.tenant => cur.before,
+                _ => return Err(ApiError::validation("cursor", "unknown cursor")),
+            }
+        }
+    };
+    let candidates: Vec<Arc<Run>> = {
+        let table = lock(&host.runs);
+        table
+            .order
+            .iter()
+            .rev()
+            .filter(|r| r.tenant == caller.tenant && r.ordinal < before)
+            .filter(|r| workflow_id.is_none_or(|w| r.workflow.id == w))
+            .cloned()
+            .collect()
+    };
+    let mut page = Vec::new();
+    let mut last = None;
+    let mut more = false;
+    for run in candidates {
+        let st = run.lock();
+        if status.is_some_and(|s| s != st.status) {
+            continue;
+        }
+        if page.len() == limit {
+            more = true;
+            break;
+        }
+        page.push(run.snapshot(&st));
+        last = Some(run.ordinal);
+    }
+    let mut body = json!({ "runs": page });
+    if let (true, Some(last)) = (more, last) {
+        let token = random_token(18);
+        lock(&host.cursors).insert(
+            token.clone(),
+            Cursor {
+                tenant: caller.tenant.clone(),
+                before: last,
+            },
+        );
+        body["nextCursor"] = json!(token);
+    }
+    Ok(Reply::json(200, &body))
+}
+
+/// `POST /runs/{id}/cancel` (§1.6).
+fn cancel_run(run: &Run, body: &[u8]) -> Result<Reply, ApiError> {
+    let obj = json_object(body, true)?;
+    closed(&obj, &["reason"])?;
+    let reason = match obj.get("reason") {
+        None => "caller-requested".to_owned(),
+        Some(Value::String(s)) if !s.is_empty() && s.chars().count() <= 512 => s.clone(),
+        Some(_) => {
+            return Err(ApiError::validation(
+                "reason",
+                "reason must be a non-empty string of at most 512 characters",
+            ))
+        }
+    };
+    let status = runs::cancel(run, &reason)?;
+    Ok(Reply::json(
+        200,
+        &json!({ "runId": run.id, "status": status.as_str() }),
+    ))
+}
+
+/// `POST /runs/{id}/interrupts/{nodeId}` (§1.7).
+fn resolve_interrupt(
+    host: &HostState,
+    run: &Arc<Run>,
+    caller: &Caller,
+    node: &str,
+    body: &[u8],
+) -> Result<Reply, ApiError> {
+    let mut obj = json_object(body, false)?;
+    closed(&obj, &["resumeValue"])?;
+    let Some(value) = obj.remove("resumeValue") else {
+        return Err(ApiError::validation(
+            "resumeValue",
+            "resumeValue is required",
+        ));
+    };
+    let (status, continue_run) = runs::resolve(run, caller, node, value)?;
+    if continue_run {
+        runs::start_executor(run.clone(), host.shutdown.clone());
+    }
+    Ok(Reply::json(
+        200,
+        &json!({ "runId": run.id, "nodeId": node, "status": status.as_str() }),
+    ))
+}
+
+/// `GET /runs/{id}/events/poll` (§1.8): long-polls only while nothing newer exists
+/// and the run is not terminal.
+async fn poll_events(
+    host: &HostState,
+    run: &Run,
+    query: &[(String, String)],
+) -> Result<Reply, ApiError> {
+    let get = |name: &str| {
+        query
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let after = match get("afterSequence") {
+        None => -1,
+        Some(v) => match v.parse::<i64>() {
+            Ok(n) if n >= -1 => n,
+            _ => {
+                return Err(ApiError::validation(
+                    "afterSequence",
+                    "afterSequence must be an integer >= -1",
+                ))
+            }
+        },
+    };
+    let timeout = match get("timeout") {
+        None => 30,
+        Some(v) => match v.parse::<u64>() {
+            Ok(n) if (1..=60).contains(&n) => n,
+            _ => {
+                return Err(ApiError::validation(
+                    "timeout",
+                    "timeout must be an integer in 1..60",
+                ))
+            }
+        },
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout);
+    let mut changes = run.subscribe();
+    let mut shutdown = host.shutdown.clone();
+    loop {
+        changes.borrow_and_update();
+        let answer = {
+            let st = run.lock();
+            let start = usize::try_from(after + 1).unwrap_or(0);
+            let events: Vec<Value> = st.events.iter().skip(start).cloned().collect();
+            let terminal = st.status.is_terminal();
+            let timed_out = tokio::time::Instant::now() >= deadline;
+            (!events.is_empty() || terminal || timed_out).then(|| {
+                // lastSequence is the log's last sequence (-1 for an empty log), so a
+                // client can always continue with afterSequence=lastSequence.
+                json!({
+                    "runId": run.id,
+                    "events": events,
+                    "lastSequence": st.events.len() as i64 - 1,
+                    "status": st.status.as_str(),
+                    "isTerminal": terminal,
+                })
+            })
+        };
+        if let Some(body) = answer {
+            return Ok(Reply::json(200, &body));
+        }
+        tokio::select! {
+            r = changes.changed() => { if r.is_err() { return Err(ApiError::not_found("no such run")); } }
+            _ = tokio::time::sleep_until(deadline) => {}
+            _ = crate::util::stopped(&mut shutdown) => {
+                return Err(ApiError::new(503, "runner_unavailable", "the host is shutting down"));
+            }
+        }
+    }
+}

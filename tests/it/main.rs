@@ -1,0 +1,11 @@
+//! Integration tests: the real sidecar in front of the real demo host, on loopback sockets.
+
+mod cli;
+mod discovery;
+mod envelope;
+mod mrtr;
+mod ownership;
+mod passthrough;
+mod support;
+mod tasks;
+mod tools_call;

@@ -1,0 +1,196 @@
+//! Issue 5 / RFC 0198 §G: a request owns its run until its answer is fully written.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::support::*;
+
+/// Writes one raw HTTP/1.1 MCP request and returns the open socket (no pooling, like T11).
+async fn raw_post(env: &Env, body: &Value, accept: &str, key: &str) -> TcpStream {
+    let addr = env.url.strip_prefix("http://").unwrap().to_string();
+    let mut s = TcpStream::connect(&addr).await.unwrap();
+    let b = body.to_string();
+    let method = body["method"].as_str().unwrap();
+    let name = body["params"]["name"].as_str().unwrap_or("");
+    let req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: {accept}\r\nMCP-Protocol-Version: {V}\r\nMcp-Method: {method}\r\nMcp-Name: {name}\r\nAuthorization: Bearer {key}\r\nContent-Length: {}\r\n\r\n{b}",
+        b.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    s
+}
+
+fn delay_call(ms: u64, caps: Value) -> Value {
+    body_of(11, "tools/call", json!({"name":"conformance-delay","arguments":{"delayMs": ms}}), caps)
+}
+
+async fn cancel_reason(env: &Env, run_id: &str) -> Option<String> {
+    env.events(A, run_id)
+        .await
+        .iter()
+        .find(|e| e["type"] == "run.cancelled")
+        .and_then(|e| e["payload"]["reason"].as_str().map(str::to_string))
+}
+
+/// Reads until the header block and `extra` more bytes have arrived.
+async fn read_head(s: &mut TcpStream) -> String {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 1024];
+    while !String::from_utf8_lossy(&buf).contains("\r\n\r\n") {
+        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut chunk)).await.unwrap().unwrap();
+        assert!(n > 0, "connection closed before the head");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// Reads a complete Content-Length response.
+async fn read_full_json(s: &mut TcpStream) -> Value {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        if let Some(i) = text.find("\r\n\r\n") {
+            let len: usize = text[..i]
+                .lines()
+                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+                .expect("content-length");
+            if buf.len() >= i + 4 + len {
+                return serde_json::from_slice(&buf[i + 4..i + 4 + len]).unwrap();
+            }
+        }
+        let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut chunk)).await.unwrap().unwrap();
+        assert!(n > 0, "closed early");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+#[tokio::test]
+async fn disconnect_before_answer_cancels_run() {
+    // T11 (client FIN)
+    let env = env().await;
+    let before = env.run_ids(A, "conformance-delay").await;
+    let mut s = raw_post(&env, &delay_call(8000, json!({})), "application/json, text/event-stream", A).await;
+    let run_id = env.fresh_run(A, "conformance-delay", &before).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.shutdown().await.unwrap();
+    drop(s);
+    assert_eq!(env.wait_status(A, &run_id, &["cancelled", "completed", "failed"], 15).await, "cancelled");
+    assert_eq!(cancel_reason(&env, &run_id).await.as_deref(), Some("mcp-request-cancelled"));
+    let cancels = env.host_cancels(&run_id);
+    assert_eq!(cancels.len(), 1);
+    assert_eq!(cancels[0].header("authorization"), Some(format!("Bearer {A}").as_str()), "the caller's own credential");
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn reset_before_answer_cancels_run() {
+    // client RST (SO_LINGER 0)
+    let env = env().await;
+    let before = env.run_ids(A, "conformance-delay").await;
+    let s = raw_post(&env, &delay_call(8000, json!({})), "application/json", A).await;
+    let run_id = env.fresh_run(A, "conformance-delay", &before).await;
+    s.set_linger(Some(Duration::ZERO)).unwrap();
+    drop(s);
+    assert_eq!(env.wait_status(A, &run_id, &["cancelled", "completed"], 15).await, "cancelled");
+    assert_eq!(cancel_reason(&env, &run_id).await.as_deref(), Some("mcp-request-cancelled"));
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn disconnect_after_sse_headers_before_final_frame_cancels_run() {
+    let env = env().await;
+    let before = env.run_ids(A, "conformance-delay").await;
+    let mut s = raw_post(&env, &delay_call(8000, json!({})), "text/event-stream, application/json", A).await;
+    let head = read_head(&mut s).await;
+    assert!(head.to_ascii_lowercase().contains("content-type: text/event-stream"), "{head}");
+    let run_id = env.fresh_run(A, "conformance-delay", &before).await;
+    drop(s);
+    assert_eq!(env.wait_status(A, &run_id, &["cancelled", "completed"], 15).await, "cancelled");
+    assert_eq!(cancel_reason(&env, &run_id).await.as_deref(), Some("mcp-request-cancelled"));
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn delivered_task_answer_survives_disconnect() {
+    // T12
+    let env = env().await;
+    let mut s = raw_post(&env, &delay_call(1500, task_caps()), "application/json, text/event-stream", A).await;
+    let answer = read_full_json(&mut s).await;
+    drop(s);
+    assert_eq!(answer["result"]["resultType"], "task", "{answer}");
+    let run_id = unproject(answer["result"]["taskId"].as_str().unwrap());
+    assert_eq!(env.wait_status(A, &run_id, &["completed", "cancelled"], 15).await, "completed");
+    assert!(env.host_cancels(&run_id).is_empty(), "no cancel ever reached the host");
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn delivered_blocking_answer_survives_disconnect() {
+    // The boundary's other side: the whole answer (here: capped, run still going) was written.
+    let env = env_with(|c| c.mcp.json_answer_cap = Duration::from_millis(300)).await;
+    let mut s = raw_post(&env, &delay_call(1500, json!({})), "application/json", A).await;
+    let answer = read_full_json(&mut s).await;
+    drop(s);
+    assert_eq!(answer["result"]["isError"], true);
+    let run_id = run_id_of(&answer["result"]);
+    assert_eq!(env.wait_status(A, &run_id, &["completed", "cancelled"], 15).await, "completed");
+    assert!(env.host_cancels(&run_id).is_empty());
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn http2_stream_reset_cancels_run() {
+    let env = env().await;
+    let h2 = reqwest::Client::builder().http2_prior_knowledge().no_proxy().build().unwrap();
+    let before = env.run_ids(A, "conformance-delay").await;
+    let url = env.mcp_url();
+    let body = delay_call(8000, json!({}));
+    let call = tokio::spawn(async move {
+        h2.post(url)
+            .header("Authorization", format!("Bearer {A}"))
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json")
+            .header("MCP-Protocol-Version", V)
+            .body(body.to_string())
+            .send()
+            .await
+    });
+    let run_id = env.fresh_run(A, "conformance-delay", &before).await;
+    call.abort();
+    assert_eq!(env.wait_status(A, &run_id, &["cancelled", "completed"], 15).await, "cancelled");
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn shutdown_answers_short_calls_and_cancels_the_ones_it_cuts() {
+    let env = env_with(|c| c.shutdown.drain_timeout = Duration::from_millis(800)).await;
+    let before = env.run_ids(A, "conformance-cancellable").await;
+    let long = raw_post(&env, &body_of(1, "tools/call", json!({"name":"conformance-cancellable","arguments":{"delayMs":20000}}), json!({})), "text/event-stream", A).await;
+    let long_run = env.fresh_run(A, "conformance-cancellable", &before).await;
+    let mut short = raw_post(&env, &delay_call(300, json!({})), "application/json", A).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let host_url = env.host.base_url();
+    let client = env.http.clone();
+    let Env { host, server, .. } = env;
+    let stop = tokio::spawn(async move { server.unwrap().shutdown().await });
+    let answer = read_full_json(&mut short).await;
+    assert_eq!(answer["result"]["isError"], false, "an in-flight call within the drain deadline is answered");
+    stop.await.unwrap();
+    drop(long);
+    let wire = long_run.replace('/', "%2F");
+    let status = client
+        .get(format!("{host_url}/runs/{wire}"))
+        .header("Authorization", format!("Bearer {A}"))
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert!(["cancelled", "cancelling"].contains(&status["status"].as_str().unwrap()), "cut at the drain deadline → cancelled: {status}");
+    host.shutdown().await;
+}

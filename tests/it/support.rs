@@ -1,0 +1,252 @@
+//! Test support: the real demo host and the real sidecar on loopback listeners, and small
+//! clients that speak MCP and REST to them as a user's client would.
+
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use openwop_devhost::{DevHost, DevHostConfig};
+use openwop_mcp_sidecar::config::Config;
+use openwop_mcp_sidecar::server::Server;
+use serde_json::{json, Value};
+
+pub const A: &str = "acme-dev-key";
+pub const B: &str = "globex-dev-key";
+pub const APPROVER: &str = "acme-approver-key";
+pub const READONLY: &str = "acme-readonly-key";
+pub const TASKS: &str = "io.modelcontextprotocol/tasks";
+pub const V: &str = "2026-07-28";
+
+pub fn task_caps() -> Value {
+    json!({ "elicitation": {}, "extensions": { TASKS: {} } })
+}
+
+pub struct Env {
+    pub host: DevHost,
+    pub server: Option<Server>,
+    pub url: String,
+    pub http: reqwest::Client,
+}
+
+pub async fn env() -> Env {
+    env_with(|_| {}).await
+}
+
+pub async fn env_with(f: impl FnOnce(&mut Config)) -> Env {
+    let host_cfg = DevHostConfig { sse_keepalive: Duration::from_millis(500), ..DevHostConfig::default() };
+    let host = openwop_devhost::spawn(host_cfg, "127.0.0.1:0".parse().unwrap()).await.expect("devhost starts");
+    let mut cfg = Config::defaults();
+    cfg.listen = "127.0.0.1:0".parse().unwrap();
+    cfg.upstream.url = host.base_url();
+    cfg.mcp.sse_keepalive = Duration::from_millis(200);
+    cfg.ownership.cancel_deadline = Duration::from_secs(5);
+    cfg.shutdown.drain_timeout = Duration::from_secs(2);
+    f(&mut cfg);
+    let server = Server::start(cfg).await.expect("sidecar starts");
+    let url = format!("http://{}", server.addr);
+    Env { host, server: Some(server), url, http: reqwest::Client::builder().no_proxy().build().unwrap() }
+}
+
+/// One MCP exchange as seen on the wire.
+#[derive(Debug)]
+pub struct Rpc {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub text: String,
+    pub body: Value,
+}
+
+impl Rpc {
+    pub fn result(&self) -> &Value {
+        &self.body["result"]
+    }
+    pub fn error_code(&self) -> Option<i64> {
+        self.body["error"]["code"].as_i64()
+    }
+}
+
+pub fn name_of(method: &str, params: &Value) -> Option<String> {
+    match method {
+        "tools/call" => params["name"].as_str().map(str::to_string),
+        m if m.starts_with("tasks/") => params["taskId"].as_str().map(str::to_string),
+        _ => None,
+    }
+}
+
+pub fn body_of(id: u64, method: &str, mut params: Value, caps: Value) -> Value {
+    params["_meta"] = json!({ "io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": caps });
+    json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params })
+}
+
+impl Env {
+    pub fn mcp_url(&self) -> String {
+        format!("{}/mcp", self.url)
+    }
+
+    pub async fn shutdown(mut self) {
+        if let Some(s) = self.server.take() {
+            s.shutdown().await;
+        }
+    }
+
+    /// A well-formed MCP request as the conformance suites send it.
+    pub async fn rpc(&self, key: Option<&str>, method: &str, params: Value, caps: Value) -> Rpc {
+        let mut headers = vec![("MCP-Protocol-Version", V.to_string()), ("Mcp-Method", method.to_string())];
+        if let Some(n) = name_of(method, &params) {
+            headers.push(("Mcp-Name", n));
+        }
+        if let Some(k) = key {
+            headers.push(("Authorization", format!("Bearer {k}")));
+        }
+        let body = body_of(7, method, params, caps);
+        self.raw(&headers, body.to_string()).await
+    }
+
+    pub async fn raw(&self, headers: &[(&str, String)], body: String) -> Rpc {
+        let mut rb = self
+            .http
+            .post(self.mcp_url())
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream");
+        for (k, v) in headers {
+            rb = rb.header(*k, v);
+        }
+        let resp = rb.body(body).send().await.expect("sidecar answers");
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let text = resp.text().await.unwrap_or_default();
+        let body = if headers.get("content-type").is_some_and(|c| c.to_str().unwrap_or("").starts_with("text/event-stream")) {
+            sse_messages(&text).into_iter().rev().find(|m| m.get("id").is_some()).unwrap_or(Value::Null)
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::Null)
+        };
+        Rpc { status, headers, text, body }
+    }
+
+    pub async fn call(&self, key: &str, tool: &str, args: Value, caps: Value) -> Rpc {
+        self.rpc(Some(key), "tools/call", json!({ "name": tool, "arguments": args }), caps).await
+    }
+
+    pub async fn rest_get(&self, key: &str, path: &str) -> (u16, Value) {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.url))
+            .header("Authorization", format!("Bearer {key}"))
+            .header("OpenWOP-Version", "2.0")
+            .send()
+            .await
+            .unwrap();
+        let s = r.status().as_u16();
+        (s, r.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn rest_post(&self, key: &str, path: &str, body: Value) -> (u16, Value) {
+        let r = self
+            .http
+            .post(format!("{}{path}", self.url))
+            .header("Authorization", format!("Bearer {key}"))
+            .header("OpenWOP-Version", "2.0")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let s = r.status().as_u16();
+        (s, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// `GET /runs/{id}` with the suite's `%2F` form.
+    pub async fn run(&self, key: &str, run_id: &str) -> Value {
+        self.rest_get(key, &format!("/runs/{}", run_id.replace('/', "%2F"))).await.1
+    }
+
+    pub async fn status(&self, key: &str, run_id: &str) -> String {
+        self.run(key, run_id).await["status"].as_str().unwrap_or("").to_string()
+    }
+
+    pub async fn events(&self, key: &str, run_id: &str) -> Vec<Value> {
+        let (_, v) = self.rest_get(key, &format!("/runs/{}/events/poll?timeout=1", run_id.replace('/', "%2F"))).await;
+        v["events"].as_array().cloned().unwrap_or_default()
+    }
+
+    pub async fn event_count(&self, key: &str, run_id: &str, kind: &str) -> usize {
+        self.events(key, run_id).await.iter().filter(|e| e["type"] == kind).count()
+    }
+
+    pub async fn run_ids(&self, key: &str, workflow: &str) -> Vec<String> {
+        let (_, v) = self.rest_get(key, &format!("/runs?workflowId={workflow}&limit=100")).await;
+        v["runs"].as_array().into_iter().flatten().filter_map(|r| r["runId"].as_str().map(str::to_string)).collect()
+    }
+
+    /// Polls until a run not in `before` appears.
+    pub async fn fresh_run(&self, key: &str, workflow: &str, before: &[String]) -> String {
+        for _ in 0..100 {
+            if let Some(id) = self.run_ids(key, workflow).await.into_iter().find(|i| !before.contains(i)) {
+                return id;
+            }
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
+        panic!("no new {workflow} run appeared");
+    }
+
+    /// Polls the run until its status is one of `want` (or panics after `secs`).
+    pub async fn wait_status(&self, key: &str, run_id: &str, want: &[&str], secs: u64) -> String {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+        loop {
+            let s = self.status(key, run_id).await;
+            if want.contains(&s.as_str()) {
+                return s;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "run {run_id} stuck in {s}, wanted {want:?}");
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// `tasks/get` until `pred` holds.
+    pub async fn poll_task(&self, key: &str, task_id: &str, pred: impl Fn(&Value) -> bool, secs: u64) -> Value {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+        loop {
+            let r = self.rpc(Some(key), "tasks/get", json!({ "taskId": task_id }), task_caps()).await;
+            if r.body.get("error").is_some() || pred(r.result()) {
+                return r.body;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "task {task_id} never matched: {}", r.text);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Cancels reaching the host (recorded requests).
+    pub fn host_cancels(&self, run_id: &str) -> Vec<openwop_devhost::RecordedRequest> {
+        let wire = openwop_mcp_sidecar::wire_id::project(run_id);
+        self.host
+            .requests()
+            .into_iter()
+            .filter(|r| r.method == "POST" && r.path.ends_with("/cancel") && (r.path.contains(&wire) || r.path.contains(&run_id.replace('/', "%2F"))))
+            .collect()
+    }
+}
+
+/// Parses an SSE body into its JSON messages.
+pub fn sse_messages(text: &str) -> Vec<Value> {
+    let norm = text.replace("\r\n", "\n");
+    norm.split("\n\n")
+        .filter_map(|ev| {
+            let data: Vec<&str> = ev.lines().filter_map(|l| l.strip_prefix("data:")).map(|d| d.strip_prefix(' ').unwrap_or(d)).collect();
+            if data.is_empty() {
+                None
+            } else {
+                serde_json::from_str(&data.join("\n")).ok()
+            }
+        })
+        .collect()
+}
+
+/// The bound run id inside a CallToolResult text (§3.5: the text names the run).
+pub fn run_id_of(result: &Value) -> String {
+    let text = result["content"][0]["text"].as_str().expect("text content");
+    let v: Value = serde_json::from_str(text).expect("JSON text");
+    v["runId"].as_str().expect("runId").to_string()
+}
+
+pub fn unproject(task_id: &str) -> String {
+    openwop_mcp_sidecar::wire_id::unproject(task_id).unwrap()
+}

@@ -1,0 +1,187 @@
+//! Issue 3: server/discover, tools/list and blocking tools/call (openwop-rest.md §5.2 M2–M11).
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+#[tokio::test]
+async fn discover_shape_matches_the_revisions_advertised() {
+    let env = env().await;
+    let r = env.rpc(Some(A), "server/discover", json!({}), json!({})).await;
+    assert_eq!(r.status, 200);
+    let res = r.result();
+    assert_eq!(res["resultType"], "complete");
+    assert_eq!(res["supportedVersions"], json!([V]));
+    assert!(res["capabilities"]["tools"].is_object());
+    assert!(res["ttlMs"].as_u64().is_some());
+    assert!(["public", "private"].contains(&res["cacheScope"].as_str().unwrap()));
+    assert_eq!(res["serverInfo"]["name"], "openwop-mcp-sidecar");
+    assert_eq!(res["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "openwop-mcp-sidecar");
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn tools_list_is_sorted_private_and_byte_identical() {
+    let env = env().await;
+    let a = env.rpc(Some(A), "tools/list", json!({}), json!({})).await;
+    let b = env.rpc(Some(A), "tools/list", json!({}), json!({})).await;
+    assert_eq!(a.status, 200);
+    let tools = a.result()["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted);
+    for f in ["conformance-noop", "conformance-failure", "conformance-approval", "conformance-delay"] {
+        assert!(names.contains(&f), "{f}");
+    }
+    assert_eq!(a.result()["cacheScope"], "private");
+    assert_eq!(a.result()["tools"].to_string(), b.result()["tools"].to_string());
+    let delay = tools.iter().find(|t| t["name"] == "conformance-delay").unwrap();
+    assert_eq!(delay["inputSchema"]["type"], "object");
+    assert_eq!(delay["inputSchema"]["properties"]["delayMs"]["default"], 1000);
+    // M10: unknown capabilities and _meta keys never change the list.
+    let body = json!({"jsonrpc":"2.0","id":9,"method":"tools/list","params":{"_meta":{
+        "io.modelcontextprotocol/protocolVersion":V,
+        "io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.example/authority":{"admin":true}}},
+        "io.example/authority":{"grantScopes":["*"]}}}});
+    let c = env
+        .raw(&[("MCP-Protocol-Version", V.into()), ("Authorization", format!("Bearer {A}"))], body.to_string())
+        .await;
+    assert_eq!(c.status, 200);
+    assert_eq!(c.result()["tools"].to_string(), a.result()["tools"].to_string());
+    // M9: each caller's list is private.
+    let other = env.rpc(Some(B), "tools/list", json!({}), json!({})).await;
+    assert_eq!(other.result()["cacheScope"], "private");
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn tool_outcomes_are_results_not_protocol_errors() {
+    let env = env().await;
+    let ok = env.call(A, "conformance-noop", json!({}), json!({})).await;
+    assert_eq!((ok.result()["resultType"].as_str(), ok.result()["isError"].as_bool()), (Some("complete"), Some(false)), "{}", ok.text);
+    let run_id = run_id_of(ok.result());
+    assert_eq!(env.status(A, &run_id).await, "completed");
+    let fail = env.call(A, "conformance-failure", json!({}), json!({})).await;
+    assert_eq!(fail.status, 200);
+    assert_eq!(fail.result()["isError"], true, "{}", fail.text);
+    assert!(fail.result()["content"][0]["text"].as_str().unwrap().contains("failed"));
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn bad_calls_are_refused_before_any_run_exists() {
+    let env = env().await;
+    env.host.clear_requests();
+    let r = env.rpc(Some(A), "tools/call", json!({"name":"conformance-noop","arguments":"not-an-object"}), json!({})).await;
+    assert_eq!((r.status, r.error_code()), (200, Some(-32602)));
+    let r = env.call(A, "no-such-tool", json!({}), json!({})).await;
+    assert_eq!(r.error_code(), Some(-32602));
+    assert!(r.body["error"]["message"].as_str().unwrap().contains("no-such-tool"));
+    let r = env.call(A, "conformance-delay", json!({"delayMs":"soon"}), json!({})).await;
+    assert_eq!(r.error_code(), Some(-32602));
+    assert!(r.body["error"]["message"].as_str().unwrap().contains("delayMs"));
+    assert!(!env.host.requests().iter().any(|q| q.method == "POST"), "no run was created");
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn runs_are_created_with_the_callers_credential_and_an_idempotency_key() {
+    let env = env().await;
+    env.host.clear_requests();
+    let r = env.call(A, "conformance-noop", json!({}), json!({})).await;
+    assert_eq!(r.result()["isError"], false);
+    let creates: Vec<_> = env.host.requests().into_iter().filter(|q| q.method == "POST" && q.path == "/runs").collect();
+    assert_eq!(creates.len(), 1);
+    assert_eq!(creates[0].header("authorization"), Some(format!("Bearer {A}").as_str()));
+    let key = creates[0].header("idempotency-key").expect("Idempotency-Key");
+    assert!(key.len() >= 22);
+    let b = env.call(B, "conformance-noop", json!({}), json!({})).await;
+    assert_eq!(b.result()["isError"], false);
+    let run_b = run_id_of(b.result());
+    assert!(run_b.starts_with("globex/"), "B's run lives in B's tenant: {run_b}");
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_run_past_the_json_cap_is_answered_and_keeps_running() {
+    let env = env_with(|c| c.mcp.json_answer_cap = Duration::from_millis(400)).await;
+    let r = env.call(A, "conformance-delay", json!({"delayMs": 1500}), json!({})).await;
+    assert_eq!(r.result()["isError"], true);
+    let text = r.result()["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("follow it at GET /runs/"), "{text}");
+    let run_id = run_id_of(r.result());
+    assert_eq!(env.wait_status(A, &run_id, &["completed", "cancelled"], 5).await, "completed", "a delivered answer never cancels");
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn sse_answer_flushes_headers_sends_keepalives_and_one_final_frame() {
+    let env = env().await;
+    let body = body_of(5, "tools/call", json!({"name":"conformance-delay","arguments":{"delayMs":900}}), json!({}));
+    let mut resp = env
+        .http
+        .post(env.mcp_url())
+        .header("Authorization", format!("Bearer {A}"))
+        .header("Accept", "text/event-stream, application/json")
+        .header("MCP-Protocol-Version", V)
+        .header("Mcp-Method", "tools/call")
+        .header("Mcp-Name", "conformance-delay")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    let mut text = String::new();
+    while let Some(c) = resp.chunk().await.unwrap() {
+        text.push_str(&String::from_utf8_lossy(&c));
+    }
+    assert!(text.contains(": keep-alive"), "keep-alive comments while waiting: {text}");
+    let msgs = sse_messages(&text);
+    assert_eq!(msgs.len(), 1, "exactly one message frame: {text}");
+    assert_eq!(msgs[0]["id"], 5);
+    assert_eq!(msgs[0]["result"]["isError"], false);
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn run_cancelled_by_someone_else_is_an_error_result_never_notifications_cancelled() {
+    // T13 no-server-cancelled.
+    let env = env().await;
+    let before = env.run_ids(A, "conformance-cancellable").await;
+    let body = body_of(6, "tools/call", json!({"name":"conformance-cancellable","arguments":{"delayMs":20000}}), json!({}));
+    let http = env.http.clone();
+    let url = env.mcp_url();
+    let call = tokio::spawn(async move {
+        let mut resp = http
+            .post(url)
+            .header("Authorization", format!("Bearer {A}"))
+            .header("Accept", "text/event-stream, application/json")
+            .header("MCP-Protocol-Version", V)
+            .header("Mcp-Method", "tools/call")
+            .header("Mcp-Name", "conformance-cancellable")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let ct = resp.headers()["content-type"].to_str().unwrap().to_string();
+        let mut text = String::new();
+        while let Some(c) = resp.chunk().await.unwrap() {
+            text.push_str(&String::from_utf8_lossy(&c));
+        }
+        (ct, text)
+    });
+    let run_id = env.fresh_run(A, "conformance-cancellable", &before).await;
+    let (s, _) = env.rest_post(A, &format!("/runs/{}/cancel", run_id.replace('/', "%2F")), json!({})).await;
+    assert!(s < 300);
+    let (ct, text) = tokio::time::timeout(Duration::from_secs(15), call).await.unwrap().unwrap();
+    assert!(ct.starts_with("text/event-stream"));
+    let msgs = sse_messages(&text);
+    assert!(!msgs.iter().any(|m| m["method"] == "notifications/cancelled"), "{text}");
+    let last: &Value = msgs.iter().rev().find(|m| m.get("result").is_some()).expect("a final result");
+    assert_eq!(last["result"]["isError"], true);
+    env.shutdown().await;
+}
