@@ -36,7 +36,10 @@ describe("disconnects", () => {
       { caps: {} },
     );
     let answered = false;
-    response.then(() => (answered = true));
+    response.then(
+      () => (answered = true),
+      () => {},
+    );
     let runId;
     try {
       runId = await freshRun("conformance-delay", before, 3_000);

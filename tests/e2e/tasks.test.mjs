@@ -243,6 +243,10 @@ describe("ext-tasks session against the sidecar", () => {
       taskId = exec.handle.taskId;
       reference = exec.serializeReference();
       await exec.detach();
+      // ext-tasks 0.2.2 quirk: session.close() cancels every execution it still tracks, and a
+      // detached one leaves that set only once its local outcome settled — so closing straight
+      // after detach() sends tasks/cancel. Wait for the local outcome first.
+      await exec.result().catch(() => {});
     } finally {
       await closeSession(first);
     }
