@@ -10,13 +10,22 @@ pub async fn run(mut cfg: Config) -> anyhow::Result<()> {
     cfg.upstream.url = host.base_url();
     let server = Server::start(cfg).await?;
     let base = format!("http://{}", server.addr);
-    let key = host_cfg.key_for("acme").unwrap_or("acme-dev-key").to_string();
+    let key = host_cfg
+        .key_for("acme")
+        .unwrap_or("acme-dev-key")
+        .to_string();
     println!("openwop-mcp-sidecar demo");
     println!("  MCP endpoint : {base}{}", server.state.cfg.mount.path);
-    println!("  REST (proxied): {base}/  (demo host itself: {})", host.base_url());
+    println!(
+        "  REST (proxied): {base}/  (demo host itself: {})",
+        host.base_url()
+    );
     println!("  demo keys    :");
     for k in &host_cfg.keys {
-        println!("    Authorization: Bearer {:<20} tenant {:<8} subject {}", k.key, k.tenant, k.subject_id);
+        println!(
+            "    Authorization: Bearer {:<20} tenant {:<8} subject {}",
+            k.key, k.tenant, k.subject_id
+        );
     }
     println!("  try:");
     println!(

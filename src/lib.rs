@@ -4,7 +4,7 @@
 
 pub mod body;
 pub mod config;
-// pub mod demo; (needs the devhost API)
+pub mod demo;
 pub mod discovery;
 pub mod host;
 pub mod mcp;

@@ -112,7 +112,7 @@ fn main() -> ExitCode {
                     Err(code) => return code,
                 };
                 telemetry::init_logging(&cfg.logging.level, cfg.logging.json);
-                match demo_placeholder(cfg).await {
+                match openwop_mcp_sidecar::demo::run(cfg).await {
                     Ok(()) => ExitCode::SUCCESS,
                     Err(e) => {
                         eprintln!("error: {e:#}");
@@ -159,8 +159,4 @@ pub async fn wait_for_signal() {
     {
         let _ = tokio::signal::ctrl_c().await;
     }
-}
-
-async fn demo_placeholder(_cfg: Config) -> anyhow::Result<()> {
-    anyhow::bail!("demo needs the devhost")
 }

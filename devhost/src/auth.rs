@@ -42,6 +42,17 @@ impl Caller {
         }
     }
 
+    /// The principal an interrupt token was minted for (§1.7 token surfaces): it may
+    /// resolve that one interrupt and nothing else.
+    pub(crate) fn from_token_subject(subject: &Value) -> Option<Caller> {
+        Some(Caller {
+            tenant: subject.get("tenant")?.as_str()?.to_owned(),
+            subject_id: subject.get("subjectId")?.as_str()?.to_owned(),
+            subject: subject.clone(),
+            scopes: vec!["approvals:respond".into()],
+        })
+    }
+
     fn anonymous() -> Caller {
         Caller {
             tenant: ANONYMOUS_TENANT.into(),

@@ -247,7 +247,6 @@ impl Workflow {
 
     /// `ToolDescriptor` (§1.2) for `GET /tools`.
     pub(crate) fn tool_descriptor(&self) -> Value {
-        let suspends = self.can_suspend();
         json!({
             "toolId": self.id,
             "source": "workflow",
@@ -261,18 +260,6 @@ impl Workflow {
                 "idempotentHint": false,
                 "openWorldHint": false,
             },
-            // Informative: callers need an elicitation-capable client for these.
-            "approval": { "required": suspends },
-        })
-    }
-
-    /// Whether any node interrupts for a human (approval or clarification gate).
-    pub(crate) fn can_suspend(&self) -> bool {
-        self.nodes.iter().any(|n| {
-            matches!(
-                n.kind(),
-                Some(NodeKind::Approval { .. }) | Some(NodeKind::Clarification { .. })
-            )
         })
     }
 }

@@ -1,7 +1,7 @@
 //! Host state and the REST handlers (openwop-rest.md §1).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,6 +15,7 @@ use crate::api::{closed, json_object, ApiError, Body, Reply};
 use crate::auth::{authenticate, Caller, ANONYMOUS_TENANT};
 use crate::fixtures::{self, Workflow};
 use crate::runs::{self, NewRun, Run, RunStatus};
+use crate::tokens::{self, Claims, TokenKey};
 use crate::util::{id_chars, parse_query, random_token};
 use crate::{sse, wire_id, DevHostConfig, RecordedRequest};
 
@@ -27,7 +28,9 @@ pub(crate) struct HostState {
     idempotency: Mutex<HashMap<(String, &'static str, String), IdemEntry>>,
     cursors: Mutex<HashMap<String, Cursor>>,
     discovery: Discovery,
+    tokens: TokenKey,
     pub requests: Mutex<Vec<RecordedRequest>>,
+    pub recording: AtomicBool,
     pub shutdown: watch::Receiver<bool>,
 }
 
@@ -68,7 +71,9 @@ impl HostState {
             idempotency: Mutex::new(HashMap::new()),
             cursors: Mutex::new(HashMap::new()),
             discovery,
+            tokens: TokenKey::random(),
             requests: Mutex::new(Vec::new()),
+            recording: AtomicBool::new(true),
             shutdown,
         }
     }
@@ -154,6 +159,7 @@ enum Route<'a> {
     Run(&'a str),
     Cancel(&'a str),
     Interrupt(&'a str, &'a str),
+    InterruptToken(&'a str),
     Events(&'a str),
     Poll(&'a str),
 }
@@ -162,7 +168,8 @@ impl Route<'_> {
     fn allowed(&self) -> &'static [Method] {
         match self {
             Route::Runs => &[Method::GET, Method::POST],
-            Route::Cancel(_) | Route::Interrupt(..) => &[Method::POST],
+            Route::Interrupt(..) | Route::InterruptToken(_) => &[Method::GET, Method::POST],
+            Route::Cancel(_) => &[Method::POST],
             _ => &[Method::GET],
         }
     }
@@ -179,6 +186,7 @@ fn route(path: &str) -> Option<Route<'_>> {
         ["runs", id] => Route::Run(id),
         ["runs", id, "cancel"] => Route::Cancel(id),
         ["runs", id, "interrupts", node] => Route::Interrupt(id, node),
+        ["interrupts", token] => Route::InterruptToken(token),
         ["runs", id, "events"] => Route::Events(id),
         ["runs", id, "events", "poll"] => Route::Poll(id),
         _ => return None,
@@ -189,7 +197,8 @@ fn route(path: &str) -> Option<Route<'_>> {
         | Route::Run(id)
         | Route::Cancel(id)
         | Route::Events(id)
-        | Route::Poll(id) => id.is_empty(),
+        | Route::Poll(id)
+        | Route::InterruptToken(id) => id.is_empty(),
         Route::Interrupt(id, node) => id.is_empty() || node.is_empty(),
         _ => false,
     };
@@ -254,10 +263,14 @@ async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiErr
     if let Route::Discovery = route {
         return Ok(Answer::Reply(discovery(host, req.headers)));
     }
+    if let Route::InterruptToken(token) = route {
+        // Token surfaces authenticate with the token itself, no bearer (§1.7).
+        return interrupt_by_token(host, req, token).map(Answer::Reply);
+    }
     let caller = authenticate(&host.config, req.headers)?;
     let query = parse_query(req.query);
     match route {
-        Route::Discovery => unreachable!("answered above"),
+        Route::Discovery | Route::InterruptToken(_) => unreachable!("answered above"),
         Route::Workflow(raw) => {
             caller.require("manifest:read")?;
             let wf = workflow_from_path(host, raw)?;
@@ -305,6 +318,12 @@ async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiErr
             })?;
             Ok(Answer::Reply(reply))
         }
+        Route::Interrupt(raw, raw_node) if *req.method == Method::GET => {
+            caller.require("approvals:respond")?;
+            let run = run_from_path(host, &caller, raw)?;
+            let node = node_from_path(raw_node)?;
+            Ok(Answer::Reply(mint_token(host, &run, &caller, &node)?))
+        }
         Route::Interrupt(raw, raw_node) => {
             caller.require("approvals:respond")?;
             let run = run_from_path(host, &caller, raw)?;
@@ -320,7 +339,7 @@ async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiErr
                 "resolveInterruptByRun",
                 req.headers,
                 fp,
-                || resolve_interrupt(host, &run, &caller, &node, req.body),
+                || resolve_interrupt(host, &run, &caller, &node, None, req.body),
             )?;
             Ok(Answer::Reply(reply))
         }
@@ -789,6 +808,7 @@ fn resolve_interrupt(
     run: &Arc<Run>,
     caller: &Caller,
     node: &str,
+    interrupt: Option<&str>,
     body: &[u8],
 ) -> Result<Reply, ApiError> {
     let mut obj = json_object(body, false)?;
@@ -799,7 +819,7 @@ fn resolve_interrupt(
             "resumeValue is required",
         ));
     };
-    let (status, continue_run) = runs::resolve(run, caller, node, value)?;
+    let (status, continue_run) = runs::resolve(run, caller, node, interrupt, value)?;
     if continue_run {
         runs::start_executor(run.clone(), host.shutdown.clone());
     }
@@ -880,4 +900,111 @@ async fn poll_events(
             }
         }
     }
+}
+
+/// `GET /runs/{id}/interrupts/{nodeId}` (reference-host extra, openwop-rest.md §1.7):
+/// mint a signed token for the open interrupt, bound to the calling principal.
+fn mint_token(host: &HostState, run: &Run, caller: &Caller, node: &str) -> Result<Reply, ApiError> {
+    if !run.workflow.nodes.iter().any(|n| n.id == node) {
+        return Err(ApiError::not_found(format!(
+            "workflow {} has no node {node}",
+            run.workflow.id
+        )));
+    }
+    let st = run.lock();
+    let open = match &st.open {
+        Some(o) if o.node_id == node => o,
+        _ => {
+            return Err(ApiError::new(
+                404,
+                "interrupt_not_found",
+                format!("node {node} has no open interrupt"),
+            ))
+        }
+    };
+    let expires_ms = tokens::now_ms() + tokens::TTL_MS;
+    let token = host.tokens.mint(&Claims {
+        run_id: run.id.clone(),
+        node_id: node.to_owned(),
+        interrupt_id: open.interrupt_id.clone(),
+        subject: caller.subject.clone(),
+        expires_ms,
+    });
+    let expires_at =
+        time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(expires_ms) * 1_000_000)
+            .ok()
+            .and_then(|t| {
+                t.format(&time::format_description::well_known::Rfc3339)
+                    .ok()
+            });
+    let mut body = json!({
+        "token": token,
+        "expiresAt": expires_at,
+        "runId": run.id,
+        "nodeId": node,
+        "interruptId": open.interrupt_id,
+    });
+    if let (Some(b), Some(p)) = (body.as_object_mut(), open.payload.as_object()) {
+        for (k, v) in p {
+            b.insert(k.clone(), v.clone());
+        }
+    }
+    Ok(Reply::json(200, &body))
+}
+
+/// `GET|POST /interrupts/{token}` (§1.7): inspect or resolve with the token alone.
+fn interrupt_by_token(host: &Arc<HostState>, req: &Req<'_>, raw: &str) -> Result<Reply, ApiError> {
+    let claims = host.tokens.verify(raw, tokens::now_ms())?;
+    let invalid = || {
+        ApiError::new(
+            401,
+            "interrupt_token_invalid",
+            "the interrupt token is not valid",
+        )
+    };
+    let caller = Caller::from_token_subject(&claims.subject).ok_or_else(invalid)?;
+    let run = host.run(&claims.run_id).ok_or_else(invalid)?;
+    // The token never outlives its interrupt (§1.7): resolved, cancelled or completed
+    // runs invalidate it.
+    let payload = {
+        let st = run.lock();
+        match &st.open {
+            Some(o) if o.interrupt_id == claims.interrupt_id => o.payload.clone(),
+            _ if st.status == RunStatus::Cancelled => {
+                return Err(ApiError::new(
+                    410,
+                    "interrupt_cancelled",
+                    "the run holding this interrupt was cancelled",
+                ))
+            }
+            _ => {
+                return Err(ApiError::new(
+                    409,
+                    "interrupt_already_resolved",
+                    "the interrupt is no longer open",
+                ))
+            }
+        }
+    };
+    if *req.method == Method::GET {
+        return Ok(Reply::json(200, &payload));
+    }
+    let fp = fingerprint("resolveInterruptByToken", &claims.interrupt_id, req.body);
+    idempotent(
+        host,
+        &caller,
+        "resolveInterruptByToken",
+        req.headers,
+        fp,
+        || {
+            resolve_interrupt(
+                host,
+                &run,
+                &caller,
+                &claims.node_id,
+                Some(&claims.interrupt_id),
+                req.body,
+            )
+        },
+    )
 }

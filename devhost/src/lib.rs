@@ -25,9 +25,43 @@
 //! host.shutdown().await;
 //! # Ok(()) }
 //! ```
+//!
+//! # Surface (bare paths, `OpenWOP-Version: 2.0`)
+//!
+//! | route | scope | notes |
+//! | --- | --- | --- |
+//! | `GET /.well-known/openwop` | none | v2 root, `fixtures[]`, `runList`, `interrupt`, `toolCatalog` (+ `anonymousActor`); strong ETag, 304 |
+//! | `GET /workflows/{id}` | `manifest:read` | workflow definition |
+//! | `GET /tools[?view=compact]`, `GET /tools/{id}` | `manifest:read` | ToolDescriptors built from the workflows |
+//! | `POST /runs` | `runs:create` | closed body, inputs validated, `Idempotency-Key` |
+//! | `GET /runs` | `runs:read` | `workflowId`, `status`, `limit` (1..100, default 20), minted `cursor` |
+//! | `GET /runs/{id}` | `runs:read` | RunSnapshot, ETag from the last sequence + status, 304 |
+//! | `POST /runs/{id}/cancel` | `runs:cancel` | `{reason?}`; 409 `run_terminal` |
+//! | `POST /runs/{id}/interrupts/{nodeId}` | `approvals:respond` | `{resumeValue}` |
+//! | `GET /runs/{id}/interrupts/{nodeId}` | `approvals:respond` | mints an `ow2.hs256` token for the open interrupt |
+//! | `GET`/`POST /interrupts/{token}` | the token | inspect / resolve |
+//! | `GET /runs/{id}/events/poll` | `runs:read` | `afterSequence`, `timeout` 1..60 (default 30) |
+//! | `GET /runs/{id}/events` | `runs:read` | SSE; `streamMode`, `bufferMs`, `Last-Event-ID` |
+//!
+//! Choices where `openwop-rest.md` is silent:
+//!
+//! * `POST /runs` appends `run.started` before answering, so the 201 says `running`
+//!   and the log is never empty; the executor continues in a background task.
+//! * `events/poll` `lastSequence` is the last sequence of the whole log (-1 when the
+//!   log is empty), so `afterSequence=lastSequence` is always a safe continuation.
+//! * SSE `updates` mode (the default) carries every event except `node.started`;
+//!   `debug` carries everything; `values` sends a `state.snapshot` (RunSnapshot) per
+//!   change; `bufferMs > 0` sends `batch` frames.
+//! * `residency` → 422 `residency_unavailable`, `mode`/`evalSuiteRef`/`agentId` → 422
+//!   `capability_required`, `callbackUrl` → 400, a `tenantId` other than the
+//!   credential's → 403 `id_tenant_mismatch`.
+//! * Approval resume values are closed objects; clarification resume values are the
+//!   answers keyed by question id (or `{answers: {...}}`), `{declined: true}` fails
+//!   the run with `clarification_declined`.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -47,6 +81,7 @@ mod fixtures;
 mod host;
 mod runs;
 mod sse;
+mod tokens;
 mod util;
 pub mod wire_id;
 
@@ -204,6 +239,12 @@ impl DevHost {
         lock(&self.inner.state.requests).clear();
     }
 
+    /// Turn request recording on or off (on by default). Benchmarks switch it off so
+    /// the log does not grow with every request.
+    pub fn set_recording(&self, on: bool) {
+        self.inner.state.recording.store(on, Ordering::Relaxed);
+    }
+
     /// Stop accepting, close open connections (streams included) and stop executors.
     pub async fn shutdown(self) {
         let _ = self.inner.stop.send(true);
@@ -282,6 +323,24 @@ async fn serve(state: &Arc<HostState>, req: http::Request<Incoming>) -> http::Re
             return finish(resp);
         }
     };
+    if state.recording.load(Ordering::Relaxed) {
+        record(state, &parts, &body);
+    }
+    let resp = host::handle(
+        state,
+        Req {
+            method: &parts.method,
+            path: parts.uri.path(),
+            query: parts.uri.query(),
+            headers: &parts.headers,
+            body: &body,
+        },
+    )
+    .await;
+    finish(resp)
+}
+
+fn record(state: &HostState, parts: &http::request::Parts, body: &bytes::Bytes) {
     lock(&state.requests).push(RecordedRequest {
         method: parts.method.to_string(),
         path: parts.uri.path().to_owned(),
@@ -299,18 +358,6 @@ async fn serve(state: &Arc<HostState>, req: http::Request<Incoming>) -> http::Re
         body: body.to_vec(),
         at: Instant::now(),
     });
-    let resp = host::handle(
-        state,
-        Req {
-            method: &parts.method,
-            path: parts.uri.path(),
-            query: parts.uri.query(),
-            headers: &parts.headers,
-            body: &body,
-        },
-    )
-    .await;
-    finish(resp)
 }
 
 /// Headers every response carries, errors and 304 included (openwop-rest.md §1.0).

@@ -96,6 +96,8 @@ pub(crate) struct OpenInterrupt {
     pub node_id: String,
     pub interrupt_id: String,
     pub kind: OpenKind,
+    /// The `InterruptPayload` as emitted in `interrupt.requested`.
+    pub payload: Value,
 }
 
 #[derive(Debug, Clone)]
@@ -405,7 +407,7 @@ fn suspend(run: &Run, st: &mut RunState, node_id: &str, kind: &str, data: Value,
     let payload = json!({ "kind": kind, "key": node_id, "data": data });
     run.emit(st, "interrupt.requested", Some(node_id), payload.clone());
     let legacy = format!("{kind}.requested");
-    let mut legacy_payload = payload;
+    let mut legacy_payload = payload.clone();
     legacy_payload["nodeId"] = json!(node_id);
     legacy_payload["interruptId"] = json!(interrupt_id);
     run.emit(st, &legacy, Some(node_id), legacy_payload);
@@ -424,6 +426,7 @@ fn suspend(run: &Run, st: &mut RunState, node_id: &str, kind: &str, data: Value,
         node_id: node_id.to_owned(),
         interrupt_id,
         kind: open,
+        payload,
     });
 }
 
@@ -602,12 +605,14 @@ pub(crate) fn cancel(run: &Run, reason: &str) -> Result<RunStatus, ApiError> {
     Ok(RunStatus::Cancelling)
 }
 
-/// `resolveInterruptByRun` (openwop-rest.md §1.7). On success returns the run status
+/// `resolveInterruptByRun` (openwop-rest.md §1.7); `expected_interrupt` pins the
+/// interrupt for the token surface. On success returns the run status
 /// after resolution and whether the executor must continue the run.
 pub(crate) fn resolve(
     run: &Run,
     caller: &Caller,
     node_id: &str,
+    expected_interrupt: Option<&str>,
     resume_value: Value,
 ) -> Result<(RunStatus, bool), ApiError> {
     if !run.workflow.nodes.iter().any(|n| n.id == node_id) {
@@ -618,7 +623,13 @@ pub(crate) fn resolve(
     }
     let mut st = run.lock();
     let open = match &st.open {
-        Some(o) if o.node_id == node_id && !st.status.is_terminal() => o.clone(),
+        Some(o)
+            if o.node_id == node_id
+                && !st.status.is_terminal()
+                && expected_interrupt.is_none_or(|i| i == o.interrupt_id) =>
+        {
+            o.clone()
+        }
         _ => {
             return Err(ApiError::new(
                 409,

@@ -376,3 +376,34 @@ async fn cancelled_stream_closes_after_run_cancelled() {
     assert_eq!(last.event, "run.cancelled");
     assert_eq!(last.data.as_ref().unwrap()["payload"]["reason"], "test");
 }
+
+#[tokio::test]
+async fn shutdown_ends_open_streams_and_long_polls_promptly() {
+    let h = H::new().await;
+    let run = h.create(ACME, "conformance-approval", json!({})).await;
+    h.wait_status(ACME, &run, &["waiting-approval"], SOON).await;
+    let mut s = SseReader::open(&h, ACME, &run, "", None).await;
+    assert_eq!(s.next().await.unwrap().event, "run.started");
+    let poll = tokio::spawn({
+        let http = h.http.clone();
+        let url = h.url(&format!(
+            "/runs/{}/events/poll?afterSequence=100&timeout=60",
+            pct(&run)
+        ));
+        async move { http.get(url).bearer_auth(ACME).send().await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let t0 = Instant::now();
+    tokio::time::timeout(Duration::from_secs(3), h.host.clone().shutdown())
+        .await
+        .expect("shutdown is prompt");
+    // The stream ends (cleanly or with a transport error), it does not hang.
+    let ended = tokio::time::timeout(Duration::from_secs(3), async {
+        while let Ok(Some(_)) = s.resp.chunk().await {}
+    })
+    .await;
+    assert!(ended.is_ok(), "stream still open after shutdown");
+    let polled = tokio::time::timeout(Duration::from_secs(3), poll).await;
+    assert!(polled.is_ok(), "long poll still open after shutdown");
+    assert!(t0.elapsed() < Duration::from_secs(5));
+}

@@ -384,22 +384,23 @@ impl RawConfig {
             );
         }
 
-        let tools =
-            Tools {
-                source: match &self.host.tool_source {
-                    Some(s) => match s.value.as_str() {
-                        "fixtures" => ToolSource::Fixtures,
-                        "toolCatalog" => ToolSource::ToolCatalog,
-                        other => return Err(err(
+        let tools = Tools {
+            source: match &self.host.tool_source {
+                Some(s) => match s.value.as_str() {
+                    "fixtures" => ToolSource::Fixtures,
+                    "toolCatalog" => ToolSource::ToolCatalog,
+                    other => {
+                        return Err(err(
                             loc(s),
                             format!(
                                 "host.toolSource: '{other}' is not one of fixtures, toolCatalog"
                             ),
-                        )),
-                    },
-                    None => ToolSource::Fixtures,
+                        ))
+                    }
                 },
-            };
+                None => ToolSource::Fixtures,
+            },
+        };
 
         let logging = Logging {
             level: self.logging.level.unwrap_or_else(|| "info".into()),

@@ -216,29 +216,105 @@ async fn settle_and_project(
     }
 }
 
-/// Follows the run's event log until it is terminal or waits on something, or `cap` passes.
-pub async fn wait_settled(
-    state: &AppState,
-    caller: &Caller,
-    run_id: &str,
-    cap: Duration,
-) -> Result<(RunSnapshot, Vec<RunEvent>), McpError> {
+/// Follows the run until it is terminal or waits on something, or `cap` passes. The host's
+/// event stream drives the wait (each lifecycle event is a cue to re-read the run); when the
+/// stream cannot be opened or breaks, the long-poll endpoint takes over (issue 3: "wait on the
+/// run's event stream, poll as fallback").
+pub async fn wait_settled(state: &AppState, caller: &Caller, run_id: &str, cap: Duration) -> Result<(RunSnapshot, Vec<RunEvent>), McpError> {
     let deadline = Instant::now() + cap;
     let mut events: Vec<RunEvent> = Vec::new();
-    let mut after: Option<i64> = None;
+    let settled = if cap.is_zero() {
+        false
+    } else {
+        match follow_stream(state, caller, run_id, deadline, &mut events).await {
+            Ok(settled) => settled,
+            Err(e) if is_fatal(&e) => return Err(McpError::from_host(&e)),
+            Err(_) => false,
+        }
+    };
+    if !settled {
+        let after = events.last().map(|e| e.sequence);
+        follow_poll(state, caller, run_id, deadline, after, &mut events).await?;
+    }
+    let run = state.host.get_run(caller, run_id).await.map_err(|e| McpError::from_host(&e))?;
+    if run.status.awaits_client() && open_interrupts(&events).is_empty() {
+        // The snapshot moved ahead of the events we read: read the rest of the log once.
+        let after = events.last().map(|e| e.sequence);
+        if let Ok(page) = state.host.poll_events(caller, run_id, after, 1).await {
+            events.extend(page.events);
+        }
+    }
+    Ok((run, events))
+}
+
+/// Errors that no fallback can fix: the caller is not allowed, or the run is not there.
+fn is_fatal(e: &HostError) -> bool {
+    matches!(e.status().map(|s| s.as_u16()), Some(401 | 403 | 404))
+}
+
+/// Events after which the run may have reached a state the blocking call stops at.
+fn is_cue(e: &RunEvent) -> bool {
+    e.is_terminal()
+        || matches!(
+            e.kind.as_str(),
+            "node.suspended" | "run.paused" | "run.suspended" | "run.waiting" | "interrupt.requested"
+        )
+}
+
+/// Ok(true): settled. Ok(false): the deadline passed or the stream ended early (poll next).
+async fn follow_stream(state: &AppState, caller: &Caller, run_id: &str, deadline: Instant, events: &mut Vec<RunEvent>) -> Result<bool, HostError> {
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    let Ok(opened) = tokio::time::timeout(remaining, state.host.stream_events(caller, run_id, None)).await else {
+        return Ok(false);
+    };
+    let mut stream = opened?;
+    // A host may publish an event before its snapshot shows the new status; a cue that did
+    // not settle is re-checked when the stream goes quiet.
+    let mut recheck = false;
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
-            break;
+            return Ok(false);
+        }
+        let idle = if recheck { remaining.min(Duration::from_millis(250)) } else { remaining };
+        match tokio::time::timeout(idle, stream.next()).await {
+            Err(_) if recheck => {
+                recheck = false;
+                if state.host.get_run(caller, run_id).await?.status.settles_blocking_wait() {
+                    return Ok(true);
+                }
+            }
+            Err(_) => return Ok(false),
+            Ok(Err(e)) => return Err(e),
+            Ok(Ok(None)) => return Ok(events.last().is_some_and(RunEvent::is_terminal)),
+            Ok(Ok(Some(ev))) => {
+                let cue = is_cue(&ev);
+                let terminal = ev.is_terminal();
+                events.push(ev);
+                if terminal {
+                    return Ok(true);
+                }
+                if cue {
+                    let settled = state.host.get_run(caller, run_id).await?.status.settles_blocking_wait();
+                    if settled {
+                        return Ok(true);
+                    }
+                    recheck = true;
+                }
+            }
+        }
+    }
+}
+
+async fn follow_poll(state: &AppState, caller: &Caller, run_id: &str, deadline: Instant, mut after: Option<i64>, events: &mut Vec<RunEvent>) -> Result<(), McpError> {
+    loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Ok(());
         }
         let secs = remaining.as_secs_f64().ceil().clamp(1.0, 30.0) as u32;
-        match tokio::time::timeout(
-            remaining,
-            state.host.poll_events(caller, run_id, after, secs),
-        )
-        .await
-        {
-            Err(_) => break,
+        match tokio::time::timeout(remaining, state.host.poll_events(caller, run_id, after, secs)).await {
+            Err(_) => return Ok(()),
             Ok(Err(e)) => return Err(McpError::from_host(&e)),
             Ok(Ok(page)) => {
                 if let Some(last) = page.events.last() {
@@ -246,23 +322,11 @@ pub async fn wait_settled(
                 }
                 events.extend(page.events);
                 if page.is_terminal || page.status.settles_blocking_wait() {
-                    break;
+                    return Ok(());
                 }
             }
         }
     }
-    let run = state
-        .host
-        .get_run(caller, run_id)
-        .await
-        .map_err(|e| McpError::from_host(&e))?;
-    if run.status.awaits_client() && open_interrupts(&events).is_empty() {
-        // The snapshot moved ahead of the page we read: read the rest of the log once.
-        if let Ok(page) = state.host.poll_events(caller, run_id, after, 1).await {
-            events.extend(page.events);
-        }
-    }
-    Ok((run, events))
 }
 
 /// The answer for a settled (or capped) run: §3.5 table.

@@ -9,7 +9,8 @@ fn meta_body(method: &str, version: &str) -> Value {
 }
 
 fn h(pairs: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
-    let mut v: Vec<(&'static str, String)> = pairs.iter().map(|(k, v)| (*k, v.to_string())).collect();
+    let mut v: Vec<(&'static str, String)> =
+        pairs.iter().map(|(k, v)| (*k, v.to_string())).collect();
     v.push(("Authorization", format!("Bearer {A}")));
     v
 }
@@ -23,37 +24,84 @@ async fn transport_errors_follow_the_mcp_status_table() {
     assert_eq!((r.status, r.error_code()), (400, Some(-32700)));
     assert!(r.body["id"].is_null());
     // a batch → 400 / -32600
-    let r = env.raw(&std, json!([meta_body("tools/list", V)]).to_string()).await;
+    let r = env
+        .raw(&std, json!([meta_body("tools/list", V)]).to_string())
+        .await;
     assert_eq!((r.status, r.error_code()), (400, Some(-32600)));
-    assert!(r.body["error"]["message"].as_str().unwrap().contains("batch"));
+    assert!(r.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("batch"));
     // a response object is not a request → 400 / -32600
-    let r = env.raw(&std, json!({"jsonrpc":"2.0","id":1,"result":{}}).to_string()).await;
+    let r = env
+        .raw(
+            &std,
+            json!({"jsonrpc":"2.0","id":1,"result":{}}).to_string(),
+        )
+        .await;
     assert_eq!((r.status, r.error_code()), (400, Some(-32600)));
     // required _meta missing → 400 / -32602
-    let r = env.raw(&std, json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}).to_string()).await;
+    let r = env
+        .raw(
+            &std,
+            json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}).to_string(),
+        )
+        .await;
     assert_eq!((r.status, r.error_code()), (400, Some(-32602)));
     let r = env
         .raw(&std, json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":V}}}).to_string())
         .await;
-    assert_eq!((r.status, r.error_code()), (400, Some(-32602)), "clientCapabilities is required too");
+    assert_eq!(
+        (r.status, r.error_code()),
+        (400, Some(-32602)),
+        "clientCapabilities is required too"
+    );
     // header missing → 400 / -32020
-    let r = env.raw(&h(&[("Mcp-Method", "tools/list")]), meta_body("tools/list", V).to_string()).await;
+    let r = env
+        .raw(
+            &h(&[("Mcp-Method", "tools/list")]),
+            meta_body("tools/list", V).to_string(),
+        )
+        .await;
     assert_eq!((r.status, r.error_code()), (400, Some(-32020)));
     // header ≠ _meta (checked before support) → 400 / -32020  (M3 a)
-    let r = env.raw(&std, meta_body("tools/list", "2025-06-18").to_string()).await;
+    let r = env
+        .raw(&std, meta_body("tools/list", "2025-06-18").to_string())
+        .await;
     assert_eq!((r.status, r.error_code()), (400, Some(-32020)));
     // Mcp-Method ≠ method → -32020 (M3 b)
-    let r = env.raw(&h(&[("MCP-Protocol-Version", V), ("Mcp-Method", "resources/list")]), meta_body("tools/list", V).to_string()).await;
+    let r = env
+        .raw(
+            &h(&[
+                ("MCP-Protocol-Version", V),
+                ("Mcp-Method", "resources/list"),
+            ]),
+            meta_body("tools/list", V).to_string(),
+        )
+        .await;
     assert_eq!((r.status, r.error_code()), (400, Some(-32020)));
     // Mcp-Name ≠ name → -32020 (M3 c)
     let r = env
-        .rpc_named(A, "tools/call", json!({"name":"conformance-noop"}), "not-conformance-noop")
+        .rpc_named(
+            A,
+            "tools/call",
+            json!({"name":"conformance-noop"}),
+            "not-conformance-noop",
+        )
         .await;
     assert_eq!((r.status, r.error_code()), (400, Some(-32020)));
     // unsupported revision → 400 / -32022 with data (M3 d)
-    let r = env.raw(&h(&[("MCP-Protocol-Version", "1999-01-01")]), meta_body("tools/list", "1999-01-01").to_string()).await;
+    let r = env
+        .raw(
+            &h(&[("MCP-Protocol-Version", "1999-01-01")]),
+            meta_body("tools/list", "1999-01-01").to_string(),
+        )
+        .await;
     assert_eq!((r.status, r.error_code()), (400, Some(-32022)));
-    assert_eq!(r.body["error"]["data"], json!({"supported":[V],"requested":"1999-01-01"}));
+    assert_eq!(
+        r.body["error"]["data"],
+        json!({"supported":[V],"requested":"1999-01-01"})
+    );
     env.shutdown().await;
 }
 
@@ -61,7 +109,11 @@ async fn transport_errors_follow_the_mcp_status_table() {
 async fn notifications_are_accepted_with_202_and_no_body() {
     let env = env().await;
     let r = env
-        .raw(&h(&[("MCP-Protocol-Version", V)]), json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}).to_string())
+        .raw(
+            &h(&[("MCP-Protocol-Version", V)]),
+            json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}})
+                .to_string(),
+        )
         .await;
     assert_eq!(r.status, 202);
     assert!(r.text.is_empty());
@@ -71,7 +123,16 @@ async fn notifications_are_accepted_with_202_and_no_body() {
 #[tokio::test]
 async fn removed_and_unknown_methods_are_404_method_not_found() {
     let env = env().await;
-    for m in ["initialize", "ping", "prompts/list", "resources/list", "tasks/list", "tasks/result", "logging/setLevel", "nope/nope"] {
+    for m in [
+        "initialize",
+        "ping",
+        "prompts/list",
+        "resources/list",
+        "tasks/list",
+        "tasks/result",
+        "logging/setLevel",
+        "nope/nope",
+    ] {
         let r = env.rpc(Some(A), m, json!({}), task_caps()).await;
         assert_eq!((r.status, r.error_code()), (404, Some(-32601)), "{m}");
     }
@@ -82,7 +143,12 @@ async fn removed_and_unknown_methods_are_404_method_not_found() {
 async fn only_post_is_served_on_the_mount() {
     let env = env().await;
     for m in [reqwest::Method::GET, reqwest::Method::DELETE] {
-        let r = env.http.request(m.clone(), env.mcp_url()).send().await.unwrap();
+        let r = env
+            .http
+            .request(m.clone(), env.mcp_url())
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), 405, "{m}");
         assert_eq!(r.headers()["allow"], "POST");
     }
@@ -92,7 +158,11 @@ async fn only_post_is_served_on_the_mount() {
 #[tokio::test]
 async fn foreign_origin_and_host_are_refused_and_local_ones_pass() {
     let env = env().await;
-    let mut hd = h(&[("MCP-Protocol-Version", V), ("Mcp-Method", "tools/list"), ("Origin", "https://evil.example")]);
+    let mut hd = h(&[
+        ("MCP-Protocol-Version", V),
+        ("Mcp-Method", "tools/list"),
+        ("Origin", "https://evil.example"),
+    ]);
     let r = env.raw(&hd, meta_body("tools/list", V).to_string()).await;
     assert_eq!(r.status, 403);
     hd.retain(|(k, _)| *k != "Origin");
@@ -109,7 +179,14 @@ async fn foreign_origin_and_host_are_refused_and_local_ones_pass() {
 async fn configured_origin_is_allowed() {
     let env = env_with(|c| c.mount.allowed_origins = vec!["https://app.example".into()]).await;
     let r = env
-        .raw(&h(&[("MCP-Protocol-Version", V), ("Mcp-Method", "tools/list"), ("Origin", "https://app.example")]), meta_body("tools/list", V).to_string())
+        .raw(
+            &h(&[
+                ("MCP-Protocol-Version", V),
+                ("Mcp-Method", "tools/list"),
+                ("Origin", "https://app.example"),
+            ]),
+            meta_body("tools/list", V).to_string(),
+        )
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
     env.shutdown().await;
@@ -121,9 +198,17 @@ async fn no_credential_gets_the_hosts_401_challenge() {
     for m in ["tools/list", "server/discover"] {
         let r = env.rpc(None, m, json!({}), json!({})).await;
         assert_eq!(r.status, 401, "{m}: {}", r.text);
-        assert!(r.headers["www-authenticate"].to_str().unwrap().starts_with("Bearer"), "{m}");
+        assert!(
+            r.headers["www-authenticate"]
+                .to_str()
+                .unwrap()
+                .starts_with("Bearer"),
+            "{m}"
+        );
     }
-    let r = env.rpc(Some("not-a-key"), "tools/list", json!({}), json!({})).await;
+    let r = env
+        .rpc(Some("not-a-key"), "tools/list", json!({}), json!({}))
+        .await;
     assert_eq!(r.status, 401);
     env.shutdown().await;
 }
@@ -131,9 +216,14 @@ async fn no_credential_gets_the_hosts_401_challenge() {
 #[tokio::test]
 async fn insufficient_scope_passes_through_as_403_with_its_challenge() {
     let env = env().await;
-    let r = env.call(READONLY, "conformance-noop", json!({}), json!({})).await;
+    let r = env
+        .call(READONLY, "conformance-noop", json!({}), json!({}))
+        .await;
     assert_eq!(r.status, 403, "{}", r.text);
-    assert!(r.headers["www-authenticate"].to_str().unwrap().contains("insufficient_scope"));
+    assert!(r.headers["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .contains("insufficient_scope"));
     env.shutdown().await;
 }
 
@@ -145,6 +235,7 @@ impl Env {
             ("Mcp-Name", mcp_name.to_string()),
             ("Authorization", format!("Bearer {key}")),
         ];
-        self.raw(&hd, body_of(3, method, params, json!({})).to_string()).await
+        self.raw(&hd, body_of(3, method, params, json!({})).to_string())
+            .await
     }
 }

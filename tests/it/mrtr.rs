@@ -20,7 +20,15 @@ async fn suspended_interrupts(env: &Env, run_id: &str) -> Vec<String> {
         .collect()
 }
 
-async fn retry(env: &Env, key: &str, tool: &str, args: Value, state: &Value, responses: Value, caps: Value) -> Rpc {
+async fn retry(
+    env: &Env,
+    key: &str,
+    tool: &str,
+    args: Value,
+    state: &Value,
+    responses: Value,
+    caps: Value,
+) -> Rpc {
     env.rpc(Some(key), "tools/call", json!({"name": tool, "arguments": args, "requestState": state, "inputResponses": responses}), caps).await
 }
 
@@ -28,18 +36,31 @@ async fn retry(env: &Env, key: &str, tool: &str, args: Value, state: &Value, res
 async fn suspending_tool_without_elicitation_is_missing_capability() {
     let env = env().await;
     env.host.clear_requests();
-    let r = env.call(A, "conformance-approval", json!({}), json!({})).await;
+    let r = env
+        .call(A, "conformance-approval", json!({}), json!({}))
+        .await;
     assert_eq!((r.status, r.error_code()), (400, Some(-32021)));
-    assert_eq!(r.body["error"]["data"]["requiredCapabilities"], json!({"elicitation": {}}), "an object, never an array");
-    assert!(!env.host.requests().iter().any(|q| q.method == "POST"), "no run before the check");
+    assert_eq!(
+        r.body["error"]["data"]["requiredCapabilities"],
+        json!({"elicitation": {}}),
+        "an object, never an array"
+    );
+    assert!(
+        !env.host.requests().iter().any(|q| q.method == "POST"),
+        "no run before the check"
+    );
     env.shutdown().await;
 }
 
 #[tokio::test]
 async fn input_requests_are_keyed_by_the_open_interrupt_id() {
     let env = env().await;
-    let r1 = env.call(A, "conformance-approval", json!({}), elicit()).await;
-    let r2 = env.call(A, "conformance-approval", json!({}), elicit()).await;
+    let r1 = env
+        .call(A, "conformance-approval", json!({}), elicit())
+        .await;
+    let r2 = env
+        .call(A, "conformance-approval", json!({}), elicit())
+        .await;
     let mut keys = Vec::new();
     for r in [&r1, &r2] {
         let res = r.result();
@@ -48,13 +69,22 @@ async fn input_requests_are_keyed_by_the_open_interrupt_id() {
         let reqs = res["inputRequests"].as_object().unwrap();
         assert_eq!(reqs.len(), 1);
         let (k, v) = reqs.iter().next().unwrap();
-        assert!(openwop_mcp_sidecar::wire_id::is_tenant_bound(k), "key is an interruptId, not a nodeId: {k}");
+        assert!(
+            openwop_mcp_sidecar::wire_id::is_tenant_bound(k),
+            "key is an interruptId, not a nodeId: {k}"
+        );
         assert_eq!(v["method"], "elicitation/create");
         assert_eq!(v["params"]["mode"], "form");
-        assert_eq!(v["params"]["requestedSchema"]["properties"]["action"]["enum"], json!(["accept", "reject"]));
+        assert_eq!(
+            v["params"]["requestedSchema"]["properties"]["action"]["enum"],
+            json!(["accept", "reject"])
+        );
         keys.push(k.clone());
     }
-    assert_ne!(keys[0], keys[1], "two runs at the same node get different keys");
+    assert_ne!(
+        keys[0], keys[1],
+        "two runs at the same node get different keys"
+    );
     let runs = env.run_ids(A, "conformance-approval").await;
     let mut suspended = Vec::new();
     for r in &runs {
@@ -69,17 +99,60 @@ async fn input_requests_are_keyed_by_the_open_interrupt_id() {
 #[tokio::test]
 async fn accepted_retry_completes_once_and_the_state_is_single_use() {
     let env = env().await;
-    let r = env.call(A, "conformance-approval", json!({}), elicit()).await;
+    let r = env
+        .call(A, "conformance-approval", json!({}), elicit())
+        .await;
     let state = r.result()["requestState"].clone();
-    let key = r.result()["inputRequests"].as_object().unwrap().keys().next().unwrap().clone();
+    let key = r.result()["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
     let answer = json!({ key.clone(): {"action":"accept","content":{"action":"accept"}} });
-    let ok = retry(&env, A, "conformance-approval", json!({}), &state, answer.clone(), elicit()).await;
-    assert_eq!((ok.body.get("error"), ok.result()["resultType"].as_str(), ok.result()["isError"].as_bool()), (None, Some("complete"), Some(false)), "{}", ok.text);
+    let ok = retry(
+        &env,
+        A,
+        "conformance-approval",
+        json!({}),
+        &state,
+        answer.clone(),
+        elicit(),
+    )
+    .await;
+    assert_eq!(
+        (
+            ok.body.get("error"),
+            ok.result()["resultType"].as_str(),
+            ok.result()["isError"].as_bool()
+        ),
+        (None, Some("complete"), Some(false)),
+        "{}",
+        ok.text
+    );
     let run_id = run_id_of(ok.result());
     assert_eq!(env.event_count(A, &run_id, "interrupt.resolved").await, 1);
-    let again = retry(&env, A, "conformance-approval", json!({}), &state, answer, elicit()).await;
-    assert_eq!(again.error_code(), Some(-32602), "single use: {}", again.text);
-    assert!(again.body["error"]["message"].as_str().unwrap().starts_with("requestState refused: "));
+    let again = retry(
+        &env,
+        A,
+        "conformance-approval",
+        json!({}),
+        &state,
+        answer,
+        elicit(),
+    )
+    .await;
+    assert_eq!(
+        again.error_code(),
+        Some(-32602),
+        "single use: {}",
+        again.text
+    );
+    assert!(again.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("requestState refused: "));
     assert_eq!(env.event_count(A, &run_id, "interrupt.resolved").await, 1);
     env.shutdown().await;
 }
@@ -87,9 +160,17 @@ async fn accepted_retry_completes_once_and_the_state_is_single_use() {
 #[tokio::test]
 async fn forged_foreign_and_rebound_states_are_refused() {
     let env = env().await;
-    let r = env.call(A, "conformance-approval", json!({}), elicit()).await;
+    let r = env
+        .call(A, "conformance-approval", json!({}), elicit())
+        .await;
     let state = r.result()["requestState"].as_str().unwrap().to_string();
-    let key = r.result()["inputRequests"].as_object().unwrap().keys().next().unwrap().clone();
+    let key = r.result()["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
     let answer = json!({ key.clone(): {"action":"accept","content":{"action":"accept"}} });
     let cases = [
         (A, json!({}), json!(format!("{state}x")), "integrity"),
@@ -98,35 +179,89 @@ async fn forged_foreign_and_rebound_states_are_refused() {
         (A, json!({}), json!(12), "not a string"),
     ];
     for (k, args, st, why) in cases {
-        let x = retry(&env, k, "conformance-approval", args, &st, answer.clone(), elicit()).await;
+        let x = retry(
+            &env,
+            k,
+            "conformance-approval",
+            args,
+            &st,
+            answer.clone(),
+            elicit(),
+        )
+        .await;
         assert_eq!(x.error_code(), Some(-32602), "{why}: {}", x.text);
-        assert!(x.body["error"]["message"].as_str().unwrap().contains(why), "{why}: {}", x.text);
+        assert!(
+            x.body["error"]["message"].as_str().unwrap().contains(why),
+            "{why}: {}",
+            x.text
+        );
     }
     let run_id = env.run_ids(A, "conformance-approval").await[0].clone();
-    assert_eq!(env.status(A, &run_id).await, "waiting-approval", "nothing was resolved");
+    assert_eq!(
+        env.status(A, &run_id).await,
+        "waiting-approval",
+        "nothing was resolved"
+    );
     env.shutdown().await;
 }
 
 #[tokio::test]
 async fn expired_state_is_refused() {
     let env = env_with(|c| c.mcp.request_state_ttl = Duration::from_millis(1)).await;
-    let r = env.call(A, "conformance-approval", json!({}), elicit()).await;
+    let r = env
+        .call(A, "conformance-approval", json!({}), elicit())
+        .await;
     let state = r.result()["requestState"].clone();
-    let key = r.result()["inputRequests"].as_object().unwrap().keys().next().unwrap().clone();
+    let key = r.result()["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let x = retry(&env, A, "conformance-approval", json!({}), &state, json!({ key: {"action":"accept"} }), elicit()).await;
+    let x = retry(
+        &env,
+        A,
+        "conformance-approval",
+        json!({}),
+        &state,
+        json!({ key: {"action":"accept"} }),
+        elicit(),
+    )
+    .await;
     assert_eq!(x.error_code(), Some(-32602));
-    assert!(x.body["error"]["message"].as_str().unwrap().contains("expired"));
+    assert!(x.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("expired"));
     env.shutdown().await;
 }
 
 #[tokio::test]
 async fn decline_fails_the_run_as_an_error_result() {
     let env = env().await;
-    let r = env.call(A, "conformance-approval", json!({}), elicit()).await;
+    let r = env
+        .call(A, "conformance-approval", json!({}), elicit())
+        .await;
     let state = r.result()["requestState"].clone();
-    let key = r.result()["inputRequests"].as_object().unwrap().keys().next().unwrap().clone();
-    let x = retry(&env, A, "conformance-approval", json!({}), &state, json!({ key: {"action":"decline"} }), elicit()).await;
+    let key = r.result()["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let x = retry(
+        &env,
+        A,
+        "conformance-approval",
+        json!({}),
+        &state,
+        json!({ key: {"action":"decline"} }),
+        elicit(),
+    )
+    .await;
     assert_eq!(x.result()["isError"], true, "{}", x.text);
     assert_eq!(env.status(A, &run_id_of(x.result())).await, "failed");
     env.shutdown().await;
@@ -135,13 +270,33 @@ async fn decline_fails_the_run_as_an_error_result() {
 #[tokio::test]
 async fn cancel_cancels_the_run_with_the_elicitation_reason() {
     let env = env().await;
-    let r = env.call(A, "conformance-approval", json!({}), elicit()).await;
+    let r = env
+        .call(A, "conformance-approval", json!({}), elicit())
+        .await;
     let state = r.result()["requestState"].clone();
-    let key = r.result()["inputRequests"].as_object().unwrap().keys().next().unwrap().clone();
-    let x = retry(&env, A, "conformance-approval", json!({}), &state, json!({ key: {"action":"cancel"} }), elicit()).await;
+    let key = r.result()["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let x = retry(
+        &env,
+        A,
+        "conformance-approval",
+        json!({}),
+        &state,
+        json!({ key: {"action":"cancel"} }),
+        elicit(),
+    )
+    .await;
     assert_eq!(x.result()["isError"], true, "{}", x.text);
     let run_id = run_id_of(x.result());
-    assert_eq!(env.wait_status(A, &run_id, &["cancelled"], 5).await, "cancelled");
+    assert_eq!(
+        env.wait_status(A, &run_id, &["cancelled"], 5).await,
+        "cancelled"
+    );
     let ev = env.events(A, &run_id).await;
     let c = ev.iter().find(|e| e["type"] == "run.cancelled").unwrap();
     assert_eq!(c["payload"]["reason"], "mcp-elicitation-cancelled");
@@ -151,28 +306,89 @@ async fn cancel_cancels_the_run_with_the_elicitation_reason() {
 #[tokio::test]
 async fn a_retry_without_the_answer_is_asked_again_not_refused() {
     let env = env().await;
-    let r = env.call(A, "conformance-approval", json!({}), elicit()).await;
+    let r = env
+        .call(A, "conformance-approval", json!({}), elicit())
+        .await;
     let state = r.result()["requestState"].clone();
-    let x = retry(&env, A, "conformance-approval", json!({}), &state, json!({}), elicit()).await;
+    let x = retry(
+        &env,
+        A,
+        "conformance-approval",
+        json!({}),
+        &state,
+        json!({}),
+        elicit(),
+    )
+    .await;
     assert_eq!(x.result()["resultType"], "input_required", "{}", x.text);
-    let bad = retry(&env, A, "conformance-approval", json!({}), &state, json!({"k": 1}), elicit()).await;
-    assert_eq!(bad.result()["resultType"], "input_required", "unknown keys are ignored: {}", bad.text);
-    let key = r.result()["inputRequests"].as_object().unwrap().keys().next().unwrap().clone();
-    let malformed = retry(&env, A, "conformance-approval", json!({}), &state, json!({ key: {"action": 5} }), elicit()).await;
-    assert_eq!(malformed.error_code(), Some(-32602), "a malformed ElicitResult is a protocol error");
+    let bad = retry(
+        &env,
+        A,
+        "conformance-approval",
+        json!({}),
+        &state,
+        json!({"k": 1}),
+        elicit(),
+    )
+    .await;
+    assert_eq!(
+        bad.result()["resultType"],
+        "input_required",
+        "unknown keys are ignored: {}",
+        bad.text
+    );
+    let key = r.result()["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let malformed = retry(
+        &env,
+        A,
+        "conformance-approval",
+        json!({}),
+        &state,
+        json!({ key: {"action": 5} }),
+        elicit(),
+    )
+    .await;
+    assert_eq!(
+        malformed.error_code(),
+        Some(-32602),
+        "a malformed ElicitResult is a protocol error"
+    );
     env.shutdown().await;
 }
 
 #[tokio::test]
 async fn clarification_is_a_form_per_question_and_the_answer_completes_the_run() {
     let env = env().await;
-    let r = env.call(A, "conformance-clarification", json!({}), elicit()).await;
+    let r = env
+        .call(A, "conformance-clarification", json!({}), elicit())
+        .await;
     assert_eq!(r.result()["resultType"], "input_required", "{}", r.text);
-    let (key, req) = r.result()["inputRequests"].as_object().unwrap().iter().next().map(|(k, v)| (k.clone(), v.clone())).unwrap();
+    let (key, req) = r.result()["inputRequests"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .next()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .unwrap();
     assert_eq!(req["params"]["mode"], "form");
     assert_eq!(req["params"]["requestedSchema"]["required"], json!(["q1"]));
     let state = r.result()["requestState"].clone();
-    let x = retry(&env, A, "conformance-clarification", json!({}), &state, json!({ key: {"action":"accept","content":{"q1":"blue"}} }), elicit()).await;
+    let x = retry(
+        &env,
+        A,
+        "conformance-clarification",
+        json!({}),
+        &state,
+        json!({ key: {"action":"accept","content":{"q1":"blue"}} }),
+        elicit(),
+    )
+    .await;
     assert_eq!(x.result()["isError"], false, "{}", x.text);
     env.shutdown().await;
 }
@@ -180,13 +396,24 @@ async fn clarification_is_a_form_per_question_and_the_answer_completes_the_run()
 #[tokio::test]
 async fn nested_or_sensitive_questions_never_become_forms() {
     let env = env().await;
-    for tool in ["conformance-clarification-nested", "conformance-clarification-sensitive"] {
+    for tool in [
+        "conformance-clarification-nested",
+        "conformance-clarification-sensitive",
+    ] {
         let r = env.call(A, tool, json!({}), elicit()).await;
         assert!(r.body.get("error").is_none(), "{tool}: {}", r.text);
         assert_eq!(r.result()["isError"], true, "{tool}: {}", r.text);
-        let u = env.call(A, tool, json!({}), json!({"elicitation":{"url":{}}})).await;
-        let reqs = u.result()["inputRequests"].as_object().expect("url mode request");
-        assert!(reqs.values().all(|v| v["params"]["mode"] == "url"), "{tool}: {}", u.text);
+        let u = env
+            .call(A, tool, json!({}), json!({"elicitation":{"url":{}}}))
+            .await;
+        let reqs = u.result()["inputRequests"]
+            .as_object()
+            .expect("url mode request");
+        assert!(
+            reqs.values().all(|v| v["params"]["mode"] == "url"),
+            "{tool}: {}",
+            u.text
+        );
     }
     env.shutdown().await;
 }

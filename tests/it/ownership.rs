@@ -24,7 +24,12 @@ async fn raw_post(env: &Env, body: &Value, accept: &str, key: &str) -> TcpStream
 }
 
 fn delay_call(ms: u64, caps: Value) -> Value {
-    body_of(11, "tools/call", json!({"name":"conformance-delay","arguments":{"delayMs": ms}}), caps)
+    body_of(
+        11,
+        "tools/call",
+        json!({"name":"conformance-delay","arguments":{"delayMs": ms}}),
+        caps,
+    )
 }
 
 async fn cancel_reason(env: &Env, run_id: &str) -> Option<String> {
@@ -40,7 +45,10 @@ async fn read_head(s: &mut TcpStream) -> String {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 1024];
     while !String::from_utf8_lossy(&buf).contains("\r\n\r\n") {
-        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut chunk)).await.unwrap().unwrap();
+        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut chunk))
+            .await
+            .unwrap()
+            .unwrap();
         assert!(n > 0, "connection closed before the head");
         buf.extend_from_slice(&chunk[..n]);
     }
@@ -56,13 +64,20 @@ async fn read_full_json(s: &mut TcpStream) -> Value {
         if let Some(i) = text.find("\r\n\r\n") {
             let len: usize = text[..i]
                 .lines()
-                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse().unwrap())
+                })
                 .expect("content-length");
             if buf.len() >= i + 4 + len {
                 return serde_json::from_slice(&buf[i + 4..i + 4 + len]).unwrap();
             }
         }
-        let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut chunk)).await.unwrap().unwrap();
+        let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut chunk))
+            .await
+            .unwrap()
+            .unwrap();
         assert!(n > 0, "closed early");
         buf.extend_from_slice(&chunk[..n]);
     }
@@ -73,16 +88,33 @@ async fn disconnect_before_answer_cancels_run() {
     // T11 (client FIN)
     let env = env().await;
     let before = env.run_ids(A, "conformance-delay").await;
-    let mut s = raw_post(&env, &delay_call(8000, json!({})), "application/json, text/event-stream", A).await;
+    let mut s = raw_post(
+        &env,
+        &delay_call(8000, json!({})),
+        "application/json, text/event-stream",
+        A,
+    )
+    .await;
     let run_id = env.fresh_run(A, "conformance-delay", &before).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     s.shutdown().await.unwrap();
     drop(s);
-    assert_eq!(env.wait_status(A, &run_id, &["cancelled", "completed", "failed"], 15).await, "cancelled");
-    assert_eq!(cancel_reason(&env, &run_id).await.as_deref(), Some("mcp-request-cancelled"));
+    assert_eq!(
+        env.wait_status(A, &run_id, &["cancelled", "completed", "failed"], 15)
+            .await,
+        "cancelled"
+    );
+    assert_eq!(
+        cancel_reason(&env, &run_id).await.as_deref(),
+        Some("mcp-request-cancelled")
+    );
     let cancels = env.host_cancels(&run_id);
     assert_eq!(cancels.len(), 1);
-    assert_eq!(cancels[0].header("authorization"), Some(format!("Bearer {A}").as_str()), "the caller's own credential");
+    assert_eq!(
+        cancels[0].header("authorization"),
+        Some(format!("Bearer {A}").as_str()),
+        "the caller's own credential"
+    );
     env.shutdown().await;
 }
 
@@ -93,10 +125,19 @@ async fn reset_before_answer_cancels_run() {
     let before = env.run_ids(A, "conformance-delay").await;
     let s = raw_post(&env, &delay_call(8000, json!({})), "application/json", A).await;
     let run_id = env.fresh_run(A, "conformance-delay", &before).await;
+    // SO_LINGER 0 makes close send RST instead of FIN; with 0 the close never blocks.
+    #[allow(deprecated)]
     s.set_linger(Some(Duration::ZERO)).unwrap();
     drop(s);
-    assert_eq!(env.wait_status(A, &run_id, &["cancelled", "completed"], 15).await, "cancelled");
-    assert_eq!(cancel_reason(&env, &run_id).await.as_deref(), Some("mcp-request-cancelled"));
+    assert_eq!(
+        env.wait_status(A, &run_id, &["cancelled", "completed"], 15)
+            .await,
+        "cancelled"
+    );
+    assert_eq!(
+        cancel_reason(&env, &run_id).await.as_deref(),
+        Some("mcp-request-cancelled")
+    );
     env.shutdown().await;
 }
 
@@ -104,13 +145,30 @@ async fn reset_before_answer_cancels_run() {
 async fn disconnect_after_sse_headers_before_final_frame_cancels_run() {
     let env = env().await;
     let before = env.run_ids(A, "conformance-delay").await;
-    let mut s = raw_post(&env, &delay_call(8000, json!({})), "text/event-stream, application/json", A).await;
+    let mut s = raw_post(
+        &env,
+        &delay_call(8000, json!({})),
+        "text/event-stream, application/json",
+        A,
+    )
+    .await;
     let head = read_head(&mut s).await;
-    assert!(head.to_ascii_lowercase().contains("content-type: text/event-stream"), "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: text/event-stream"),
+        "{head}"
+    );
     let run_id = env.fresh_run(A, "conformance-delay", &before).await;
     drop(s);
-    assert_eq!(env.wait_status(A, &run_id, &["cancelled", "completed"], 15).await, "cancelled");
-    assert_eq!(cancel_reason(&env, &run_id).await.as_deref(), Some("mcp-request-cancelled"));
+    assert_eq!(
+        env.wait_status(A, &run_id, &["cancelled", "completed"], 15)
+            .await,
+        "cancelled"
+    );
+    assert_eq!(
+        cancel_reason(&env, &run_id).await.as_deref(),
+        Some("mcp-request-cancelled")
+    );
     env.shutdown().await;
 }
 
@@ -118,13 +176,26 @@ async fn disconnect_after_sse_headers_before_final_frame_cancels_run() {
 async fn delivered_task_answer_survives_disconnect() {
     // T12
     let env = env().await;
-    let mut s = raw_post(&env, &delay_call(1500, task_caps()), "application/json, text/event-stream", A).await;
+    let mut s = raw_post(
+        &env,
+        &delay_call(1500, task_caps()),
+        "application/json, text/event-stream",
+        A,
+    )
+    .await;
     let answer = read_full_json(&mut s).await;
     drop(s);
     assert_eq!(answer["result"]["resultType"], "task", "{answer}");
     let run_id = unproject(answer["result"]["taskId"].as_str().unwrap());
-    assert_eq!(env.wait_status(A, &run_id, &["completed", "cancelled"], 15).await, "completed");
-    assert!(env.host_cancels(&run_id).is_empty(), "no cancel ever reached the host");
+    assert_eq!(
+        env.wait_status(A, &run_id, &["completed", "cancelled"], 15)
+            .await,
+        "completed"
+    );
+    assert!(
+        env.host_cancels(&run_id).is_empty(),
+        "no cancel ever reached the host"
+    );
     env.shutdown().await;
 }
 
@@ -137,7 +208,11 @@ async fn delivered_blocking_answer_survives_disconnect() {
     drop(s);
     assert_eq!(answer["result"]["isError"], true);
     let run_id = run_id_of(&answer["result"]);
-    assert_eq!(env.wait_status(A, &run_id, &["completed", "cancelled"], 15).await, "completed");
+    assert_eq!(
+        env.wait_status(A, &run_id, &["completed", "cancelled"], 15)
+            .await,
+        "completed"
+    );
     assert!(env.host_cancels(&run_id).is_empty());
     env.shutdown().await;
 }
@@ -145,7 +220,11 @@ async fn delivered_blocking_answer_survives_disconnect() {
 #[tokio::test]
 async fn http2_stream_reset_cancels_run() {
     let env = env().await;
-    let h2 = reqwest::Client::builder().http2_prior_knowledge().no_proxy().build().unwrap();
+    let h2 = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .no_proxy()
+        .build()
+        .unwrap();
     let before = env.run_ids(A, "conformance-delay").await;
     let url = env.mcp_url();
     let body = delay_call(8000, json!({}));
@@ -161,7 +240,11 @@ async fn http2_stream_reset_cancels_run() {
     });
     let run_id = env.fresh_run(A, "conformance-delay", &before).await;
     call.abort();
-    assert_eq!(env.wait_status(A, &run_id, &["cancelled", "completed"], 15).await, "cancelled");
+    assert_eq!(
+        env.wait_status(A, &run_id, &["cancelled", "completed"], 15)
+            .await,
+        "cancelled"
+    );
     env.shutdown().await;
 }
 
@@ -169,7 +252,18 @@ async fn http2_stream_reset_cancels_run() {
 async fn shutdown_answers_short_calls_and_cancels_the_ones_it_cuts() {
     let env = env_with(|c| c.shutdown.drain_timeout = Duration::from_millis(800)).await;
     let before = env.run_ids(A, "conformance-cancellable").await;
-    let long = raw_post(&env, &body_of(1, "tools/call", json!({"name":"conformance-cancellable","arguments":{"delayMs":20000}}), json!({})), "text/event-stream", A).await;
+    let long = raw_post(
+        &env,
+        &body_of(
+            1,
+            "tools/call",
+            json!({"name":"conformance-cancellable","arguments":{"delayMs":20000}}),
+            json!({}),
+        ),
+        "text/event-stream",
+        A,
+    )
+    .await;
     let long_run = env.fresh_run(A, "conformance-cancellable", &before).await;
     let mut short = raw_post(&env, &delay_call(300, json!({})), "application/json", A).await;
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -178,7 +272,10 @@ async fn shutdown_answers_short_calls_and_cancels_the_ones_it_cuts() {
     let Env { host, server, .. } = env;
     let stop = tokio::spawn(async move { server.unwrap().shutdown().await });
     let answer = read_full_json(&mut short).await;
-    assert_eq!(answer["result"]["isError"], false, "an in-flight call within the drain deadline is answered");
+    assert_eq!(
+        answer["result"]["isError"], false,
+        "an in-flight call within the drain deadline is answered"
+    );
     stop.await.unwrap();
     drop(long);
     let wire = long_run.replace('/', "%2F");
@@ -191,6 +288,9 @@ async fn shutdown_answers_short_calls_and_cancels_the_ones_it_cuts() {
         .json::<Value>()
         .await
         .unwrap();
-    assert!(["cancelled", "cancelling"].contains(&status["status"].as_str().unwrap()), "cut at the drain deadline → cancelled: {status}");
+    assert!(
+        ["cancelled", "cancelling"].contains(&status["status"].as_str().unwrap()),
+        "cut at the drain deadline → cancelled: {status}"
+    );
     host.shutdown().await;
 }

@@ -9,26 +9,55 @@ use crate::support::*;
 #[tokio::test]
 async fn rest_run_lifecycle_passes_through_unchanged() {
     let env = env().await;
-    let (s, created) = env.rest_post(A, "/runs", json!({ "workflowId": "conformance-approval" })).await;
+    let (s, created) = env
+        .rest_post(A, "/runs", json!({ "workflowId": "conformance-approval" }))
+        .await;
     assert_eq!(s, 201, "{created}");
     let run_id = created["runId"].as_str().unwrap().to_string();
     env.wait_status(A, &run_id, &["waiting-approval"], 5).await;
-    let (s, list) = env.rest_get(A, "/runs?workflowId=conformance-approval&limit=10").await;
+    let (s, list) = env
+        .rest_get(A, "/runs?workflowId=conformance-approval&limit=10")
+        .await;
     assert_eq!(s, 200);
-    assert!(list["runs"].as_array().unwrap().iter().any(|r| r["runId"] == run_id.as_str()));
+    assert!(list["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["runId"] == run_id.as_str()));
     let wire = openwop_mcp_sidecar::wire_id::project(&run_id);
-    let (s, r) = env.rest_post(A, &format!("/runs/{wire}/interrupts/gate"), json!({ "resumeValue": { "action": "accept" } })).await;
+    let (s, r) = env
+        .rest_post(
+            A,
+            &format!("/runs/{wire}/interrupts/gate"),
+            json!({ "resumeValue": { "action": "accept" } }),
+        )
+        .await;
     assert_eq!(s, 200, "{r}");
-    assert_eq!(env.wait_status(A, &run_id, &["completed"], 5).await, "completed");
-    let (s, r) = env.rest_post(A, &format!("/runs/{wire}/cancel"), json!({ "reason": "late" })).await;
-    assert_eq!((s, r["error"].as_str()), (409, Some("run_terminal")), "host's 409 passes through as it is");
+    assert_eq!(
+        env.wait_status(A, &run_id, &["completed"], 5).await,
+        "completed"
+    );
+    let (s, r) = env
+        .rest_post(
+            A,
+            &format!("/runs/{wire}/cancel"),
+            json!({ "reason": "late" }),
+        )
+        .await;
+    assert_eq!(
+        (s, r["error"].as_str()),
+        (409, Some("run_terminal")),
+        "host's 409 passes through as it is"
+    );
     env.shutdown().await;
 }
 
 #[tokio::test]
 async fn tilde_and_percent_ids_reach_the_host_byte_for_byte() {
     let env = env().await;
-    let (_, created) = env.rest_post(A, "/runs", json!({ "workflowId": "conformance-noop" })).await;
+    let (_, created) = env
+        .rest_post(A, "/runs", json!({ "workflowId": "conformance-noop" }))
+        .await;
     let run_id = created["runId"].as_str().unwrap().to_string();
     let tilde = format!("/runs/{}", openwop_mcp_sidecar::wire_id::project(&run_id));
     let percent = format!("/runs/{}", run_id.replace('/', "%2F"));
@@ -38,7 +67,11 @@ async fn tilde_and_percent_ids_reach_the_host_byte_for_byte() {
         assert_eq!(s, 200, "{path}: {v}");
         assert_eq!(v["runId"], run_id.as_str());
         let seen: Vec<String> = env.host.requests().into_iter().map(|r| r.path).collect();
-        assert_eq!(seen, vec![path.to_string()], "the raw path must not be decoded or re-encoded");
+        assert_eq!(
+            seen,
+            vec![path.to_string()],
+            "the raw path must not be decoded or re-encoded"
+        );
     }
     env.shutdown().await;
 }
@@ -46,7 +79,13 @@ async fn tilde_and_percent_ids_reach_the_host_byte_for_byte() {
 #[tokio::test]
 async fn run_events_stream_through_while_the_run_is_still_going() {
     let env = env().await;
-    let (_, created) = env.rest_post(A, "/runs", json!({ "workflowId": "conformance-delay", "inputs": { "delayMs": 3000 } })).await;
+    let (_, created) = env
+        .rest_post(
+            A,
+            "/runs",
+            json!({ "workflowId": "conformance-delay", "inputs": { "delayMs": 3000 } }),
+        )
+        .await;
     let run_id = created["runId"].as_str().unwrap().to_string();
     let wire = openwop_mcp_sidecar::wire_id::project(&run_id);
     let mut resp = env
@@ -58,11 +97,22 @@ async fn run_events_stream_through_while_the_run_is_still_going() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
-    let first = tokio::time::timeout(Duration::from_secs(2), resp.chunk()).await.expect("first frame within 2 s").unwrap().unwrap();
+    assert!(resp.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let first = tokio::time::timeout(Duration::from_secs(2), resp.chunk())
+        .await
+        .expect("first frame within 2 s")
+        .unwrap()
+        .unwrap();
     let text = String::from_utf8_lossy(&first);
     assert!(text.contains("run.started"), "{text}");
-    assert_eq!(env.status(A, &run_id).await, "running", "the first event arrived before the run ended");
+    assert_eq!(
+        env.status(A, &run_id).await,
+        "running",
+        "the first event arrived before the run ended"
+    );
     // Resume with Last-Event-ID through the sidecar too.
     let resumed = env
         .http
@@ -72,20 +122,32 @@ async fn run_events_stream_through_while_the_run_is_still_going() {
         .send()
         .await
         .unwrap();
-    let first = tokio::time::timeout(Duration::from_secs(2), async { resumed.bytes_stream() }).await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(2), async { resumed.bytes_stream() })
+        .await
+        .unwrap();
     drop(first);
-    let (s, poll) = env.rest_get(A, &format!("/runs/{wire}/events/poll?timeout=1")).await;
+    let (s, poll) = env
+        .rest_get(A, &format!("/runs/{wire}/events/poll?timeout=1"))
+        .await;
     assert_eq!(s, 200);
-    assert!(poll["events"].as_array().unwrap().iter().any(|e| e["type"] == "run.started"));
+    assert!(poll["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["type"] == "run.started"));
     env.shutdown().await;
 }
 
 #[tokio::test]
 async fn tenant_isolation_is_the_hosts_and_survives_the_proxy() {
     let env = env().await;
-    let (_, created) = env.rest_post(A, "/runs", json!({ "workflowId": "conformance-noop" })).await;
+    let (_, created) = env
+        .rest_post(A, "/runs", json!({ "workflowId": "conformance-noop" }))
+        .await;
     let run_id = created["runId"].as_str().unwrap().to_string();
-    let (s, v) = env.rest_get(B, &format!("/runs/{}", run_id.replace('/', "%2F"))).await;
+    let (s, v) = env
+        .rest_get(B, &format!("/runs/{}", run_id.replace('/', "%2F")))
+        .await;
     assert_eq!((s, v["error"].as_str()), (403, Some("id_tenant_mismatch")));
     assert!(!env.run_ids(B, "conformance-noop").await.contains(&run_id));
     env.shutdown().await;
@@ -98,9 +160,19 @@ async fn dead_upstream_is_a_502_with_an_openwop_body() {
     assert_eq!(s, 502);
     assert_eq!(v["error"], "upstream_unavailable");
     assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()));
-    let r = env.http.get(format!("{}/readyz", env.url)).send().await.unwrap();
+    let r = env
+        .http
+        .get(format!("{}/readyz", env.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 503, "not ready while the host is unreachable");
-    let r = env.http.get(format!("{}/healthz", env.url)).send().await.unwrap();
+    let r = env
+        .http
+        .get(format!("{}/healthz", env.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200, "alive all the same");
     env.shutdown().await;
 }
@@ -108,7 +180,12 @@ async fn dead_upstream_is_a_502_with_an_openwop_body() {
 #[tokio::test]
 async fn readyz_answers_when_the_host_does() {
     let env = env().await;
-    let r = env.http.get(format!("{}/readyz", env.url)).send().await.unwrap();
+    let r = env
+        .http
+        .get(format!("{}/readyz", env.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     env.shutdown().await;
 }

@@ -33,8 +33,13 @@ pub async fn env() -> Env {
 }
 
 pub async fn env_with(f: impl FnOnce(&mut Config)) -> Env {
-    let host_cfg = DevHostConfig { sse_keepalive: Duration::from_millis(500), ..DevHostConfig::default() };
-    let host = openwop_devhost::spawn(host_cfg, "127.0.0.1:0".parse().unwrap()).await.expect("devhost starts");
+    let host_cfg = DevHostConfig {
+        sse_keepalive: Duration::from_millis(500),
+        ..DevHostConfig::default()
+    };
+    let host = openwop_devhost::spawn(host_cfg, "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("devhost starts");
     let mut cfg = Config::defaults();
     cfg.listen = "127.0.0.1:0".parse().unwrap();
     cfg.upstream.url = host.base_url();
@@ -44,7 +49,12 @@ pub async fn env_with(f: impl FnOnce(&mut Config)) -> Env {
     f(&mut cfg);
     let server = Server::start(cfg).await.expect("sidecar starts");
     let url = format!("http://{}", server.addr);
-    Env { host, server: Some(server), url, http: reqwest::Client::builder().no_proxy().build().unwrap() }
+    Env {
+        host,
+        server: Some(server),
+        url,
+        http: reqwest::Client::builder().no_proxy().build().unwrap(),
+    }
 }
 
 /// One MCP exchange as seen on the wire.
@@ -91,7 +101,10 @@ impl Env {
 
     /// A well-formed MCP request as the conformance suites send it.
     pub async fn rpc(&self, key: Option<&str>, method: &str, params: Value, caps: Value) -> Rpc {
-        let mut headers = vec![("MCP-Protocol-Version", V.to_string()), ("Mcp-Method", method.to_string())];
+        let mut headers = vec![
+            ("MCP-Protocol-Version", V.to_string()),
+            ("Mcp-Method", method.to_string()),
+        ];
         if let Some(n) = name_of(method, &params) {
             headers.push(("Mcp-Name", n));
         }
@@ -115,16 +128,34 @@ impl Env {
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
         let text = resp.text().await.unwrap_or_default();
-        let body = if headers.get("content-type").is_some_and(|c| c.to_str().unwrap_or("").starts_with("text/event-stream")) {
-            sse_messages(&text).into_iter().rev().find(|m| m.get("id").is_some()).unwrap_or(Value::Null)
+        let body = if headers
+            .get("content-type")
+            .is_some_and(|c| c.to_str().unwrap_or("").starts_with("text/event-stream"))
+        {
+            sse_messages(&text)
+                .into_iter()
+                .rev()
+                .find(|m| m.get("id").is_some())
+                .unwrap_or(Value::Null)
         } else {
             serde_json::from_str(&text).unwrap_or(Value::Null)
         };
-        Rpc { status, headers, text, body }
+        Rpc {
+            status,
+            headers,
+            text,
+            body,
+        }
     }
 
     pub async fn call(&self, key: &str, tool: &str, args: Value, caps: Value) -> Rpc {
-        self.rpc(Some(key), "tools/call", json!({ "name": tool, "arguments": args }), caps).await
+        self.rpc(
+            Some(key),
+            "tools/call",
+            json!({ "name": tool, "arguments": args }),
+            caps,
+        )
+        .await
     }
 
     pub async fn rest_get(&self, key: &str, path: &str) -> (u16, Value) {
@@ -156,31 +187,57 @@ impl Env {
 
     /// `GET /runs/{id}` with the suite's `%2F` form.
     pub async fn run(&self, key: &str, run_id: &str) -> Value {
-        self.rest_get(key, &format!("/runs/{}", run_id.replace('/', "%2F"))).await.1
+        self.rest_get(key, &format!("/runs/{}", run_id.replace('/', "%2F")))
+            .await
+            .1
     }
 
     pub async fn status(&self, key: &str, run_id: &str) -> String {
-        self.run(key, run_id).await["status"].as_str().unwrap_or("").to_string()
+        self.run(key, run_id).await["status"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
     }
 
     pub async fn events(&self, key: &str, run_id: &str) -> Vec<Value> {
-        let (_, v) = self.rest_get(key, &format!("/runs/{}/events/poll?timeout=1", run_id.replace('/', "%2F"))).await;
+        let (_, v) = self
+            .rest_get(
+                key,
+                &format!("/runs/{}/events/poll?timeout=1", run_id.replace('/', "%2F")),
+            )
+            .await;
         v["events"].as_array().cloned().unwrap_or_default()
     }
 
     pub async fn event_count(&self, key: &str, run_id: &str, kind: &str) -> usize {
-        self.events(key, run_id).await.iter().filter(|e| e["type"] == kind).count()
+        self.events(key, run_id)
+            .await
+            .iter()
+            .filter(|e| e["type"] == kind)
+            .count()
     }
 
     pub async fn run_ids(&self, key: &str, workflow: &str) -> Vec<String> {
-        let (_, v) = self.rest_get(key, &format!("/runs?workflowId={workflow}&limit=100")).await;
-        v["runs"].as_array().into_iter().flatten().filter_map(|r| r["runId"].as_str().map(str::to_string)).collect()
+        let (_, v) = self
+            .rest_get(key, &format!("/runs?workflowId={workflow}&limit=100"))
+            .await;
+        v["runs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["runId"].as_str().map(str::to_string))
+            .collect()
     }
 
     /// Polls until a run not in `before` appears.
     pub async fn fresh_run(&self, key: &str, workflow: &str, before: &[String]) -> String {
         for _ in 0..100 {
-            if let Some(id) = self.run_ids(key, workflow).await.into_iter().find(|i| !before.contains(i)) {
+            if let Some(id) = self
+                .run_ids(key, workflow)
+                .await
+                .into_iter()
+                .find(|i| !before.contains(i))
+            {
                 return id;
             }
             tokio::time::sleep(Duration::from_millis(30)).await;
@@ -196,20 +253,40 @@ impl Env {
             if want.contains(&s.as_str()) {
                 return s;
             }
-            assert!(tokio::time::Instant::now() < deadline, "run {run_id} stuck in {s}, wanted {want:?}");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "run {run_id} stuck in {s}, wanted {want:?}"
+            );
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
     }
 
     /// `tasks/get` until `pred` holds.
-    pub async fn poll_task(&self, key: &str, task_id: &str, pred: impl Fn(&Value) -> bool, secs: u64) -> Value {
+    pub async fn poll_task(
+        &self,
+        key: &str,
+        task_id: &str,
+        pred: impl Fn(&Value) -> bool,
+        secs: u64,
+    ) -> Value {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
         loop {
-            let r = self.rpc(Some(key), "tasks/get", json!({ "taskId": task_id }), task_caps()).await;
+            let r = self
+                .rpc(
+                    Some(key),
+                    "tasks/get",
+                    json!({ "taskId": task_id }),
+                    task_caps(),
+                )
+                .await;
             if r.body.get("error").is_some() || pred(r.result()) {
                 return r.body;
             }
-            assert!(tokio::time::Instant::now() < deadline, "task {task_id} never matched: {}", r.text);
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "task {task_id} never matched: {}",
+                r.text
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -220,7 +297,11 @@ impl Env {
         self.host
             .requests()
             .into_iter()
-            .filter(|r| r.method == "POST" && r.path.ends_with("/cancel") && (r.path.contains(&wire) || r.path.contains(&run_id.replace('/', "%2F"))))
+            .filter(|r| {
+                r.method == "POST"
+                    && r.path.ends_with("/cancel")
+                    && (r.path.contains(&wire) || r.path.contains(&run_id.replace('/', "%2F")))
+            })
             .collect()
     }
 }
@@ -230,7 +311,11 @@ pub fn sse_messages(text: &str) -> Vec<Value> {
     let norm = text.replace("\r\n", "\n");
     norm.split("\n\n")
         .filter_map(|ev| {
-            let data: Vec<&str> = ev.lines().filter_map(|l| l.strip_prefix("data:")).map(|d| d.strip_prefix(' ').unwrap_or(d)).collect();
+            let data: Vec<&str> = ev
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                .collect();
             if data.is_empty() {
                 None
             } else {

@@ -13,7 +13,9 @@ async fn tasked(env: &Env, key: &str, tool: &str, args: Value) -> String {
 }
 
 async fn until_input_required(env: &Env, task: &str) -> Value {
-    let b = env.poll_task(A, task, |r| r["status"] == "input_required", 10).await;
+    let b = env
+        .poll_task(A, task, |r| r["status"] == "input_required", 10)
+        .await;
     b["result"].clone()
 }
 
@@ -21,7 +23,9 @@ async fn until_input_required(env: &Env, task: &str) -> Value {
 async fn tasked_call_answers_a_flat_task_and_untasked_never_does() {
     // T2
     let env = env().await;
-    let r = env.call(A, "conformance-approval", json!({}), task_caps()).await;
+    let r = env
+        .call(A, "conformance-approval", json!({}), task_caps())
+        .await;
     let res = r.result();
     assert_eq!(res["resultType"], "task", "{}", r.text);
     assert!(["working", "input_required"].contains(&res["status"].as_str().unwrap()));
@@ -31,13 +35,22 @@ async fn tasked_call_answers_a_flat_task_and_untasked_never_does() {
         assert!(res.get(k).is_none(), "CreateTaskResult carries no {k}");
     }
     let task = res["taskId"].as_str().unwrap().to_string();
-    let g = env.rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps()).await;
+    let g = env
+        .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
+        .await;
     assert!(g.body.get("error").is_none(), "durable at once: {}", g.text);
-    let plain = env.call(A, "conformance-delay", json!({"delayMs": 200}), json!({})).await;
+    let plain = env
+        .call(A, "conformance-delay", json!({"delayMs": 200}), json!({}))
+        .await;
     assert_ne!(plain.result()["resultType"], "task");
-    let nocap = env.rpc(Some(A), "tasks/get", json!({"taskId": task}), json!({})).await;
+    let nocap = env
+        .rpc(Some(A), "tasks/get", json!({"taskId": task}), json!({}))
+        .await;
     assert_eq!((nocap.status, nocap.error_code()), (400, Some(-32021)));
-    assert_eq!(nocap.body["error"]["data"]["requiredCapabilities"], json!({"extensions": {TASKS: {}}}));
+    assert_eq!(
+        nocap.body["error"]["data"]["requiredCapabilities"],
+        json!({"extensions": {TASKS: {}}})
+    );
     env.shutdown().await;
 }
 
@@ -63,7 +76,12 @@ async fn status_projection_follows_the_run() {
     let task = tasked(&env, A, "conformance-approval", json!({})).await;
     let res = until_input_required(&env, &task).await;
     assert_eq!(res["resultType"], "complete");
-    let keys: Vec<String> = res["inputRequests"].as_object().unwrap().keys().cloned().collect();
+    let keys: Vec<String> = res["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
     let suspended: Vec<String> = env
         .events(A, &unproject(&task))
         .await
@@ -72,15 +90,30 @@ async fn status_projection_follows_the_run() {
         .map(|e| e["payload"]["interruptId"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(keys, suspended);
-    assert_eq!(res["inputRequests"][&keys[0]]["method"], "elicitation/create");
+    assert_eq!(
+        res["inputRequests"][&keys[0]]["method"],
+        "elicitation/create"
+    );
     assert!(res.get("requestState").is_none());
     let failing = tasked(&env, A, "conformance-failure", json!({})).await;
-    let done = env.poll_task(A, &failing, |r| ["completed", "failed", "cancelled"].contains(&r["status"].as_str().unwrap_or("")), 10).await;
-    assert_eq!(done["result"]["status"], "completed", "a failed run is a completed task");
+    let done = env
+        .poll_task(
+            A,
+            &failing,
+            |r| ["completed", "failed", "cancelled"].contains(&r["status"].as_str().unwrap_or("")),
+            10,
+        )
+        .await;
+    assert_eq!(
+        done["result"]["status"], "completed",
+        "a failed run is a completed task"
+    );
     assert_eq!(done["result"]["result"]["isError"], true);
     assert_eq!(done["result"]["result"]["resultType"], "complete");
     let ok = tasked(&env, A, "conformance-noop", json!({})).await;
-    let done = env.poll_task(A, &ok, |r| r["status"] == "completed", 10).await;
+    let done = env
+        .poll_task(A, &ok, |r| r["status"] == "completed", 10)
+        .await;
     assert_eq!(done["result"]["result"]["isError"], false);
     assert!(done["result"]["result"]["content"][0]["text"].is_string());
     env.shutdown().await;
@@ -92,7 +125,13 @@ async fn update_resolves_an_interrupt_once_however_often_answered() {
     let env = env().await;
     let task = tasked(&env, A, "conformance-approval", json!({})).await;
     let res = until_input_required(&env, &task).await;
-    let key = res["inputRequests"].as_object().unwrap().keys().next().unwrap().clone();
+    let key = res["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
     let upd = json!({"taskId": task, "inputResponses": { key.clone(): {"action":"accept","content":{"action":"accept"}} }});
     let (u1, u2) = tokio::join!(
         env.rpc(Some(A), "tasks/update", upd.clone(), task_caps()),
@@ -102,14 +141,31 @@ async fn update_resolves_an_interrupt_once_however_often_answered() {
         assert!(u.body.get("error").is_none(), "{}", u.text);
         assert_eq!(u.result(), &json!({"resultType": "complete"}));
     }
-    let done = env.poll_task(A, &task, |r| r["status"] == "completed", 10).await;
+    let done = env
+        .poll_task(A, &task, |r| r["status"] == "completed", 10)
+        .await;
     assert_eq!(done["result"]["result"]["isError"], false);
-    assert_eq!(env.event_count(A, &unproject(&task), "interrupt.resolved").await, 1);
+    assert_eq!(
+        env.event_count(A, &unproject(&task), "interrupt.resolved")
+            .await,
+        1
+    );
     // A key never issued, or answered again later, resolves nothing and is still acknowledged.
     let again = env.rpc(Some(A), "tasks/update", json!({"taskId": task, "inputResponses": { key: {"action":"decline"}, "acme/i-never": {"action":"accept"} }}), task_caps()).await;
     assert_eq!(again.result(), &json!({"resultType": "complete"}));
-    assert_eq!(env.event_count(A, &unproject(&task), "interrupt.resolved").await, 1);
-    let bad = env.rpc(Some(A), "tasks/update", json!({"taskId": task, "inputResponses": []}), task_caps()).await;
+    assert_eq!(
+        env.event_count(A, &unproject(&task), "interrupt.resolved")
+            .await,
+        1
+    );
+    let bad = env
+        .rpc(
+            Some(A),
+            "tasks/update",
+            json!({"taskId": task, "inputResponses": []}),
+            task_caps(),
+        )
+        .await;
     assert_eq!(bad.error_code(), Some(-32602));
     env.shutdown().await;
 }
@@ -120,18 +176,35 @@ async fn update_goes_through_the_hosts_approver_check() {
     let env = env().await;
     let task = tasked(&env, A, "conformance-approval-approvers", json!({})).await;
     let res = until_input_required(&env, &task).await;
-    let key = res["inputRequests"].as_object().unwrap().keys().next().unwrap().clone();
+    let key = res["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
     let upd = json!({"taskId": task, "inputResponses": { key.clone(): {"action":"accept","content":{"action":"accept"}} }});
-    let u = env.rpc(Some(A), "tasks/update", upd.clone(), task_caps()).await;
-    assert!(u.body.get("error").is_none() || u.error_code() == Some(-32602), "never internal: {}", u.text);
+    let u = env
+        .rpc(Some(A), "tasks/update", upd.clone(), task_caps())
+        .await;
+    assert!(
+        u.body.get("error").is_none() || u.error_code() == Some(-32602),
+        "never internal: {}",
+        u.text
+    );
     tokio::time::sleep(Duration::from_millis(750)).await;
     let run_id = unproject(&task);
     assert_eq!(env.status(A, &run_id).await, "waiting-approval");
     assert_eq!(env.event_count(A, &run_id, "interrupt.resolved").await, 0);
     // The listed approver, same tenant, can resolve it through the same mount.
-    let ok = env.rpc(Some(APPROVER), "tasks/update", upd, task_caps()).await;
+    let ok = env
+        .rpc(Some(APPROVER), "tasks/update", upd, task_caps())
+        .await;
     assert_eq!(ok.result(), &json!({"resultType": "complete"}));
-    assert_eq!(env.wait_status(A, &run_id, &["completed"], 5).await, "completed");
+    assert_eq!(
+        env.wait_status(A, &run_id, &["completed"], 5).await,
+        "completed"
+    );
     env.shutdown().await;
 }
 
@@ -145,11 +218,19 @@ async fn get_only_reads_upstream() {
     let before = env.events(A, &run_id).await.len();
     env.host.clear_requests();
     for _ in 0..3 {
-        let g = env.rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps()).await;
+        let g = env
+            .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
+            .await;
         assert_eq!(g.result()["status"], "input_required");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let writes: Vec<String> = env.host.requests().iter().filter(|r| r.method != "GET").map(|r| format!("{} {}", r.method, r.path)).collect();
+    let writes: Vec<String> = env
+        .host
+        .requests()
+        .iter()
+        .filter(|r| r.method != "GET")
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
     assert!(writes.is_empty(), "tasks/get wrote upstream: {writes:?}");
     assert_eq!(env.events(A, &run_id).await.len(), before);
     env.shutdown().await;
@@ -176,18 +257,39 @@ async fn unreadable_tasks_are_indistinguishable_from_missing_ones() {
     ];
     let mut seen = std::collections::BTreeSet::new();
     for (key, id) in &cases {
-        let r = env.rpc_with_id(key, "tasks/get", json!({"taskId": id})).await;
+        let r = env
+            .rpc_with_id(key, "tasks/get", json!({"taskId": id}))
+            .await;
         assert_eq!(r.error_code(), Some(-32602), "{id}: {}", r.text);
         assert!(r.body.get("result").is_none());
         seen.insert(format!("{} {}", r.status, r.text));
     }
     let ids: Vec<&str> = seen.iter().map(String::as_str).collect();
-    assert_eq!(seen.len(), 1, "byte-identical including HTTP status: {ids:#?}");
-    assert_eq!(env.rpc_with_id(A, "tasks/get", json!({"taskId": "acme~2Fx"})).await.body["error"], json!({"code": -32602, "message": "task not found"}));
+    assert_eq!(
+        seen.len(),
+        1,
+        "byte-identical including HTTP status: {ids:#?}"
+    );
+    assert_eq!(
+        env.rpc_with_id(A, "tasks/get", json!({"taskId": "acme~2Fx"}))
+            .await
+            .body["error"],
+        json!({"code": -32602, "message": "task not found"})
+    );
     env.host.clear_requests();
-    let c = env.rpc(Some(B), "tasks/cancel", json!({"taskId": task}), task_caps()).await;
+    let c = env
+        .rpc(
+            Some(B),
+            "tasks/cancel",
+            json!({"taskId": task}),
+            task_caps(),
+        )
+        .await;
     assert_eq!(c.error_code(), Some(-32602));
-    assert!(env.host.requests().iter().all(|r| r.method == "GET"), "a foreign cancel touches nothing but the refusing read");
+    assert!(
+        env.host.requests().iter().all(|r| r.method == "GET"),
+        "a foreign cancel touches nothing but the refusing read"
+    );
     assert_eq!(env.status(A, &bound).await, "waiting-approval");
     env.shutdown().await;
 }
@@ -198,14 +300,30 @@ async fn cancel_cancels_the_run_and_a_second_cancel_changes_nothing() {
     let env = env().await;
     let task = tasked(&env, A, "conformance-approval", json!({})).await;
     until_input_required(&env, &task).await;
-    let c = env.rpc(Some(A), "tasks/cancel", json!({"taskId": task}), task_caps()).await;
+    let c = env
+        .rpc(
+            Some(A),
+            "tasks/cancel",
+            json!({"taskId": task}),
+            task_caps(),
+        )
+        .await;
     assert_eq!(c.result(), &json!({"resultType": "complete"}), "{}", c.text);
     let run_id = unproject(&task);
     env.wait_status(A, &run_id, &["cancelled"], 10).await;
-    let g = env.rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps()).await;
+    let g = env
+        .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
+        .await;
     assert_eq!(g.result()["status"], "cancelled");
     let before = env.events(A, &run_id).await.len();
-    let c2 = env.rpc(Some(A), "tasks/cancel", json!({"taskId": task}), task_caps()).await;
+    let c2 = env
+        .rpc(
+            Some(A),
+            "tasks/cancel",
+            json!({"taskId": task}),
+            task_caps(),
+        )
+        .await;
     assert_eq!(c2.result(), &json!({"resultType": "complete"}));
     assert_eq!(env.events(A, &run_id).await.len(), before);
     env.shutdown().await;
@@ -218,7 +336,9 @@ async fn listen_acknowledges_only_readable_tasks_and_notifies_until_the_end() {
     let task = tasked(&env, A, "conformance-approval", json!({})).await;
     until_input_required(&env, &task).await;
     // Tenant B: acknowledged with [], never notified.
-    let b = env.listen(B, vec![task.clone()], Duration::from_millis(1200)).await;
+    let b = env
+        .listen(B, vec![task.clone()], Duration::from_millis(1200))
+        .await;
     let ack = &b[0];
     assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
     assert_eq!(ack["params"]["notifications"]["taskIds"], json!([]));
@@ -229,39 +349,102 @@ async fn listen_acknowledges_only_readable_tasks_and_notifies_until_the_end() {
     let listener = async move { env2.listen(A, vec![t2], Duration::from_secs(8)).await };
     let resolver = async {
         tokio::time::sleep(Duration::from_millis(600)).await;
-        let g = env.rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps()).await;
-        let key = g.result()["inputRequests"].as_object().unwrap().keys().next().unwrap().clone();
+        let g = env
+            .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
+            .await;
+        let key = g.result()["inputRequests"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .next()
+            .unwrap()
+            .clone();
         env.rpc(Some(A), "tasks/update", json!({"taskId": task, "inputResponses": { key: {"action":"accept","content":{"action":"accept"}} }}), task_caps()).await;
     };
     let (msgs, _) = tokio::join!(listener, resolver);
     assert_eq!(msgs[0]["params"]["notifications"]["taskIds"], json!([task]));
-    let notes: Vec<&Value> = msgs.iter().filter(|m| m["method"] == "notifications/tasks").collect();
-    assert!(notes.iter().any(|n| n["params"]["status"] == "input_required"), "{msgs:#?}");
-    assert!(notes.iter().any(|n| n["params"]["status"] == "completed" && n["params"]["result"]["isError"] == false), "{msgs:#?}");
-    assert!(notes.iter().all(|n| n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == 77));
+    let notes: Vec<&Value> = msgs
+        .iter()
+        .filter(|m| m["method"] == "notifications/tasks")
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n["params"]["status"] == "input_required"),
+        "{msgs:#?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n["params"]["status"] == "completed"
+                && n["params"]["result"]["isError"] == false),
+        "{msgs:#?}"
+    );
+    assert!(notes
+        .iter()
+        .all(|n| n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == 77));
     let last = msgs.last().unwrap();
-    assert_eq!(last["result"]["resultType"], "complete", "ends with the listen's result: {last}");
-    assert!(!msgs.iter().any(|m| m["method"] == "notifications/cancelled"));
+    assert_eq!(
+        last["result"]["resultType"], "complete",
+        "ends with the listen's result: {last}"
+    );
+    assert!(!msgs
+        .iter()
+        .any(|m| m["method"] == "notifications/cancelled"));
     env.shutdown().await;
 }
 
 #[tokio::test]
 async fn listen_without_the_extension_or_with_too_many_ids_is_refused() {
     let env = env_with(|c| c.tasks.max_listen_task_ids = 2).await;
-    let body = body_of(1, "subscriptions/listen", json!({"notifications":{"taskIds":["a~2Fb"]}}), json!({}));
-    let r = env.raw(&[("MCP-Protocol-Version", V.into()), ("Authorization", format!("Bearer {A}"))], body.to_string()).await;
+    let body = body_of(
+        1,
+        "subscriptions/listen",
+        json!({"notifications":{"taskIds":["a~2Fb"]}}),
+        json!({}),
+    );
+    let r = env
+        .raw(
+            &[
+                ("MCP-Protocol-Version", V.into()),
+                ("Authorization", format!("Bearer {A}")),
+            ],
+            body.to_string(),
+        )
+        .await;
     assert_eq!((r.status, r.error_code()), (400, Some(-32021)));
-    let body = body_of(1, "subscriptions/listen", json!({"notifications":{"taskIds":["a","b","c"]}}), task_caps());
-    let r = env.raw(&[("MCP-Protocol-Version", V.into()), ("Authorization", format!("Bearer {A}"))], body.to_string()).await;
+    let body = body_of(
+        1,
+        "subscriptions/listen",
+        json!({"notifications":{"taskIds":["a","b","c"]}}),
+        task_caps(),
+    );
+    let r = env
+        .raw(
+            &[
+                ("MCP-Protocol-Version", V.into()),
+                ("Authorization", format!("Bearer {A}")),
+            ],
+            body.to_string(),
+        )
+        .await;
     assert_eq!(r.error_code(), Some(-32602));
-    assert!(r.body["error"]["message"].as_str().unwrap().contains("at most 2"));
+    assert!(r.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("at most 2"));
     env.shutdown().await;
 }
 
 impl Env {
     /// Opens a listen and collects its messages until it ends or `for_` passes.
     pub async fn listen(&self, key: &str, ids: Vec<String>, for_: Duration) -> Vec<Value> {
-        let body = body_of(77, "subscriptions/listen", json!({"notifications":{"taskIds": ids}}), task_caps());
+        let body = body_of(
+            77,
+            "subscriptions/listen",
+            json!({"notifications":{"taskIds": ids}}),
+            task_caps(),
+        );
         let mut resp = self
             .http
             .post(self.mcp_url())
@@ -273,7 +456,10 @@ impl Env {
             .send()
             .await
             .unwrap();
-        assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+        assert!(resp.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream"));
         let mut text = String::new();
         let _ = tokio::time::timeout(for_, async {
             while let Ok(Some(c)) = resp.chunk().await {
@@ -286,7 +472,12 @@ impl Env {
 
     /// A request whose JSON-RPC id is fixed, for byte comparisons.
     pub async fn rpc_with_id(&self, key: &str, method: &str, params: Value) -> Rpc {
-        let hd = vec![("MCP-Protocol-Version", V.to_string()), ("Mcp-Method", method.to_string()), ("Authorization", format!("Bearer {key}"))];
-        self.raw(&hd, body_of(1, method, params, task_caps()).to_string()).await
+        let hd = vec![
+            ("MCP-Protocol-Version", V.to_string()),
+            ("Mcp-Method", method.to_string()),
+            ("Authorization", format!("Bearer {key}")),
+        ];
+        self.raw(&hd, body_of(1, method, params, task_caps()).to_string())
+            .await
     }
 }

@@ -9,7 +9,9 @@ use crate::support::*;
 #[tokio::test]
 async fn discover_shape_matches_the_revisions_advertised() {
     let env = env().await;
-    let r = env.rpc(Some(A), "server/discover", json!({}), json!({})).await;
+    let r = env
+        .rpc(Some(A), "server/discover", json!({}), json!({}))
+        .await;
     assert_eq!(r.status, 200);
     let res = r.result();
     assert_eq!(res["resultType"], "complete");
@@ -18,7 +20,10 @@ async fn discover_shape_matches_the_revisions_advertised() {
     assert!(res["ttlMs"].as_u64().is_some());
     assert!(["public", "private"].contains(&res["cacheScope"].as_str().unwrap()));
     assert_eq!(res["serverInfo"]["name"], "openwop-mcp-sidecar");
-    assert_eq!(res["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "openwop-mcp-sidecar");
+    assert_eq!(
+        res["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "openwop-mcp-sidecar"
+    );
     env.shutdown().await;
 }
 
@@ -33,24 +38,47 @@ async fn tools_list_is_sorted_private_and_byte_identical() {
     let mut sorted = names.clone();
     sorted.sort();
     assert_eq!(names, sorted);
-    for f in ["conformance-noop", "conformance-failure", "conformance-approval", "conformance-delay"] {
+    for f in [
+        "conformance-noop",
+        "conformance-failure",
+        "conformance-approval",
+        "conformance-delay",
+    ] {
         assert!(names.contains(&f), "{f}");
     }
     assert_eq!(a.result()["cacheScope"], "private");
-    assert_eq!(a.result()["tools"].to_string(), b.result()["tools"].to_string());
-    let delay = tools.iter().find(|t| t["name"] == "conformance-delay").unwrap();
+    assert_eq!(
+        a.result()["tools"].to_string(),
+        b.result()["tools"].to_string()
+    );
+    let delay = tools
+        .iter()
+        .find(|t| t["name"] == "conformance-delay")
+        .unwrap();
     assert_eq!(delay["inputSchema"]["type"], "object");
-    assert_eq!(delay["inputSchema"]["properties"]["delayMs"]["default"], 1000);
+    assert_eq!(
+        delay["inputSchema"]["properties"]["delayMs"]["default"],
+        1000
+    );
     // M10: unknown capabilities and _meta keys never change the list.
     let body = json!({"jsonrpc":"2.0","id":9,"method":"tools/list","params":{"_meta":{
         "io.modelcontextprotocol/protocolVersion":V,
         "io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.example/authority":{"admin":true}}},
         "io.example/authority":{"grantScopes":["*"]}}}});
     let c = env
-        .raw(&[("MCP-Protocol-Version", V.into()), ("Authorization", format!("Bearer {A}"))], body.to_string())
+        .raw(
+            &[
+                ("MCP-Protocol-Version", V.into()),
+                ("Authorization", format!("Bearer {A}")),
+            ],
+            body.to_string(),
+        )
         .await;
     assert_eq!(c.status, 200);
-    assert_eq!(c.result()["tools"].to_string(), a.result()["tools"].to_string());
+    assert_eq!(
+        c.result()["tools"].to_string(),
+        a.result()["tools"].to_string()
+    );
     // M9: each caller's list is private.
     let other = env.rpc(Some(B), "tools/list", json!({}), json!({})).await;
     assert_eq!(other.result()["cacheScope"], "private");
@@ -61,13 +89,26 @@ async fn tools_list_is_sorted_private_and_byte_identical() {
 async fn tool_outcomes_are_results_not_protocol_errors() {
     let env = env().await;
     let ok = env.call(A, "conformance-noop", json!({}), json!({})).await;
-    assert_eq!((ok.result()["resultType"].as_str(), ok.result()["isError"].as_bool()), (Some("complete"), Some(false)), "{}", ok.text);
+    assert_eq!(
+        (
+            ok.result()["resultType"].as_str(),
+            ok.result()["isError"].as_bool()
+        ),
+        (Some("complete"), Some(false)),
+        "{}",
+        ok.text
+    );
     let run_id = run_id_of(ok.result());
     assert_eq!(env.status(A, &run_id).await, "completed");
-    let fail = env.call(A, "conformance-failure", json!({}), json!({})).await;
+    let fail = env
+        .call(A, "conformance-failure", json!({}), json!({}))
+        .await;
     assert_eq!(fail.status, 200);
     assert_eq!(fail.result()["isError"], true, "{}", fail.text);
-    assert!(fail.result()["content"][0]["text"].as_str().unwrap().contains("failed"));
+    assert!(fail.result()["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("failed"));
     env.shutdown().await;
 }
 
@@ -75,15 +116,33 @@ async fn tool_outcomes_are_results_not_protocol_errors() {
 async fn bad_calls_are_refused_before_any_run_exists() {
     let env = env().await;
     env.host.clear_requests();
-    let r = env.rpc(Some(A), "tools/call", json!({"name":"conformance-noop","arguments":"not-an-object"}), json!({})).await;
+    let r = env
+        .rpc(
+            Some(A),
+            "tools/call",
+            json!({"name":"conformance-noop","arguments":"not-an-object"}),
+            json!({}),
+        )
+        .await;
     assert_eq!((r.status, r.error_code()), (200, Some(-32602)));
     let r = env.call(A, "no-such-tool", json!({}), json!({})).await;
     assert_eq!(r.error_code(), Some(-32602));
-    assert!(r.body["error"]["message"].as_str().unwrap().contains("no-such-tool"));
-    let r = env.call(A, "conformance-delay", json!({"delayMs":"soon"}), json!({})).await;
+    assert!(r.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("no-such-tool"));
+    let r = env
+        .call(A, "conformance-delay", json!({"delayMs":"soon"}), json!({}))
+        .await;
     assert_eq!(r.error_code(), Some(-32602));
-    assert!(r.body["error"]["message"].as_str().unwrap().contains("delayMs"));
-    assert!(!env.host.requests().iter().any(|q| q.method == "POST"), "no run was created");
+    assert!(r.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("delayMs"));
+    assert!(
+        !env.host.requests().iter().any(|q| q.method == "POST"),
+        "no run was created"
+    );
     env.shutdown().await;
 }
 
@@ -93,34 +152,59 @@ async fn runs_are_created_with_the_callers_credential_and_an_idempotency_key() {
     env.host.clear_requests();
     let r = env.call(A, "conformance-noop", json!({}), json!({})).await;
     assert_eq!(r.result()["isError"], false);
-    let creates: Vec<_> = env.host.requests().into_iter().filter(|q| q.method == "POST" && q.path == "/runs").collect();
+    let creates: Vec<_> = env
+        .host
+        .requests()
+        .into_iter()
+        .filter(|q| q.method == "POST" && q.path == "/runs")
+        .collect();
     assert_eq!(creates.len(), 1);
-    assert_eq!(creates[0].header("authorization"), Some(format!("Bearer {A}").as_str()));
-    let key = creates[0].header("idempotency-key").expect("Idempotency-Key");
+    assert_eq!(
+        creates[0].header("authorization"),
+        Some(format!("Bearer {A}").as_str())
+    );
+    let key = creates[0]
+        .header("idempotency-key")
+        .expect("Idempotency-Key");
     assert!(key.len() >= 22);
     let b = env.call(B, "conformance-noop", json!({}), json!({})).await;
     assert_eq!(b.result()["isError"], false);
     let run_b = run_id_of(b.result());
-    assert!(run_b.starts_with("globex/"), "B's run lives in B's tenant: {run_b}");
+    assert!(
+        run_b.starts_with("globex/"),
+        "B's run lives in B's tenant: {run_b}"
+    );
     env.shutdown().await;
 }
 
 #[tokio::test]
 async fn a_run_past_the_json_cap_is_answered_and_keeps_running() {
     let env = env_with(|c| c.mcp.json_answer_cap = Duration::from_millis(400)).await;
-    let r = env.call(A, "conformance-delay", json!({"delayMs": 1500}), json!({})).await;
+    let r = env
+        .call(A, "conformance-delay", json!({"delayMs": 1500}), json!({}))
+        .await;
     assert_eq!(r.result()["isError"], true);
     let text = r.result()["content"][0]["text"].as_str().unwrap();
     assert!(text.contains("follow it at GET /runs/"), "{text}");
     let run_id = run_id_of(r.result());
-    assert_eq!(env.wait_status(A, &run_id, &["completed", "cancelled"], 5).await, "completed", "a delivered answer never cancels");
+    assert_eq!(
+        env.wait_status(A, &run_id, &["completed", "cancelled"], 5)
+            .await,
+        "completed",
+        "a delivered answer never cancels"
+    );
     env.shutdown().await;
 }
 
 #[tokio::test]
 async fn sse_answer_flushes_headers_sends_keepalives_and_one_final_frame() {
     let env = env().await;
-    let body = body_of(5, "tools/call", json!({"name":"conformance-delay","arguments":{"delayMs":900}}), json!({}));
+    let body = body_of(
+        5,
+        "tools/call",
+        json!({"name":"conformance-delay","arguments":{"delayMs":900}}),
+        json!({}),
+    );
     let mut resp = env
         .http
         .post(env.mcp_url())
@@ -134,12 +218,18 @@ async fn sse_answer_flushes_headers_sends_keepalives_and_one_final_frame() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    assert!(resp.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
     let mut text = String::new();
     while let Some(c) = resp.chunk().await.unwrap() {
         text.push_str(&String::from_utf8_lossy(&c));
     }
-    assert!(text.contains(": keep-alive"), "keep-alive comments while waiting: {text}");
+    assert!(
+        text.contains(": keep-alive"),
+        "keep-alive comments while waiting: {text}"
+    );
     let msgs = sse_messages(&text);
     assert_eq!(msgs.len(), 1, "exactly one message frame: {text}");
     assert_eq!(msgs[0]["id"], 5);
@@ -152,7 +242,12 @@ async fn run_cancelled_by_someone_else_is_an_error_result_never_notifications_ca
     // T13 no-server-cancelled.
     let env = env().await;
     let before = env.run_ids(A, "conformance-cancellable").await;
-    let body = body_of(6, "tools/call", json!({"name":"conformance-cancellable","arguments":{"delayMs":20000}}), json!({}));
+    let body = body_of(
+        6,
+        "tools/call",
+        json!({"name":"conformance-cancellable","arguments":{"delayMs":20000}}),
+        json!({}),
+    );
     let http = env.http.clone();
     let url = env.mcp_url();
     let call = tokio::spawn(async move {
@@ -175,13 +270,31 @@ async fn run_cancelled_by_someone_else_is_an_error_result_never_notifications_ca
         (ct, text)
     });
     let run_id = env.fresh_run(A, "conformance-cancellable", &before).await;
-    let (s, _) = env.rest_post(A, &format!("/runs/{}/cancel", run_id.replace('/', "%2F")), json!({})).await;
+    let (s, _) = env
+        .rest_post(
+            A,
+            &format!("/runs/{}/cancel", run_id.replace('/', "%2F")),
+            json!({}),
+        )
+        .await;
     assert!(s < 300);
-    let (ct, text) = tokio::time::timeout(Duration::from_secs(15), call).await.unwrap().unwrap();
+    let (ct, text) = tokio::time::timeout(Duration::from_secs(15), call)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(ct.starts_with("text/event-stream"));
     let msgs = sse_messages(&text);
-    assert!(!msgs.iter().any(|m| m["method"] == "notifications/cancelled"), "{text}");
-    let last: &Value = msgs.iter().rev().find(|m| m.get("result").is_some()).expect("a final result");
+    assert!(
+        !msgs
+            .iter()
+            .any(|m| m["method"] == "notifications/cancelled"),
+        "{text}"
+    );
+    let last: &Value = msgs
+        .iter()
+        .rev()
+        .find(|m| m.get("result").is_some())
+        .expect("a final result");
     assert_eq!(last["result"]["isError"], true);
     env.shutdown().await;
 }
