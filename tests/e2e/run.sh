@@ -42,7 +42,7 @@ cleanup() {
     kill -KILL "$DEMO_PID" 2>/dev/null || true
     wait "$DEMO_PID" 2>/dev/null || true
   fi
-  if [[ $rc -ne 0 ]]; then
+  if [[ $rc -ne 0 || -n "${E2E_KEEP_LOGS:-}" ]]; then
     echo "e2e: demo logs kept in $LOG_DIR" >&2
   else
     rm -rf "$LOG_DIR"

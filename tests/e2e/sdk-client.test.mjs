@@ -101,7 +101,8 @@ describe("SDK client MRTR: approvals are asked through elicitation/create and au
       assert.equal(seen.length, 1, "the handler was asked exactly once");
       assert.equal(result.isError, true, JSON.stringify(result));
       const runId = runIdFromResult(result);
-      if (runId) assert.equal((await waitRunStatus(runId, ["completed", "failed", "cancelled"], 5_000)).status, "failed");
+      assert.ok(runId, `result names its run: ${JSON.stringify(result.content)}`);
+      assert.equal((await waitRunStatus(runId, ["completed", "failed", "cancelled"], 5_000)).status, "failed");
     } finally {
       await client.close();
     }
