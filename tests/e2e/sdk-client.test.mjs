@@ -94,6 +94,28 @@ describe("SDK client MRTR: approvals are asked through elicitation/create and au
     }
   });
 
+  test("a clarification question is asked as a flat form and the answer completes the run", async () => {
+    const seen = [];
+    const client = await connectClient({ key: KEYS.acme, capabilities: { elicitation: {} } });
+    client.setRequestHandler("elicitation/create", async (request) => {
+      seen.push(request.params);
+      const props = Object.keys(request.params.requestedSchema?.properties ?? {});
+      return { action: "accept", content: Object.fromEntries(props.map((k) => [k, "blue"])) };
+    });
+    try {
+      const result = await client.callTool({ name: "conformance-clarification", arguments: {} });
+      assert.equal(seen.length, 1, "the handler was asked exactly once");
+      assert.notEqual(seen[0].mode, "url");
+      assert.equal(seen[0].requestedSchema?.properties?.q1?.type, "string", JSON.stringify(seen[0]));
+      assert.notEqual(result.isError, true, JSON.stringify(result));
+      const runId = runIdFromResult(result);
+      assert.ok(runId, `result names its run: ${JSON.stringify(result.content)}`);
+      assert.equal((await waitRunStatus(runId, ["completed", "failed", "cancelled"], 5_000)).status, "completed");
+    } finally {
+      await client.close();
+    }
+  });
+
   test("declining the approval ends the call with isError true and a failed run", async () => {
     const { client, seen } = await approvingClient({ action: "decline" });
     try {
