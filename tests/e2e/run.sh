@@ -30,17 +30,30 @@ LOG_DIR="$(mktemp -d "${TMPDIR:-/tmp}/openwop-e2e.XXXXXX")"
 DEMO_OUT="$LOG_DIR/demo.stdout"
 DEMO_ERR="$LOG_DIR/demo.stderr"
 DEMO_PID=""
+NODE_PID=""
+
+# stop_within SECONDS PID: wait for PID to exit, SIGKILL it after SECONDS.
+stop_within() {
+  local i
+  for ((i = 0; i < $1 * 10; i++)); do
+    kill -0 "$2" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$2" 2>/dev/null || true
+  wait "$2" 2>/dev/null || true
+}
 
 cleanup() {
   local rc=$?
+  if [[ -n "$NODE_PID" ]] && kill -0 "$NODE_PID" 2>/dev/null; then
+    # The runner's per-file child processes first, then the runner itself.
+    pkill -TERM -P "$NODE_PID" 2>/dev/null || true
+    kill -TERM "$NODE_PID" 2>/dev/null || true
+    stop_within 3 "$NODE_PID"
+  fi
   if [[ -n "$DEMO_PID" ]] && kill -0 "$DEMO_PID" 2>/dev/null; then
     kill -TERM "$DEMO_PID" 2>/dev/null || true
-    for _ in $(seq 1 50); do
-      kill -0 "$DEMO_PID" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL "$DEMO_PID" 2>/dev/null || true
-    wait "$DEMO_PID" 2>/dev/null || true
+    stop_within 5 "$DEMO_PID"
   fi
   if [[ $rc -ne 0 || -n "${E2E_KEEP_LOGS:-}" ]]; then
     echo "e2e: demo logs kept in $LOG_DIR" >&2
@@ -91,8 +104,14 @@ else
   files=("$E2E_DIR"/*.test.mjs)
 fi
 
+# In the background plus `wait`, so a SIGINT/SIGTERM to this script is handled at once (bash
+# defers traps while a foreground child runs) and the cleanup stops the runner and the demo.
+cd "$E2E_DIR"
+node --test --test-concurrency=1 --test-timeout=60000 "${files[@]}" &
+NODE_PID=$!
 set +e
-(cd "$E2E_DIR" && node --test --test-concurrency=1 --test-timeout=60000 "${files[@]}")
+wait "$NODE_PID"
 rc=$?
 set -e
+NODE_PID=""
 exit $rc
