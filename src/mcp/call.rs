@@ -220,7 +220,12 @@ async fn settle_and_project(
 /// event stream drives the wait (each lifecycle event is a cue to re-read the run); when the
 /// stream cannot be opened or breaks, the long-poll endpoint takes over (issue 3: "wait on the
 /// run's event stream, poll as fallback").
-pub async fn wait_settled(state: &AppState, caller: &Caller, run_id: &str, cap: Duration) -> Result<(RunSnapshot, Vec<RunEvent>), McpError> {
+pub async fn wait_settled(
+    state: &AppState,
+    caller: &Caller,
+    run_id: &str,
+    cap: Duration,
+) -> Result<(RunSnapshot, Vec<RunEvent>), McpError> {
     let deadline = Instant::now() + cap;
     let mut events: Vec<RunEvent> = Vec::new();
     let settled = if cap.is_zero() {
@@ -236,7 +241,11 @@ pub async fn wait_settled(state: &AppState, caller: &Caller, run_id: &str, cap: 
         let after = events.last().map(|e| e.sequence);
         follow_poll(state, caller, run_id, deadline, after, &mut events).await?;
     }
-    let run = state.host.get_run(caller, run_id).await.map_err(|e| McpError::from_host(&e))?;
+    let run = state
+        .host
+        .get_run(caller, run_id)
+        .await
+        .map_err(|e| McpError::from_host(&e))?;
     if run.status.awaits_client() && open_interrupts(&events).is_empty() {
         // The snapshot moved ahead of the events we read: read the rest of the log once.
         let after = events.last().map(|e| e.sequence);
@@ -257,14 +266,26 @@ fn is_cue(e: &RunEvent) -> bool {
     e.is_terminal()
         || matches!(
             e.kind.as_str(),
-            "node.suspended" | "run.paused" | "run.suspended" | "run.waiting" | "interrupt.requested"
+            "node.suspended"
+                | "run.paused"
+                | "run.suspended"
+                | "run.waiting"
+                | "interrupt.requested"
         )
 }
 
 /// Ok(true): settled. Ok(false): the deadline passed or the stream ended early (poll next).
-async fn follow_stream(state: &AppState, caller: &Caller, run_id: &str, deadline: Instant, events: &mut Vec<RunEvent>) -> Result<bool, HostError> {
+async fn follow_stream(
+    state: &AppState,
+    caller: &Caller,
+    run_id: &str,
+    deadline: Instant,
+    events: &mut Vec<RunEvent>,
+) -> Result<bool, HostError> {
     let remaining = deadline.saturating_duration_since(Instant::now());
-    let Ok(opened) = tokio::time::timeout(remaining, state.host.stream_events(caller, run_id, None)).await else {
+    let Ok(opened) =
+        tokio::time::timeout(remaining, state.host.stream_events(caller, run_id, None)).await
+    else {
         return Ok(false);
     };
     let mut stream = opened?;
@@ -276,11 +297,21 @@ async fn follow_stream(state: &AppState, caller: &Caller, run_id: &str, deadline
         if remaining.is_zero() {
             return Ok(false);
         }
-        let idle = if recheck { remaining.min(Duration::from_millis(250)) } else { remaining };
+        let idle = if recheck {
+            remaining.min(Duration::from_millis(250))
+        } else {
+            remaining
+        };
         match tokio::time::timeout(idle, stream.next()).await {
             Err(_) if recheck => {
                 recheck = false;
-                if state.host.get_run(caller, run_id).await?.status.settles_blocking_wait() {
+                if state
+                    .host
+                    .get_run(caller, run_id)
+                    .await?
+                    .status
+                    .settles_blocking_wait()
+                {
                     return Ok(true);
                 }
             }
@@ -295,7 +326,12 @@ async fn follow_stream(state: &AppState, caller: &Caller, run_id: &str, deadline
                     return Ok(true);
                 }
                 if cue {
-                    let settled = state.host.get_run(caller, run_id).await?.status.settles_blocking_wait();
+                    let settled = state
+                        .host
+                        .get_run(caller, run_id)
+                        .await?
+                        .status
+                        .settles_blocking_wait();
                     if settled {
                         return Ok(true);
                     }
@@ -306,14 +342,26 @@ async fn follow_stream(state: &AppState, caller: &Caller, run_id: &str, deadline
     }
 }
 
-async fn follow_poll(state: &AppState, caller: &Caller, run_id: &str, deadline: Instant, mut after: Option<i64>, events: &mut Vec<RunEvent>) -> Result<(), McpError> {
+async fn follow_poll(
+    state: &AppState,
+    caller: &Caller,
+    run_id: &str,
+    deadline: Instant,
+    mut after: Option<i64>,
+    events: &mut Vec<RunEvent>,
+) -> Result<(), McpError> {
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
             return Ok(());
         }
         let secs = remaining.as_secs_f64().ceil().clamp(1.0, 30.0) as u32;
-        match tokio::time::timeout(remaining, state.host.poll_events(caller, run_id, after, secs)).await {
+        match tokio::time::timeout(
+            remaining,
+            state.host.poll_events(caller, run_id, after, secs),
+        )
+        .await
+        {
             Err(_) => return Ok(()),
             Ok(Err(e)) => return Err(McpError::from_host(&e)),
             Ok(Ok(page)) => {

@@ -290,6 +290,39 @@ async fn listen_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response
     Ok(sse_response(body))
 }
 
+/// What a per-task watcher tells the listen loop.
+enum Watch {
+    /// The host reported an event for this task: re-project it now.
+    Changed(String),
+    /// Its event stream is gone; the task is followed by polling from now on.
+    Lost(String),
+}
+
+/// Follows one task's event stream and turns its events into wake-ups (openwop-rest.md §3.8:
+/// driven by the host's event stream where it can be, polling otherwise).
+fn watch_task(
+    state: Arc<AppState>,
+    req: &McpRequest,
+    id: String,
+    tx: mpsc::Sender<Watch>,
+) -> tokio::task::JoinHandle<()> {
+    let caller = req.caller.clone();
+    tokio::spawn(async move {
+        let Ok(run_id) = wire_id::parse_bound(&id) else {
+            return;
+        };
+        if let Ok(mut stream) = state.host.stream_events(&caller, &run_id, None).await {
+            while let Ok(Some(ev)) = stream.next().await {
+                let end = ev.is_terminal();
+                if tx.send(Watch::Changed(id.clone())).await.is_err() || end {
+                    return;
+                }
+            }
+        }
+        let _ = tx.send(Watch::Lost(id)).await;
+    })
+}
+
 async fn listen_loop(
     state: Arc<AppState>,
     req: McpRequest,
@@ -299,7 +332,22 @@ async fn listen_loop(
     let sub_id = req.id.clone();
     let mut last: HashMap<String, (Value, Value)> = HashMap::new();
     let mut done: Vec<String> = Vec::new();
+    let mut polled: Vec<String> = Vec::new();
     let mut shutdown = state.shutdown.clone();
+    let (wtx, mut wrx) = mpsc::channel::<Watch>(64);
+    let watchers: Vec<_> = ids
+        .iter()
+        .map(|id| watch_task(state.clone(), &req, id.clone(), wtx.clone()))
+        .collect();
+    drop(wtx);
+    // Aborts the watchers however the loop ends (client gone, all done, shutdown).
+    struct AbortAll(Vec<tokio::task::JoinHandle<()>>);
+    impl Drop for AbortAll {
+        fn drop(&mut self) {
+            self.0.iter().for_each(|h| h.abort());
+        }
+    }
+    let _watchers = AbortAll(watchers);
     let mut poll = tokio::time::interval(state.cfg.tasks.listen_poll_interval);
     let mut keepalive = tokio::time::interval(state.cfg.mcp.sse_keepalive);
     keepalive.tick().await;
@@ -307,37 +355,50 @@ async fn listen_loop(
         let end = json!({ "jsonrpc": "2.0", "id": sub_id, "result": { "resultType": "complete", "_meta": { META_SUBSCRIPTION: sub_id } } });
         SseItem::Final(message_frame(&end.to_string()))
     };
+    // Every task is projected once right after the ack, then on change.
+    let mut due: Vec<String> = ids.clone();
     loop {
-        tokio::select! {
-            _ = poll.tick() => {
-                let pending: Vec<&String> = ids.iter().filter(|i| !done.contains(i)).collect();
-                for id in pending {
-                    let run = match read(&state, &req, Some(&json!(id))).await {
-                        Ok(r) => r,
-                        Err(McpError::TaskNotFound) => { done.push(id.clone()); continue; }
-                        Err(_) => continue,
-                    };
-                    let Ok(mut task) = detailed(&state, &req, &run).await else { continue };
-                    let key = (task["status"].clone(), task["lastUpdatedAt"].clone());
-                    if last.get(id) != Some(&key) {
-                        last.insert(id.clone(), key);
-                        task.insert("_meta".into(), json!({ META_SUBSCRIPTION: sub_id }));
-                        let n = json!({ "jsonrpc": "2.0", "method": "notifications/tasks", "params": task });
-                        if tx.send(SseItem::Frame(message_frame(&n.to_string()))).await.is_err() {
+        for id in std::mem::take(&mut due) {
+            if done.contains(&id) {
+                continue;
+            }
+            match project_for_listen(&state, &req, &id, &sub_id, &mut last).await {
+                None => done.push(id),
+                Some((frame, terminal)) => {
+                    if let Some(f) = frame {
+                        if tx.send(SseItem::Frame(f)).await.is_err() {
                             return;
                         }
                     }
-                    if run.status.is_terminal() {
-                        done.push(id.clone());
+                    if terminal {
+                        done.push(id);
                     }
                 }
-                if !ids.is_empty() && done.len() >= ids.len() {
-                    // Every listed task is terminal: end with the listen's result, never
-                    // notifications/cancelled (RFC 0198 §G.14).
-                    let _ = tx.send(final_frame()).await;
-                    return;
-                }
             }
+        }
+        if !ids.is_empty() && done.len() >= ids.len() {
+            // Every listed task is terminal: end with the listen's result, never
+            // notifications/cancelled (RFC 0198 §G.14).
+            let _ = tx.send(final_frame()).await;
+            return;
+        }
+        tokio::select! {
+            w = wrx.recv() => match w {
+                Some(Watch::Changed(id)) => {
+                    due.push(id);
+                    // A replayed log arrives as a burst: one re-projection per burst.
+                    while let Ok(more) = wrx.try_recv() {
+                        match more {
+                            Watch::Changed(i) if !due.contains(&i) => due.push(i),
+                            Watch::Lost(i) => { polled.push(i.clone()); due.push(i); }
+                            _ => {}
+                        }
+                    }
+                }
+                Some(Watch::Lost(id)) => { polled.push(id.clone()); due.push(id); }
+                None => {}
+            },
+            _ = poll.tick() => due.extend(polled.iter().filter(|i| !done.contains(i)).cloned()),
             _ = keepalive.tick() => {
                 if tx.send(SseItem::Frame(keepalive_frame())).await.is_err() {
                     return;
@@ -350,4 +411,33 @@ async fn listen_loop(
             _ = tx.closed() => return,
         }
     }
+}
+
+/// Re-projects one task: `None` when it is no longer readable (it is dropped silently),
+/// else the `notifications/tasks` frame when status or lastUpdatedAt changed, and whether
+/// the task is terminal.
+async fn project_for_listen(
+    state: &AppState,
+    req: &McpRequest,
+    id: &str,
+    sub_id: &Value,
+    last: &mut HashMap<String, (Value, Value)>,
+) -> Option<(Option<bytes::Bytes>, bool)> {
+    let run = match read(state, req, Some(&json!(id))).await {
+        Ok(r) => r,
+        Err(McpError::TaskNotFound) => return None,
+        Err(_) => return Some((None, false)),
+    };
+    let terminal = run.status.is_terminal();
+    let Ok(mut task) = detailed(state, req, &run).await else {
+        return Some((None, false));
+    };
+    let key = (task["status"].clone(), task["lastUpdatedAt"].clone());
+    if last.get(id) == Some(&key) {
+        return Some((None, terminal));
+    }
+    last.insert(id.to_string(), key);
+    task.insert("_meta".into(), json!({ META_SUBSCRIPTION: sub_id }));
+    let n = json!({ "jsonrpc": "2.0", "method": "notifications/tasks", "params": task });
+    Some((Some(message_frame(&n.to_string())), terminal))
 }
