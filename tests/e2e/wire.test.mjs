@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import {
   KEYS,
   MCP_URL,
+  REST_URL,
   PROTOCOL_VERSION,
   TASK_CAPS,
   TASKS_EXT,
@@ -15,6 +16,7 @@ import {
   listRuns,
   mcpPost,
   meta,
+  rest,
   runIdFromResult,
 } from "./lib/harness.mjs";
 
@@ -43,6 +45,44 @@ describe("MCP wire", () => {
     assert.deepEqual(r.capabilities.extensions, { [TASKS_EXT]: {} });
     assert.equal(typeof r.ttlMs, "number");
     assert.ok(["public", "private"].includes(r.cacheScope));
+  });
+
+  test("the host's discovery document advertises the mount, its profile and the Tasks feature", async () => {
+    const r = await rest("/.well-known/openwop");
+    assert.equal(r.status, 200, r.text);
+    const mcp = r.json.mcp;
+    assert.ok(mcp?.serverMount, JSON.stringify(mcp));
+    assert.ok(mcp.profiles?.includes("mcp-2026-07-28"));
+    for (const f of ["server-discover", "mrtr", "cacheable-lists", "extensions"]) {
+      assert.ok(mcp.features?.includes(f), `mcp.features lacks ${f}: ${JSON.stringify(mcp.features)}`);
+    }
+    const url = new URL(mcp.serverUrls?.[0], REST_URL);
+    assert.equal(url.pathname, new URL(MCP_URL).pathname, "serverUrls[0] names the MCP endpoint");
+  });
+
+  test("an MRTR requestState is single use and integrity protected", async () => {
+    const call = (extra) =>
+      mcpPost({ method: "tools/call", params: { name: "conformance-approval", arguments: {}, ...extra } }, { caps: { elicitation: {} } });
+    const first = await call({});
+    const { requestState, inputRequests } = first.message?.result ?? {};
+    assert.equal(first.message?.result?.resultType, "input_required", JSON.stringify(first.message));
+    assert.equal(typeof requestState, "string");
+    const keys = Object.keys(inputRequests);
+    assert.equal(keys.length, 1);
+    assert.match(keys[0], /^[^/]+\/[A-Za-z0-9._~-]{16,128}$/, "the input key is the interruptId");
+    const accept = { [keys[0]]: { action: "accept", content: { action: "accept" } } };
+
+    const tampered = await call({ requestState: requestState + "x", inputResponses: accept });
+    assert.ok(tampered.message?.error || tampered.status >= 400, `tampered state accepted: ${JSON.stringify(tampered.message)}`);
+
+    const ok = await call({ requestState, inputResponses: accept });
+    assert.deepEqual(
+      [ok.message?.error, ok.message?.result?.resultType, ok.message?.result?.isError],
+      [undefined, "complete", false],
+      JSON.stringify(ok.message),
+    );
+    const replay = await call({ requestState, inputResponses: accept });
+    assert.ok(replay.message?.error || replay.status >= 400, `replayed state accepted: ${JSON.stringify(replay.message)}`);
   });
 
   test("tools/list is stateless and stable: two calls return identical tools, private cache scope", async () => {
