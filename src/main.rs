@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use openwop_mcp_sidecar::config::{Config, Overrides};
-use openwop_mcp_sidecar::server::Server;
+use openwop_mcp_sidecar::server::{ConfigSource, Server};
 use openwop_mcp_sidecar::telemetry;
 
 /// EX_CONFIG from sysexits.h: the configuration is unusable.
@@ -93,12 +93,14 @@ fn main() -> ExitCode {
                 listen,
                 upstream,
             } => {
-                let cfg = match load(config.as_ref(), &Overrides { listen, upstream }) {
+                let overrides = Overrides { listen, upstream };
+                let cfg = match load(config.as_ref(), &overrides) {
                     Ok(c) => c,
                     Err(code) => return code,
                 };
                 telemetry::init_logging(&cfg.logging.level, cfg.logging.json);
-                serve(cfg).await
+                let source = config.map(|path| ConfigSource { path, overrides });
+                serve(cfg, source).await
             }
             Cmd::Demo { listen, config } => {
                 let cfg = match load(
@@ -125,11 +127,11 @@ fn main() -> ExitCode {
     })
 }
 
-async fn serve(cfg: Config) -> ExitCode {
+async fn serve(cfg: Config, source: Option<ConfigSource>) -> ExitCode {
     if cfg.mcp.request_state_key.is_none() {
         tracing::warn!("no requestState key configured: using a random per-process key, so replicas cannot verify each other's requestState (set mcp.requestStateKeyEnv or OPENWOP_SIDECAR_STATE_KEY)");
     }
-    let server = match Server::start(cfg).await {
+    let server = match Server::start_with_source(cfg, source).await {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e:#}");

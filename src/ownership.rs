@@ -29,7 +29,6 @@ pub struct CancelDispatcher {
 }
 
 struct DispatcherInner {
-    host: HostClient,
     deadline: Duration,
     reason: String,
     inflight: AtomicUsize,
@@ -58,10 +57,9 @@ impl CancelOutcome {
 }
 
 impl CancelDispatcher {
-    pub fn new(host: HostClient, deadline: Duration, reason: String, metrics: Metrics) -> Self {
+    pub fn new(deadline: Duration, reason: String, metrics: Metrics) -> Self {
         CancelDispatcher {
             inner: Arc::new(DispatcherInner {
-                host,
                 deadline,
                 reason,
                 inflight: AtomicUsize::new(0),
@@ -72,7 +70,7 @@ impl CancelDispatcher {
     }
 
     /// Starts the cancel of `run_id` and returns at once (called from `Drop`).
-    pub fn dispatch(&self, run_id: String, caller: Caller, phase: &'static str) {
+    pub fn dispatch(&self, host: HostClient, run_id: String, caller: Caller, phase: &'static str) {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             tracing::error!(run_id = %run_id, "no runtime to cancel an orphaned run");
             return;
@@ -80,7 +78,7 @@ impl CancelDispatcher {
         self.inner.inflight.fetch_add(1, Ordering::SeqCst);
         let me = self.clone();
         rt.spawn(async move {
-            let outcome = me.cancel_with_retries(&run_id, &caller).await;
+            let outcome = me.cancel_with_retries(&host, &run_id, &caller).await;
             me.inner.metrics.owned_cancel(phase, outcome.label());
             match outcome {
                 CancelOutcome::Cancelled | CancelOutcome::AlreadyTerminal => {
@@ -94,13 +92,18 @@ impl CancelDispatcher {
         });
     }
 
-    async fn cancel_with_retries(&self, run_id: &str, caller: &Caller) -> CancelOutcome {
+    /// `host` is the client of the configuration generation the owning request began with, so
+    /// a mapping reload never redirects an owed cancel.
+    async fn cancel_with_retries(
+        &self,
+        host: &HostClient,
+        run_id: &str,
+        caller: &Caller,
+    ) -> CancelOutcome {
         let start = Instant::now();
         let mut backoff = Duration::from_millis(25);
         loop {
-            match self
-                .inner
-                .host
+            match host
                 .cancel_run_once(caller, run_id, &self.inner.reason)
                 .await
             {
@@ -151,14 +154,16 @@ impl CancelDispatcher {
 pub struct RunGuard {
     run: Option<(String, Caller)>,
     dispatcher: CancelDispatcher,
+    host: HostClient,
     phase: &'static str,
 }
 
 impl RunGuard {
-    pub fn new(dispatcher: CancelDispatcher) -> RunGuard {
+    pub fn new(dispatcher: CancelDispatcher, host: HostClient) -> RunGuard {
         RunGuard {
             run: None,
             dispatcher,
+            host,
             phase: "before_head",
         }
     }
@@ -181,7 +186,8 @@ impl RunGuard {
 impl Drop for RunGuard {
     fn drop(&mut self) {
         if let Some((run_id, caller)) = self.run.take() {
-            self.dispatcher.dispatch(run_id, caller, self.phase);
+            self.dispatcher
+                .dispatch(self.host.clone(), run_id, caller, self.phase);
         }
     }
 }

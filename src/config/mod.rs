@@ -92,6 +92,8 @@ pub struct StaticTool {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub listen: SocketAddr,
+    /// How often the configuration file is checked for changes (hot reload).
+    pub reload_poll: Duration,
     pub upstream: Upstream,
     pub mount: Mount,
     pub mcp: Mcp,

@@ -34,6 +34,14 @@ pub struct RawConfig {
     pub tools: RawTools,
     #[serde(default)]
     pub logging: RawLogging,
+    #[serde(default)]
+    pub reload: RawReload,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawReload {
+    pub poll_interval_ms: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -570,8 +578,19 @@ impl RawConfig {
             },
         };
 
+        let reload_poll = match &self.reload.poll_interval_ms {
+            Some(s) if s.value < 100 => {
+                return Err(err(
+                    loc(s),
+                    "reload.pollIntervalMs must be at least 100".into(),
+                ))
+            }
+            Some(s) => Duration::from_millis(s.value),
+            None => Duration::from_millis(2_000),
+        };
         Ok(Config {
             listen,
+            reload_poll,
             upstream,
             mount,
             mcp,

@@ -89,6 +89,7 @@ impl HostError {
 /// The typed REST client.
 #[derive(Clone)]
 pub struct HostClient {
+    metrics: crate::telemetry::Metrics,
     http: reqwest::Client,
     base: Arc<str>,
     routes: Arc<Routes>,
@@ -96,7 +97,7 @@ pub struct HostClient {
 }
 
 impl HostClient {
-    pub fn new(cfg: &Config) -> anyhow::Result<HostClient> {
+    pub fn new(cfg: &Config, metrics: crate::telemetry::Metrics) -> anyhow::Result<HostClient> {
         let http = reqwest::Client::builder()
             .connect_timeout(cfg.upstream.connect_timeout)
             .no_proxy()
@@ -105,6 +106,7 @@ impl HostClient {
             .tcp_nodelay(true)
             .build()?;
         Ok(HostClient {
+            metrics,
             http,
             base: cfg.upstream.url.clone().into(),
             routes: cfg.routes.clone(),
@@ -175,7 +177,17 @@ impl HostClient {
         let retry = self.routes.get(op).retry;
         let mut attempt = 0u32;
         loop {
+            let started = std::time::Instant::now();
             let res = self.once(build()).await;
+            let status = match &res {
+                Ok((s, _, _)) => s.as_str().to_string(),
+                Err(HostError::Status { status, .. }) => status.as_str().to_string(),
+                Err(HostError::Timeout) => "timeout".to_string(),
+                Err(HostError::Unavailable(_)) => "unavailable".to_string(),
+                Err(HostError::BadBody(_)) => "bad_body".to_string(),
+            };
+            self.metrics
+                .upstream(op.key(), &status, started.elapsed().as_secs_f64());
             match res {
                 Err(e) if retry && attempt < 2 && e.retriable() => {
                     attempt += 1;

@@ -79,7 +79,7 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
         return Err(McpError::MissingCapability(json!({ "elicitation": {} })));
     }
 
-    let mut guard = RunGuard::new(state.dispatcher.clone());
+    let mut guard = RunGuard::new(state.dispatcher.clone(), state.host.clone());
     let mut templates = vec![&state.cfg.tools.create_run];
     if let Some(t) = &tool.create_run {
         templates.push(t);
@@ -547,7 +547,7 @@ async fn retry(
         return Err(refused("already used"));
     }
     // The retry continues the run, so it owns it until its answer is delivered (§G.12).
-    let mut guard = RunGuard::new(state.dispatcher.clone());
+    let mut guard = RunGuard::new(state.dispatcher.clone(), state.host.clone());
     guard.own(&claims.r, &req.caller);
     match effect {
         Effect::Resolve(resume) => {

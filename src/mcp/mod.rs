@@ -36,14 +36,25 @@ const MAX_BODY: usize = 4 << 20;
 /// Per-process state of the mount (caches and the requestState key).
 pub struct Mount {
     pub(crate) tools: tools::Catalog,
-    pub(crate) state_key: request_state::Keys,
+    pub(crate) state_key: Arc<request_state::Keys>,
 }
 
 impl Mount {
-    pub fn new(cfg: &Config) -> Mount {
+    /// `previous` is the last generation's config and mount: its requestState keys are kept
+    /// when the key settings did not change, so a reload does not void MRTR rounds in flight.
+    pub fn new(cfg: &Config, previous: Option<(&Config, &Mount)>) -> Mount {
+        let state_key = match previous {
+            Some((old, m))
+                if old.mcp.request_state_key == cfg.mcp.request_state_key
+                    && old.mcp.request_state_ttl == cfg.mcp.request_state_ttl =>
+            {
+                m.state_key.clone()
+            }
+            _ => Arc::new(request_state::Keys::new(cfg)),
+        };
         Mount {
             tools: tools::Catalog::new(cfg),
-            state_key: request_state::Keys::new(cfg),
+            state_key,
         }
     }
 }

@@ -284,7 +284,14 @@ async fn listen_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response
     let (tx, rx) = mpsc::channel::<SseItem>(16);
     let metrics = state.metrics.clone();
     metrics.stream_opened();
-    let body = SseBody::new(rx, Box::new(move || metrics.stream_closed()));
+    metrics.listen_opened();
+    let body = SseBody::new(
+        rx,
+        Box::new(move || {
+            metrics.stream_closed();
+            metrics.listen_closed();
+        }),
+    );
     // The ack is the first message: nothing goes on a subscription before it.
     let _ = tx.try_send(SseItem::Frame(message_frame(&ack.to_string())));
     let st = state.clone();

@@ -136,6 +136,11 @@ impl Catalog {
         caller: &Caller,
     ) -> Result<Arc<ToolSet>, McpError> {
         let key = super::request_state::principal_of(caller);
+        if let Some(hit) = self.cache.get(&key).await {
+            state.metrics.cache("tools", true);
+            return Ok(hit);
+        }
+        state.metrics.cache("tools", false);
         self.cache
             .try_get_with(key, fetch(state, caller, &self.tools))
             .await

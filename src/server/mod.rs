@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use http::{Method, Request, StatusCode};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -23,7 +24,10 @@ use crate::ownership::CancelDispatcher;
 use crate::passthrough::Passthrough;
 use crate::telemetry::Metrics;
 
-/// Everything a request needs, shared by all connections.
+/// Everything a request needs. One `AppState` is one configuration generation: a request
+/// keeps the generation it began with to its end, so a reload never changes a mapping under an
+/// in-flight request (issue 6). The dispatcher, metrics and shutdown signal are shared by all
+/// generations.
 pub struct AppState {
     pub cfg: Arc<Config>,
     pub host: HostClient,
@@ -35,29 +39,145 @@ pub struct AppState {
     pub shutdown: watch::Receiver<bool>,
 }
 
+/// What outlives configuration generations.
+#[derive(Clone)]
+pub struct Shared {
+    pub dispatcher: CancelDispatcher,
+    pub metrics: Metrics,
+    pub shutdown: watch::Receiver<bool>,
+}
+
 impl AppState {
     pub fn new(cfg: Config, shutdown: watch::Receiver<bool>) -> anyhow::Result<Arc<AppState>> {
-        let cfg = Arc::new(cfg);
         let metrics = Metrics::new();
-        let host = HostClient::new(&cfg)?;
-        let proxy = Passthrough::new(&cfg.upstream.url, cfg.upstream.connect_timeout)?;
         let dispatcher = CancelDispatcher::new(
-            host.clone(),
             cfg.ownership.cancel_deadline,
             cfg.ownership.cancel_reason.clone(),
             metrics.clone(),
         );
-        let mount = Mount::new(&cfg);
+        AppState::build(
+            cfg,
+            &Shared {
+                dispatcher,
+                metrics,
+                shutdown,
+            },
+            None,
+        )
+    }
+
+    /// Builds a generation; `previous` lends its requestState keys when they did not change,
+    /// so a reload does not invalidate the MRTR rounds in flight.
+    pub fn build(
+        cfg: Config,
+        shared: &Shared,
+        previous: Option<&AppState>,
+    ) -> anyhow::Result<Arc<AppState>> {
+        let cfg = Arc::new(cfg);
+        let host = HostClient::new(&cfg, shared.metrics.clone())?;
+        let proxy = Passthrough::new(&cfg.upstream.url, cfg.upstream.connect_timeout)?;
+        let mount = Mount::new(&cfg, previous.map(|p| (&*p.cfg, &p.mount)));
         Ok(Arc::new(AppState {
             cfg,
             host,
             proxy,
             mount,
-            dispatcher,
-            metrics,
-            shutdown,
+            dispatcher: shared.dispatcher.clone(),
+            metrics: shared.metrics.clone(),
+            shutdown: shared.shutdown.clone(),
         }))
     }
+
+    fn shared(&self) -> Shared {
+        Shared {
+            dispatcher: self.dispatcher.clone(),
+            metrics: self.metrics.clone(),
+            shutdown: self.shutdown.clone(),
+        }
+    }
+}
+
+/// Where the configuration came from, for reloads.
+#[derive(Clone)]
+pub struct ConfigSource {
+    pub path: std::path::PathBuf,
+    pub overrides: crate::config::Overrides,
+}
+
+/// The current generation, swapped atomically on reload.
+pub struct Live {
+    current: ArcSwap<AppState>,
+    source: Option<ConfigSource>,
+    /// Hash of the file bytes the current generation was built from.
+    digest: std::sync::atomic::AtomicU64,
+}
+
+/// Outcome of a reload attempt.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Reload {
+    Applied,
+    Unchanged,
+    Refused(String),
+}
+
+impl Live {
+    pub fn current(&self) -> Arc<AppState> {
+        self.current.load_full()
+    }
+
+    /// Re-reads the file; a valid one becomes the new generation, an invalid one is refused
+    /// with a log line and a metric while the last good mapping keeps serving.
+    pub fn reload(&self, force: bool) -> Reload {
+        let Some(src) = &self.source else {
+            return Reload::Unchanged;
+        };
+        let old = self.current();
+        let bytes = match std::fs::read(&src.path) {
+            Ok(b) => b,
+            Err(e) => {
+                let msg = format!("{}: cannot read the file: {e}", src.path.display());
+                old.metrics.config_reload("failure");
+                tracing::error!(error = %msg, "configuration reload refused; the last good configuration keeps serving");
+                return Reload::Refused(msg);
+            }
+        };
+        let digest = digest(&bytes);
+        if !force && digest == self.digest.load(std::sync::atomic::Ordering::SeqCst) {
+            return Reload::Unchanged;
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        let built = Config::from_yaml_str(&text, &src.path.display().to_string(), &src.overrides)
+            .map_err(|e| e.to_string())
+            .and_then(|cfg| {
+                if cfg.listen != old.cfg.listen {
+                    tracing::warn!(old = %old.cfg.listen, new = %cfg.listen, "listen changes only on restart");
+                }
+                AppState::build(cfg, &old.shared(), Some(&old)).map_err(|e| e.to_string())
+            });
+        self.digest
+            .store(digest, std::sync::atomic::Ordering::SeqCst);
+        match built {
+            Ok(next) => {
+                crate::telemetry::set_level(&next.cfg.logging.level);
+                self.current.store(next);
+                old.metrics.config_reload("success");
+                tracing::info!(path = %src.path.display(), "configuration reloaded");
+                Reload::Applied
+            }
+            Err(msg) => {
+                old.metrics.config_reload("failure");
+                tracing::error!(error = %msg, "configuration reload refused; the last good configuration keeps serving");
+                Reload::Refused(msg)
+            }
+        }
+    }
+}
+
+fn digest(bytes: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish()
 }
 
 /// Routes one request.
@@ -109,26 +229,60 @@ fn text(status: StatusCode, s: &str) -> Response {
 pub struct Server {
     pub addr: SocketAddr,
     pub state: Arc<AppState>,
+    pub live: Arc<Live>,
     shutdown_tx: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
+    watcher: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Server {
     /// Binds and starts serving in the background.
     pub async fn start(cfg: Config) -> anyhow::Result<Server> {
+        Server::start_with_source(cfg, None).await
+    }
+
+    /// Starts with a configuration file to reload from: on SIGHUP and whenever the file's
+    /// bytes change (checked every `reload.pollIntervalMs`, which also sees Kubernetes
+    /// ConfigMap symlink swaps, since the path is resolved anew each time).
+    pub async fn start_with_source(
+        cfg: Config,
+        source: Option<ConfigSource>,
+    ) -> anyhow::Result<Server> {
         let listener = TcpListener::bind(cfg.listen)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cfg.listen))?;
         let addr = listener.local_addr()?;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let poll = cfg.reload_poll;
         let state = AppState::new(cfg, shutdown_rx.clone())?;
-        let task = tokio::spawn(accept_loop(listener, state.clone(), shutdown_rx));
+        let initial = source
+            .as_ref()
+            .and_then(|s| std::fs::read(&s.path).ok())
+            .map(|b| digest(&b))
+            .unwrap_or(0);
+        let live = Arc::new(Live {
+            current: ArcSwap::new(state.clone()),
+            source,
+            digest: std::sync::atomic::AtomicU64::new(initial),
+        });
+        let watcher = live
+            .source
+            .is_some()
+            .then(|| tokio::spawn(watch_config(live.clone(), poll, shutdown_rx.clone())));
+        let task = tokio::spawn(accept_loop(listener, live.clone(), shutdown_rx));
         Ok(Server {
             addr,
             state,
+            live,
             shutdown_tx,
             task,
+            watcher,
         })
+    }
+
+    /// Re-reads the configuration now (what SIGHUP does).
+    pub fn reload(&self) -> Reload {
+        self.live.reload(true)
     }
 
     /// Stops accepting, lets in-flight requests finish up to the drain deadline, then cuts the
@@ -136,17 +290,45 @@ impl Server {
     /// for those cancels to be delivered.
     pub async fn shutdown(self) {
         let _ = self.shutdown_tx.send(true);
+        if let Some(w) = self.watcher {
+            w.abort();
+        }
         let _ = self.task.await;
-        let deadline = self.state.cfg.ownership.cancel_deadline;
-        self.state.dispatcher.drain(deadline).await;
+        let current = self.live.current();
+        current
+            .dispatcher
+            .drain(current.cfg.ownership.cancel_deadline)
+            .await;
     }
 }
 
-async fn accept_loop(
-    listener: TcpListener,
-    state: Arc<AppState>,
-    mut shutdown: watch::Receiver<bool>,
-) {
+/// Polls the configuration file and reloads on change; SIGHUP forces a reload.
+async fn watch_config(live: Arc<Live>, every: Duration, mut shutdown: watch::Receiver<bool>) {
+    #[cfg(unix)]
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+    let mut tick = tokio::time::interval(every);
+    tick.tick().await;
+    loop {
+        #[cfg(unix)]
+        let hangup = async {
+            match hup.as_mut() {
+                Some(h) => {
+                    h.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        #[cfg(not(unix))]
+        let hangup = std::future::pending::<()>();
+        tokio::select! {
+            _ = tick.tick() => { live.reload(false); }
+            _ = hangup => { live.reload(true); }
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+async fn accept_loop(listener: TcpListener, live: Arc<Live>, mut shutdown: watch::Receiver<bool>) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let builder = auto::Builder::new(TokioExecutor::new());
     loop {
@@ -161,9 +343,10 @@ async fn accept_loop(
                     }
                 };
                 let _ = stream.set_nodelay(true);
-                let st = state.clone();
+                let lv = live.clone();
                 let svc = service_fn(move |req| {
-                    let st = st.clone();
+                    // Each request pins the generation current when it arrives.
+                    let st = lv.current();
                     async move { Ok::<_, std::convert::Infallible>(route(st, req, peer).await) }
                 });
                 let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
@@ -178,7 +361,7 @@ async fn accept_loop(
         }
     }
     drop(listener);
-    let drain = state.cfg.shutdown.drain_timeout;
+    let drain = live.current().cfg.shutdown.drain_timeout;
     tokio::select! {
         _ = graceful.shutdown() => tracing::info!("all connections drained"),
         _ = tokio::time::sleep(drain) => tracing::warn!(?drain, "drain deadline reached; cutting the remaining connections"),

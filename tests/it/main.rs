@@ -6,6 +6,7 @@ mod envelope;
 mod mrtr;
 mod ownership;
 mod passthrough;
+mod reload;
 mod support;
 mod tasks;
 mod tools_call;

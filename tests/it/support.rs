@@ -335,3 +335,55 @@ pub fn run_id_of(result: &Value) -> String {
 pub fn unproject(task_id: &str) -> String {
     openwop_mcp_sidecar::wire_id::unproject(task_id).unwrap()
 }
+
+/// A sidecar started from a configuration file it can reload (the file lives in a temp dir).
+pub struct FileEnv {
+    pub env: Env,
+    pub path: std::path::PathBuf,
+}
+
+pub async fn env_with_file(yaml: &str) -> FileEnv {
+    let host_cfg = DevHostConfig {
+        sse_keepalive: Duration::from_millis(500),
+        ..DevHostConfig::default()
+    };
+    let host = openwop_devhost::spawn(host_cfg, "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("devhost starts");
+    let dir = std::env::temp_dir().join(format!(
+        "owsc-reload-{}-{}",
+        std::process::id(),
+        rand_suffix()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("sidecar.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let overrides = openwop_mcp_sidecar::config::Overrides {
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        upstream: Some(host.base_url()),
+    };
+    let cfg = Config::load(&path, &overrides).expect("valid file");
+    let source = openwop_mcp_sidecar::server::ConfigSource {
+        path: path.clone(),
+        overrides,
+    };
+    let server = Server::start_with_source(cfg, Some(source))
+        .await
+        .expect("sidecar starts");
+    let url = format!("http://{}", server.addr);
+    FileEnv {
+        env: Env {
+            host,
+            server: Some(server),
+            url,
+            http: reqwest::Client::builder().no_proxy().build().unwrap(),
+        },
+        path,
+    }
+}
+
+fn rand_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::SeqCst)
+}
