@@ -1,5 +1,3 @@
-# syntax=docker/dockerfile:1
-#
 # openwop-mcp-sidecar container image.
 #
 #   docker build -t openwop-mcp-sidecar .
