@@ -458,13 +458,23 @@ def refusals_case() -> Case:
 
 
 def raw_config_keys() -> dict:
-    """The configuration's key tree from src/config/raw.rs (serde rename_all camelCase)."""
-    src = (ROOT / "src" / "config" / "raw.rs").read_text()
+    """The configuration's key tree from src/config/{raw,mapping}.rs (serde rename_all
+    camelCase; a field's own `#[serde(rename = "…")]` wins)."""
+    src = "\n".join((ROOT / "src" / "config" / f).read_text() for f in ("raw.rs", "mapping.rs"))
     structs = {}
     for m in re.finditer(r"pub struct (\w+)\s*\{(.*?)\n\}", src, re.S):
         fields = {}
-        for f in re.finditer(r"^\s*pub (\w+):\s*([^\n]+?),?\s*$", m.group(2), re.M):
-            camel = re.sub(r"_([a-z])", lambda x: x.group(1).upper(), f.group(1))
+        rename = None
+        for line in m.group(2).splitlines():
+            r = re.search(r'rename\s*=\s*"([^"]+)"', line)
+            if line.strip().startswith("#[") and r:
+                rename = r.group(1)
+                continue
+            f = re.match(r"^\s*pub (\w+):\s*([^\n]+?),?\s*$", line)
+            if not f:
+                continue
+            camel = rename or re.sub(r"_([a-z])", lambda x: x.group(1).upper(), f.group(1))
+            rename = None
             inner = re.findall(r"\bRaw\w+", f.group(2))
             fields[camel] = inner[0] if inner else None
         structs[m.group(1)] = fields
@@ -476,8 +486,14 @@ def raw_config_keys() -> dict:
 
 
 def schema_config_keys(node: dict):
+    """The schema's key tree; lists and maps descend into their element, as the Rust side
+    names the element struct."""
+    if node.get("type") == "array" and isinstance(node.get("items"), dict):
+        return schema_config_keys(node["items"])
     if node.get("type") == "object" and "properties" in node:
         return {k: schema_config_keys(v) for k, v in node["properties"].items()}
+    if node.get("type") == "object" and isinstance(node.get("additionalProperties"), dict):
+        return schema_config_keys(node["additionalProperties"])
     return None
 
 

@@ -220,13 +220,97 @@ pub struct RawMapping {
     #[serde(default)]
     pub ids: RawIds,
     #[serde(default)]
-    pub fields: BTreeMap<String, String>,
+    pub fields: RawFields,
     #[serde(default)]
     pub statuses: BTreeMap<String, String>,
     #[serde(default)]
-    pub bodies: BTreeMap<String, String>,
+    pub bodies: RawBodies,
     #[serde(default)]
     pub errors: Vec<RawErrorRule>,
+}
+
+/// JSON pointers, each optional (the v2 default applies); unknown keys are refused.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawFields {
+    pub run_id: Option<String>,
+    pub workflow_id: Option<String>,
+    pub status: Option<String>,
+    pub current_node_id: Option<String>,
+    pub started_at: Option<String>,
+    pub completed_at: Option<String>,
+    pub error: Option<String>,
+    pub variables: Option<String>,
+    pub inputs: Option<String>,
+    pub created_run_id: Option<String>,
+    pub created_status: Option<String>,
+    pub poll_events: Option<String>,
+    pub poll_status: Option<String>,
+    pub poll_is_terminal: Option<String>,
+    pub event_sequence: Option<String>,
+    pub event_type: Option<String>,
+    pub event_payload: Option<String>,
+    pub event_timestamp: Option<String>,
+    pub event_node_id: Option<String>,
+    pub list_runs: Option<String>,
+    pub interrupt_id: Option<String>,
+    pub interrupt_node_id: Option<String>,
+    pub interrupt_kind: Option<String>,
+    pub error_code: Option<String>,
+    pub error_message: Option<String>,
+}
+
+impl RawFields {
+    fn pairs(&self) -> Vec<(&'static str, &Option<String>)> {
+        vec![
+            ("runId", &self.run_id),
+            ("workflowId", &self.workflow_id),
+            ("status", &self.status),
+            ("currentNodeId", &self.current_node_id),
+            ("startedAt", &self.started_at),
+            ("completedAt", &self.completed_at),
+            ("error", &self.error),
+            ("variables", &self.variables),
+            ("inputs", &self.inputs),
+            ("createdRunId", &self.created_run_id),
+            ("createdStatus", &self.created_status),
+            ("pollEvents", &self.poll_events),
+            ("pollStatus", &self.poll_status),
+            ("pollIsTerminal", &self.poll_is_terminal),
+            ("eventSequence", &self.event_sequence),
+            ("eventType", &self.event_type),
+            ("eventPayload", &self.event_payload),
+            ("eventTimestamp", &self.event_timestamp),
+            ("eventNodeId", &self.event_node_id),
+            ("listRuns", &self.list_runs),
+            ("interruptId", &self.interrupt_id),
+            ("interruptNodeId", &self.interrupt_node_id),
+            ("interruptKind", &self.interrupt_kind),
+            ("errorCode", &self.error_code),
+            ("errorMessage", &self.error_message),
+        ]
+    }
+}
+
+/// Request body field names, each optional (the v2 default applies).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawBodies {
+    pub create_run_workflow_id: Option<String>,
+    pub create_run_inputs: Option<String>,
+    pub resolve_interrupt_value: Option<String>,
+    pub cancel_run_reason: Option<String>,
+}
+
+impl RawBodies {
+    fn pairs(&self) -> Vec<(&'static str, &Option<String>)> {
+        vec![
+            ("createRunWorkflowId", &self.create_run_workflow_id),
+            ("createRunInputs", &self.create_run_inputs),
+            ("resolveInterruptValue", &self.resolve_interrupt_value),
+            ("cancelRunReason", &self.cancel_run_reason),
+        ]
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -343,19 +427,13 @@ impl RawMapping {
         let path_ids = ids(&self.ids.path, "path")?;
         let task_ids = ids(&self.ids.task_id, "taskId")?;
 
-        for k in self.fields.keys() {
-            if !FIELD_DEFAULTS.iter().any(|(n, _)| n == k) {
-                let known: Vec<&str> = FIELD_DEFAULTS.iter().map(|(n, _)| *n).collect();
-                return Err((
-                    None,
-                    format!(
-                        "host.fields: unknown field '{k}' (known: {})",
-                        known.join(", ")
-                    ),
-                ));
-            }
-        }
-        for (k, v) in &self.fields {
+        let given: HashMap<&str, &String> = self
+            .fields
+            .pairs()
+            .into_iter()
+            .filter_map(|(k, v)| v.as_ref().map(|v| (k, v)))
+            .collect();
+        for (k, v) in &given {
             if !(v.is_empty() || v.starts_with('/')) {
                 return Err((
                     None,
@@ -364,7 +442,7 @@ impl RawMapping {
             }
         }
         let f = |name: &str| -> String {
-            self.fields.get(name).cloned().unwrap_or_else(|| {
+            given.get(name).map(|v| v.to_string()).unwrap_or_else(|| {
                 FIELD_DEFAULTS
                     .iter()
                     .find(|(n, _)| *n == name)
@@ -417,26 +495,26 @@ impl RawMapping {
             statuses.insert(host.clone(), RunStatus::parse(canon));
         }
 
-        for k in self.bodies.keys() {
-            if !BODY_DEFAULTS.iter().any(|(n, _)| n == k) {
-                let known: Vec<&str> = BODY_DEFAULTS.iter().map(|(n, _)| *n).collect();
-                return Err((
-                    None,
-                    format!(
-                        "host.bodies: unknown field '{k}' (known: {})",
-                        known.join(", ")
-                    ),
-                ));
-            }
+        let given_bodies: HashMap<&str, &String> = self
+            .bodies
+            .pairs()
+            .into_iter()
+            .filter_map(|(k, v)| v.as_ref().map(|v| (k, v)))
+            .collect();
+        if let Some((k, _)) = given_bodies.iter().find(|(_, v)| v.is_empty()) {
+            return Err((None, format!("host.bodies.{k} must not be empty")));
         }
         let b = |name: &str| -> String {
-            self.bodies.get(name).cloned().unwrap_or_else(|| {
-                BODY_DEFAULTS
-                    .iter()
-                    .find(|(n, _)| *n == name)
-                    .map(|(_, d)| d.to_string())
-                    .unwrap_or_default()
-            })
+            given_bodies
+                .get(name)
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| {
+                    BODY_DEFAULTS
+                        .iter()
+                        .find(|(n, _)| *n == name)
+                        .map(|(_, d)| d.to_string())
+                        .unwrap_or_default()
+                })
         };
         let bodies = Bodies {
             create_workflow_id: b("createRunWorkflowId"),

@@ -108,11 +108,11 @@ pub struct RawHost {
     #[serde(default)]
     pub ids: super::mapping::RawIds,
     #[serde(default)]
-    pub fields: BTreeMap<String, String>,
+    pub fields: super::mapping::RawFields,
     #[serde(default)]
     pub statuses: BTreeMap<String, String>,
     #[serde(default)]
-    pub bodies: BTreeMap<String, String>,
+    pub bodies: super::mapping::RawBodies,
     #[serde(default)]
     pub errors: Vec<super::mapping::RawErrorRule>,
 }
