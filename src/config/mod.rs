@@ -126,6 +126,8 @@ pub struct Mount {
     pub allowed_hosts: Vec<String>,
     /// Origins allowed to call the mount; a request whose `Origin` is not listed gets 403.
     pub allowed_origins: Vec<String>,
+    /// How long unacknowledged data may wait before a silent peer counts as gone.
+    pub dead_peer_timeout: Duration,
 }
 
 #[derive(Debug, Clone)]

@@ -60,6 +60,7 @@ pub struct RawMount {
     pub public_url: Option<Spanned<String>>,
     pub allowed_hosts: Option<Vec<String>>,
     pub allowed_origins: Option<Vec<String>>,
+    pub dead_peer_timeout_ms: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -280,6 +281,16 @@ impl RawConfig {
                 .allowed_hosts
                 .unwrap_or_else(|| vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()]),
             allowed_origins: self.mount.allowed_origins.unwrap_or_default(),
+            dead_peer_timeout: match &self.mount.dead_peer_timeout_ms {
+                Some(s) if s.value < 1_000 => {
+                    return Err(err(
+                        loc(s),
+                        "mount.deadPeerTimeoutMs must be at least 1000".into(),
+                    ))
+                }
+                Some(s) => Duration::from_millis(s.value),
+                None => Duration::from_secs(20),
+            },
         };
 
         let revisions = match &self.mcp.revisions {

@@ -153,7 +153,15 @@ pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response {
             return error_response(&id, &e);
         }
     };
-    dispatch(state, parsed).await
+    // One span per MCP request; the W3C trace context (from `_meta` or the HTTP header,
+    // RFC 0207) is recorded here and continues into every upstream call via `Caller`.
+    let span = tracing::info_span!(
+        "mcp",
+        method = %parsed.method,
+        rpc_id = %parsed.id,
+        traceparent = parsed.caller.traceparent.as_ref().and_then(|t| t.to_str().ok()).unwrap_or(""),
+    );
+    tracing::Instrument::instrument(dispatch(state, parsed), span).await
 }
 
 async fn dispatch(state: Arc<AppState>, req: McpRequest) -> Response {

@@ -328,7 +328,23 @@ async fn watch_config(live: Arc<Live>, every: Duration, mut shutdown: watch::Rec
     }
 }
 
+/// A peer that vanished without FIN or RST is noticed when data it never acknowledges (an SSE
+/// keep-alive, the answer) has waited `dead_peer` (TCP_USER_TIMEOUT), or by TCP keepalive
+/// probes on an idle connection; either way the connection errors, the response body is
+/// dropped and an owned run is cancelled (RFC 0198 §G.12, issue 5 "silent peer").
+fn tune_socket(stream: &tokio::net::TcpStream, dead_peer: Duration) {
+    let sock = socket2::SockRef::from(stream);
+    let ka = socket2::TcpKeepalive::new()
+        .with_time(dead_peer.min(Duration::from_secs(30)))
+        .with_interval(Duration::from_secs(5))
+        .with_retries(3);
+    let _ = sock.set_tcp_keepalive(&ka);
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let _ = sock.set_tcp_user_timeout(Some(dead_peer));
+}
+
 async fn accept_loop(listener: TcpListener, live: Arc<Live>, mut shutdown: watch::Receiver<bool>) {
+    let dead_peer = live.current().cfg.mount.dead_peer_timeout;
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let builder = auto::Builder::new(TokioExecutor::new());
     loop {
@@ -343,6 +359,7 @@ async fn accept_loop(listener: TcpListener, live: Arc<Live>, mut shutdown: watch
                     }
                 };
                 let _ = stream.set_nodelay(true);
+                tune_socket(&stream, dead_peer);
                 let lv = live.clone();
                 let svc = service_fn(move |req| {
                     // Each request pins the generation current when it arrives.

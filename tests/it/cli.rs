@@ -89,3 +89,111 @@ fn demo_comes_up_and_is_ready() {
     let _ = child.wait();
     assert_eq!(status.unwrap(), 200);
 }
+
+/// Issue 7: credentials and the requestState key never appear in logs or error messages, even
+/// at debug level.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_and_state_keys_never_reach_logs_or_errors() {
+    use serde_json::json;
+    let host = openwop_devhost::spawn(
+        openwop_devhost::DevHostConfig::default(),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let state_key = "state-key-0123456789-must-stay-secret";
+    let mut child = tokio::process::Command::new(BIN)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            &host.base_url(),
+        ])
+        .env("RUST_LOG", "debug")
+        .env("OPENWOP_SIDECAR_STATE_KEY", state_key)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
+    let base = loop {
+        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .unwrap()
+            .unwrap()
+            .expect("a line");
+        if let Some(u) = line.strip_prefix("openwop-mcp-sidecar listening on ") {
+            break u.trim().to_string();
+        }
+    };
+    let http = reqwest::Client::new();
+    let post = |key: &str, body: serde_json::Value| {
+        http.post(format!("{base}/mcp"))
+            .header("Authorization", format!("Bearer {key}"))
+            .header("MCP-Protocol-Version", "2026-07-28")
+            .header("Content-Type", "application/json")
+            .json(&body)
+            .send()
+    };
+    let meta = json!({"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}});
+    let bad_key = "sekrit-bearer-token-9f8e7d";
+    let r = post(
+        bad_key,
+        json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":meta}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 401);
+    assert!(!r.text().await.unwrap().contains(bad_key));
+    let r: serde_json::Value = post("acme-dev-key", json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"conformance-approval","arguments":{},"_meta":meta}}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = r["result"]["requestState"]
+        .as_str()
+        .expect("input_required")
+        .to_string();
+    let tampered = format!("{token}x");
+    let r = post("acme-dev-key", json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"conformance-approval","arguments":{},"requestState":tampered,"inputResponses":{},"_meta":meta}}))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        r.contains("-32602") && !r.contains(&token) && !r.contains(state_key),
+        "{r}"
+    );
+    let _ = post("globex-dev-key", json!({"jsonrpc":"2.0","id":4,"method":"tasks/get","params":{"taskId":"acme~2Fr-AAAAAAAAAAAAAAAAAAAAAAAA","_meta":meta}})).await;
+    // SIGTERM, then read everything the process logged.
+    let pid = child.id().unwrap();
+    std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(20), child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let logs = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        logs.contains("DEBUG") || logs.contains("INFO"),
+        "debug logging was on: {logs}"
+    );
+    for secret in [
+        bad_key,
+        "acme-dev-key",
+        "globex-dev-key",
+        state_key,
+        token.as_str(),
+    ] {
+        assert!(!logs.contains(secret), "{secret} leaked into the logs");
+    }
+    host.shutdown().await;
+}

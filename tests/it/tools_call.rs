@@ -298,3 +298,54 @@ async fn run_cancelled_by_someone_else_is_an_error_result_never_notifications_ca
     assert_eq!(last["result"]["isError"], true);
     env.shutdown().await;
 }
+
+#[tokio::test]
+async fn trace_context_from_meta_continues_into_every_upstream_call() {
+    let env = env().await;
+    env.host.clear_requests();
+    let tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let body = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"conformance-noop","arguments":{},"_meta":{
+        "io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {}, "traceparent": tp}}});
+    let r = env
+        .raw(
+            &[
+                ("MCP-Protocol-Version", V.into()),
+                ("Authorization", format!("Bearer {A}")),
+                (
+                    "traceparent",
+                    "00-ffffffffffffffffffffffffffffffff-ffffffffffffffff-01".into(),
+                ),
+            ],
+            body.to_string(),
+        )
+        .await;
+    assert_eq!(r.result()["isError"], false, "{}", r.text);
+    let reqs = env.host.requests();
+    let create = reqs
+        .iter()
+        .find(|q| q.method == "POST" && q.path == "/runs")
+        .unwrap();
+    assert_eq!(
+        create.header("traceparent"),
+        Some(tp),
+        "_meta wins over the HTTP header"
+    );
+    assert!(reqs
+        .iter()
+        .filter(|q| q.path.starts_with("/runs/"))
+        .all(|q| q.header("traceparent") == Some(tp)));
+    // A malformed traceparent is ignored, never refused.
+    let body = json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"conformance-noop","arguments":{},"_meta":{
+        "io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {}, "traceparent": "garbage"}}});
+    let r = env
+        .raw(
+            &[
+                ("MCP-Protocol-Version", V.into()),
+                ("Authorization", format!("Bearer {A}")),
+            ],
+            body.to_string(),
+        )
+        .await;
+    assert_eq!(r.result()["isError"], false, "{}", r.text);
+    env.shutdown().await;
+}
