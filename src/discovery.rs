@@ -48,7 +48,8 @@ pub fn server_url(cfg: &Config, host_header: Option<&HeaderValue>) -> String {
     }
     if let Some(h) = host_header.and_then(|h| h.to_str().ok()) {
         if host_allowed(cfg, h) {
-            return format!("http://{h}{}", cfg.mount.path);
+            let scheme = if cfg.tls.is_some() { "https" } else { "http" };
+            return format!("{scheme}://{h}{}", cfg.mount.path);
         }
     }
     cfg.mount.path.clone()

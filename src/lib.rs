@@ -13,4 +13,5 @@ pub mod passthrough;
 pub mod server;
 pub mod sse;
 pub mod telemetry;
+pub mod tls;
 pub mod wire_id;

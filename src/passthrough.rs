@@ -15,7 +15,9 @@ use crate::body::{openwop_error, Body, Response};
 /// HTTP client for passthrough traffic.
 #[derive(Clone)]
 pub struct Passthrough {
-    client: Client<HttpConnector, Body>,
+    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Body>,
+    /// The scheme clients used to reach the sidecar (for `X-Forwarded-Proto`).
+    front_scheme: &'static str,
     scheme: http::uri::Scheme,
     authority: http::uri::Authority,
     prefix: String,
@@ -52,28 +54,36 @@ pub fn strip_hop_by_hop(h: &mut HeaderMap) {
 }
 
 impl Passthrough {
-    pub fn new(
-        upstream: &str,
-        connect_timeout: std::time::Duration,
-    ) -> anyhow::Result<Passthrough> {
-        let uri: Uri = upstream.parse()?;
+    pub fn new(cfg: &crate::config::Config) -> anyhow::Result<Passthrough> {
+        let uri: Uri = cfg.upstream.url.parse()?;
         let scheme = uri.scheme().cloned().unwrap_or(http::uri::Scheme::HTTP);
-        if scheme != http::uri::Scheme::HTTP {
-            anyhow::bail!("passthrough supports http:// upstreams in this build (TLS upstreams come with issue 7)");
-        }
         let authority = uri
             .authority()
             .cloned()
             .ok_or_else(|| anyhow::anyhow!("upstream URL has no host"))?;
         let prefix = uri.path().trim_end_matches('/').to_string();
         let mut conn = HttpConnector::new();
-        conn.set_connect_timeout(Some(connect_timeout));
+        conn.set_connect_timeout(Some(cfg.upstream.connect_timeout));
         conn.set_nodelay(true);
+        conn.enforce_http(false);
+        let tls = crate::tls::client_config(
+            cfg.upstream.ca_file.as_deref(),
+            cfg.upstream
+                .client_cert
+                .as_ref()
+                .map(|(c, k)| (c.as_path(), k.as_path())),
+        )?;
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(conn);
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(std::time::Duration::from_secs(60))
-            .build(conn);
+            .build(https);
         Ok(Passthrough {
             client,
+            front_scheme: if cfg.tls.is_some() { "https" } else { "http" },
             scheme,
             authority,
             prefix,
@@ -120,9 +130,10 @@ impl Passthrough {
                 parts.headers.insert("x-forwarded-for", v);
             }
         }
-        parts
-            .headers
-            .insert("x-forwarded-proto", HeaderValue::from_static("http"));
+        parts.headers.insert(
+            "x-forwarded-proto",
+            HeaderValue::from_static(self.front_scheme),
+        );
         parts.version = http::Version::HTTP_11;
         Ok(parts)
     }

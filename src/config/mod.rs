@@ -92,6 +92,8 @@ pub struct StaticTool {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub listen: SocketAddr,
+    /// Serve TLS on the listener with this certificate and key (PEM), reloaded on change.
+    pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
     /// How often the configuration file is checked for changes (hot reload).
     pub reload_poll: Duration,
     pub upstream: Upstream,
@@ -110,6 +112,10 @@ pub struct Config {
 pub struct Upstream {
     /// Base URL of the host, no trailing slash (`http://127.0.0.1:8787`).
     pub url: String,
+    /// Extra CA bundle (PEM) trusted for an `https://` upstream.
+    pub ca_file: Option<std::path::PathBuf>,
+    /// Client certificate and key (PEM) for mutual TLS to the upstream.
+    pub client_cert: Option<(std::path::PathBuf, std::path::PathBuf)>,
     pub connect_timeout: Duration,
     /// Default per-request timeout of host API calls (not of passthrough streams).
     pub request_timeout: Duration,

@@ -36,6 +36,14 @@ pub struct RawConfig {
     pub logging: RawLogging,
     #[serde(default)]
     pub reload: RawReload,
+    pub tls: Option<RawTls>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawTls {
+    pub cert_file: Spanned<String>,
+    pub key_file: Spanned<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -48,6 +56,9 @@ pub struct RawReload {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawUpstream {
     pub url: Option<Spanned<String>>,
+    pub ca_file: Option<Spanned<String>>,
+    pub client_cert_file: Option<Spanned<String>>,
+    pub client_key_file: Option<Spanned<String>>,
     pub connect_timeout_ms: Option<u64>,
     pub request_timeout_ms: Option<u64>,
     pub ready_timeout_ms: Option<u64>,
@@ -244,8 +255,49 @@ impl RawConfig {
             }
             (None, None) => "http://127.0.0.1:8787".to_string(),
         };
+        // Files are checked for existence here; their contents when the listener or client is built.
+        let file = |s: &Spanned<String>, what: &str| -> Result<std::path::PathBuf, ConfigError> {
+            let p = std::path::PathBuf::from(&s.value);
+            if p.is_file() {
+                Ok(p)
+            } else {
+                Err(err(
+                    loc(s),
+                    format!("{what}: '{}' is not a readable file", s.value),
+                ))
+            }
+        };
+        let ca_file = match &self.upstream.ca_file {
+            Some(s) => Some(file(s, "upstream.caFile")?),
+            None => None,
+        };
+        let client_cert = match (
+            &self.upstream.client_cert_file,
+            &self.upstream.client_key_file,
+        ) {
+            (Some(c), Some(k)) => Some((
+                file(c, "upstream.clientCertFile")?,
+                file(k, "upstream.clientKeyFile")?,
+            )),
+            (None, None) => None,
+            (Some(s), None) | (None, Some(s)) => {
+                return Err(err(
+                    loc(s),
+                    "upstream.clientCertFile and upstream.clientKeyFile go together".into(),
+                ))
+            }
+        };
+        let tls = match &self.tls {
+            Some(t) => Some((
+                file(&t.cert_file, "tls.certFile")?,
+                file(&t.key_file, "tls.keyFile")?,
+            )),
+            None => None,
+        };
         let upstream = Upstream {
             url,
+            ca_file,
+            client_cert,
             connect_timeout: ms(self.upstream.connect_timeout_ms, 2_000),
             request_timeout: ms(self.upstream.request_timeout_ms, 10_000),
             ready_timeout: ms(self.upstream.ready_timeout_ms, 2_000),
@@ -601,6 +653,7 @@ impl RawConfig {
         };
         Ok(Config {
             listen,
+            tls,
             reload_poll,
             upstream,
             mount,

@@ -98,7 +98,15 @@ pub struct HostClient {
 
 impl HostClient {
     pub fn new(cfg: &Config, metrics: crate::telemetry::Metrics) -> anyhow::Result<HostClient> {
+        let tls = crate::tls::client_config(
+            cfg.upstream.ca_file.as_deref(),
+            cfg.upstream
+                .client_cert
+                .as_ref()
+                .map(|(c, k)| (c.as_path(), k.as_path())),
+        )?;
         let http = reqwest::Client::builder()
+            .use_preconfigured_tls(tls)
             .connect_timeout(cfg.upstream.connect_timeout)
             .no_proxy()
             .pool_idle_timeout(Duration::from_secs(60))

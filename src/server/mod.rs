@@ -75,7 +75,7 @@ impl AppState {
     ) -> anyhow::Result<Arc<AppState>> {
         let cfg = Arc::new(cfg);
         let host = HostClient::new(&cfg, shared.metrics.clone())?;
-        let proxy = Passthrough::new(&cfg.upstream.url, cfg.upstream.connect_timeout)?;
+        let proxy = Passthrough::new(&cfg)?;
         let mount = Mount::new(&cfg, previous.map(|p| (&*p.cfg, &p.mount)));
         Ok(Arc::new(AppState {
             cfg,
