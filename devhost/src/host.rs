@@ -294,9 +294,10 @@ async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiErr
         }
         Route::Runs if *req.method == Method::POST => {
             caller.require("runs:create")?;
-            let fp = fingerprint("createRun", "", req.body);
+            let transport = transport_of(req.headers)?;
+            let fp = fingerprint("createRun", transport, req.body);
             let reply = idempotent(host, &caller, "createRun", req.headers, fp, || {
-                create_run(host, &caller, req.body)
+                create_run(host, &caller, req.body, transport)
             })?;
             Ok(Answer::Reply(reply))
         }
@@ -368,7 +369,8 @@ fn preflight() -> Reply {
     .header(
         "access-control-allow-headers",
         "Authorization, Content-Type, OpenWOP-Version, OpenWOP-Client-Version, \
-         OpenWOP-Dedup, Idempotency-Key, If-None-Match, Last-Event-ID, traceparent, tracestate",
+         OpenWOP-Dedup, Idempotency-Key, If-None-Match, Last-Event-ID, traceparent, tracestate, \
+         X-OpenWOP-Transport",
     )
     .header("access-control-max-age", "600")
 }
@@ -549,8 +551,36 @@ fn idempotent(
     Ok(reply)
 }
 
+/// The devhost-private `X-OpenWOP-Transport: mcp|rest|a2a|ui` request header of
+/// `POST /runs`, which sets `run.started.payload.transport` (default `rest`). A REST
+/// createRun has no transport field (openwop-rest.md §1.3, §8.1), so this is the
+/// devhost's hook for a mount that wants its runs recorded as `mcp`; a real host
+/// ignores the header. Unknown values are `400 validation_error`.
+pub const TRANSPORT_HEADER: &str = "x-openwop-transport";
+
+fn transport_of(headers: &HeaderMap) -> Result<&'static str, ApiError> {
+    let Some(raw) = headers.get(TRANSPORT_HEADER) else {
+        return Ok("rest");
+    };
+    let value = raw.to_str().unwrap_or("").trim().to_ascii_lowercase();
+    ["mcp", "rest", "a2a", "ui"]
+        .into_iter()
+        .find(|t| *t == value)
+        .ok_or_else(|| {
+            ApiError::validation(
+                "X-OpenWOP-Transport",
+                "X-OpenWOP-Transport must be one of mcp, rest, a2a, ui",
+            )
+        })
+}
+
 /// `POST /runs` (openwop-rest.md §1.3).
-fn create_run(host: &HostState, caller: &Caller, body: &[u8]) -> Result<Reply, ApiError> {
+fn create_run(
+    host: &HostState,
+    caller: &Caller,
+    body: &[u8],
+    transport: &'static str,
+) -> Result<Reply, ApiError> {
     let obj = json_object(body, false)?;
     closed(
         &obj,
@@ -672,6 +702,7 @@ fn create_run(host: &HostState, caller: &Caller, body: &[u8]) -> Result<Reply, A
             tags,
             metadata,
             configurable,
+            transport,
         },
     );
     let status = run.lock().status;
@@ -912,9 +943,9 @@ fn mint_token(host: &HostState, run: &Run, caller: &Caller, node: &str) -> Resul
         )));
     }
     let st = run.lock();
-    let open = match &st.open {
-        Some(o) if o.node_id == node => o,
-        _ => {
+    let open = match st.open.iter().find(|o| o.node_id == node) {
+        Some(o) => o,
+        None => {
             return Err(ApiError::new(
                 404,
                 "interrupt_not_found",
@@ -968,8 +999,12 @@ fn interrupt_by_token(host: &Arc<HostState>, req: &Req<'_>, raw: &str) -> Result
     // runs invalidate it.
     let payload = {
         let st = run.lock();
-        match &st.open {
-            Some(o) if o.interrupt_id == claims.interrupt_id => o.payload.clone(),
+        match st
+            .open
+            .iter()
+            .find(|o| o.interrupt_id == claims.interrupt_id)
+        {
+            Some(o) => o.payload.clone(),
             _ if st.status == RunStatus::Cancelled => {
                 return Err(ApiError::new(
                     410,

@@ -86,6 +86,7 @@ mod util;
 pub mod wire_id;
 
 pub use auth::{ANONYMOUS_ISSUER, ANONYMOUS_TENANT, API_KEY_ISSUER};
+pub use host::TRANSPORT_HEADER;
 
 use api::ApiError;
 use host::{lock, HostState, Req};
