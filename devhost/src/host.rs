@@ -13,6 +13,7 @@ use tokio::sync::watch;
 
 use crate::api::{closed, json_object, ApiError, Body, Reply};
 use crate::auth::{authenticate, Caller, ANONYMOUS_TENANT};
+use crate::faults::{Fault, Faults, RouteClass};
 use crate::fixtures::{self, Workflow};
 use crate::runs::{self, NewRun, Run, RunStatus};
 use crate::tokens::{self, Claims, TokenKey};
@@ -32,6 +33,7 @@ pub(crate) struct HostState {
     pub requests: Mutex<Vec<RecordedRequest>>,
     pub recording: AtomicBool,
     pub shutdown: watch::Receiver<bool>,
+    pub faults: Faults,
 }
 
 #[derive(Default)]
@@ -75,6 +77,7 @@ impl HostState {
             requests: Mutex::new(Vec::new()),
             recording: AtomicBool::new(true),
             shutdown,
+            faults: Faults::default(),
         }
     }
 
@@ -162,11 +165,14 @@ enum Route<'a> {
     InterruptToken(&'a str),
     Events(&'a str),
     Poll(&'a str),
+    /// `/_devhost/faults`, the fault switches' admin endpoint (devhost only).
+    Faults,
 }
 
 impl Route<'_> {
     fn allowed(&self) -> &'static [Method] {
         match self {
+            Route::Faults => &[Method::GET, Method::POST, Method::DELETE],
             Route::Runs => &[Method::GET, Method::POST],
             Route::Interrupt(..) | Route::InterruptToken(_) => &[Method::GET, Method::POST],
             Route::Cancel(_) => &[Method::POST],
@@ -189,6 +195,7 @@ fn route(path: &str) -> Option<Route<'_>> {
         ["interrupts", token] => Route::InterruptToken(token),
         ["runs", id, "events"] => Route::Events(id),
         ["runs", id, "events", "poll"] => Route::Poll(id),
+        ["_devhost", "faults"] => Route::Faults,
         _ => return None,
     };
     let empty_id = match &r {
@@ -203,6 +210,101 @@ fn route(path: &str) -> Option<Route<'_>> {
         _ => false,
     };
     (!empty_id).then_some(r)
+}
+
+/// The fault-switch class of a request (`None` for the admin endpoint, which is
+/// never counted nor faulted).
+pub(crate) fn classify(method: &Method, path: &str) -> Option<RouteClass> {
+    let Some(route) = route(path) else {
+        return Some(RouteClass::Other);
+    };
+    let m = method.clone();
+    Some(match route {
+        Route::Faults => return None,
+        Route::Discovery if m == Method::GET => RouteClass::Discovery,
+        Route::Runs if m == Method::POST => RouteClass::CreateRun,
+        Route::Runs if m == Method::GET => RouteClass::ListRuns,
+        Route::Run(_) if m == Method::GET => RouteClass::GetRun,
+        Route::Cancel(_) if m == Method::POST => RouteClass::Cancel,
+        Route::Interrupt(..) | Route::InterruptToken(_) if m == Method::POST => RouteClass::Resolve,
+        Route::Poll(_) if m == Method::GET => RouteClass::Poll,
+        Route::Events(_) if m == Method::GET => RouteClass::Stream,
+        _ => RouteClass::Other,
+    })
+}
+
+/// The answer of a `Status` fault: the error envelope with a code that fits the
+/// status, `Retry-After` on 429 (default 1 s) or when asked for.
+pub(crate) fn fault_response(
+    host: &HostState,
+    status: u16,
+    retry_after: Option<u64>,
+) -> Response<Body> {
+    let code = match status {
+        400 => "validation_error",
+        401 => "unauthenticated",
+        403 => "forbidden",
+        404 => "not_found",
+        429 => "rate_limited",
+        500 => "internal_error",
+        503 => "runner_unavailable",
+        _ => "devhost.injected_fault",
+    };
+    let mut err = ApiError::new(status, code, "injected by the devhost fault switches");
+    let retry_after = retry_after.or((status == 429).then_some(1));
+    if let Some(r) = retry_after {
+        err = err.with_header("retry-after", r.to_string());
+    }
+    error_response(host, err)
+}
+
+/// An error answered outside `dispatch` (body too large, injected faults).
+pub(crate) fn error_response(_host: &HostState, err: ApiError) -> Response<Body> {
+    err.into_reply().into_response()
+}
+
+/// `GET|POST|DELETE /_devhost/faults`: read, change or reset the fault switches.
+/// POST takes `{clear?: bool, resetCounts?: bool, faults?: [Fault JSON]}` (see
+/// [`Fault::from_json`]); every fault is checked before any is applied. DELETE
+/// clears the faults and zeroes the counters. All three answer
+/// `{faults: [...], counts: {...}}`.
+fn faults_admin(host: &HostState, req: &Req<'_>) -> Result<Reply, ApiError> {
+    let f = &host.faults;
+    if *req.method == Method::DELETE {
+        f.clear();
+        f.reset_counts();
+    } else if *req.method == Method::POST {
+        let obj = json_object(req.body, true)?;
+        closed(&obj, &["clear", "resetCounts", "faults"])?;
+        let flag = |k: &str| match obj.get(k) {
+            None => Ok(false),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(_) => Err(ApiError::validation(k, format!("{k} must be a boolean"))),
+        };
+        let faults = match obj.get("faults") {
+            None => Vec::new(),
+            Some(Value::Array(a)) => a
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    Fault::from_json(v)
+                        .map_err(|m| ApiError::validation(&format!("faults[{i}]"), m))
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+            Some(_) => return Err(ApiError::validation("faults", "faults must be an array")),
+        };
+        let (clear, reset) = (flag("clear")?, flag("resetCounts")?);
+        if clear {
+            f.clear();
+        }
+        if reset {
+            f.reset_counts();
+        }
+        for fault in faults {
+            f.add(fault);
+        }
+    }
+    Ok(Reply::json(200, &f.to_json()))
 }
 
 /// Everything one request needs after its body has been read.
@@ -263,6 +365,9 @@ async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiErr
     if let Route::Discovery = route {
         return Ok(Answer::Reply(discovery(host, req.headers)));
     }
+    if let Route::Faults = route {
+        return faults_admin(host, req).map(Answer::Reply);
+    }
     if let Route::InterruptToken(token) = route {
         // Token surfaces authenticate with the token itself, no bearer (§1.7).
         return interrupt_by_token(host, req, token).map(Answer::Reply);
@@ -270,7 +375,9 @@ async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiErr
     let caller = authenticate(&host.config, req.headers)?;
     let query = parse_query(req.query);
     match route {
-        Route::Discovery | Route::InterruptToken(_) => unreachable!("answered above"),
+        Route::Discovery | Route::InterruptToken(_) | Route::Faults => {
+            unreachable!("answered above")
+        }
         Route::Workflow(raw) => {
             caller.require("manifest:read")?;
             let wf = workflow_from_path(host, raw)?;

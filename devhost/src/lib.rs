@@ -77,6 +77,7 @@ use tokio::task::JoinSet;
 
 mod api;
 mod auth;
+pub mod faults;
 mod fixtures;
 mod host;
 mod runs;
@@ -86,6 +87,7 @@ mod util;
 pub mod wire_id;
 
 pub use auth::{ANONYMOUS_ISSUER, ANONYMOUS_TENANT, API_KEY_ISSUER};
+pub use faults::{Fault, FaultKind, Faults, RouteClass};
 pub use host::TRANSPORT_HEADER;
 
 use api::ApiError;
@@ -246,6 +248,12 @@ impl DevHost {
         self.inner.state.recording.store(on, Ordering::Relaxed);
     }
 
+    /// The host's fault switches (default: none). Clones share them; they take
+    /// effect on the next request.
+    pub fn faults(&self) -> Faults {
+        self.inner.state.faults.clone()
+    }
+
     /// Stop accepting, close open connections (streams included) and stop executors.
     pub async fn shutdown(self) {
         let _ = self.inner.stop.send(true);
@@ -318,14 +326,28 @@ async fn serve(state: &Arc<HostState>, req: http::Request<Incoming>) -> http::Re
     let body = match Limited::new(body, MAX_BODY_BYTES).collect().await {
         Ok(c) => c.to_bytes(),
         Err(_) => {
-            let resp = ApiError::new(413, "payload_too_large", "the request body is too large")
-                .into_reply()
-                .into_response();
-            return finish(resp);
+            let err = ApiError::new(413, "payload_too_large", "the request body is too large");
+            return finish(host::error_response(state, err));
         }
     };
     if state.recording.load(Ordering::Relaxed) {
         record(state, &parts, &body);
+    }
+    // Fault switches (faults.rs): a status fault answers before processing; the
+    // others damage the answer after the request took effect.
+    let plan = match host::classify(&parts.method, parts.uri.path()) {
+        Some(class) => state.faults.plan(class),
+        None => Default::default(),
+    };
+    if let Some(FaultKind::Status {
+        status,
+        retry_after,
+    }) = plan.action
+    {
+        if let Some(d) = plan.delay {
+            tokio::time::sleep(d).await;
+        }
+        return finish(host::fault_response(state, status, retry_after));
     }
     let resp = host::handle(
         state,
@@ -338,6 +360,13 @@ async fn serve(state: &Arc<HostState>, req: http::Request<Incoming>) -> http::Re
         },
     )
     .await;
+    if let Some(d) = plan.delay {
+        tokio::time::sleep(d).await;
+    }
+    let resp = match &plan.action {
+        Some(kind) => faults::damage(resp, kind),
+        None => resp,
+    };
     finish(resp)
 }
 

@@ -145,7 +145,9 @@ pub(crate) fn stream(
         cursor: resume_after,
     };
     tokio::spawn(task.run());
-    let body = StreamBody::new(ReceiverStream::new(rx)).boxed_unsync();
+    let body = StreamBody::new(ReceiverStream::new(rx))
+        .map_err(|never| match never {})
+        .boxed_unsync();
     let mut resp = Response::new(body);
     let h = resp.headers_mut();
     h.insert(
