@@ -18,7 +18,7 @@ use crate::fixtures::{self, Workflow};
 use crate::runs::{self, NewRun, Run, RunStatus};
 use crate::tokens::{self, Claims, TokenKey};
 use crate::util::{id_chars, parse_query, random_token};
-use crate::{sse, wire_id, DevHostConfig, RecordedRequest};
+use crate::{legacy, sse, wire_id, DevHostConfig, Flavor, RecordedRequest};
 
 /// Everything one host instance holds in memory.
 pub(crate) struct HostState {
@@ -129,6 +129,11 @@ fn build_discovery(config: &DevHostConfig, workflows: &[Arc<Workflow>]) -> Disco
         ),
     );
     root.insert("toolCatalog".into(), family("stable", json!({})));
+    if config.flavor == Flavor::Legacy {
+        // The legacy flavour keeps the v2 root (the sidecar finds the fixtures here)
+        // and says which dialect the rest of the surface speaks.
+        root.insert("flavor".into(), json!("legacy"));
+    }
     if config.anonymous {
         root.insert(
             "anonymousActor".into(),
@@ -170,10 +175,12 @@ enum Route<'a> {
 }
 
 impl Route<'_> {
-    fn allowed(&self) -> &'static [Method] {
+    fn allowed(&self, flavor: Flavor) -> &'static [Method] {
         match self {
             Route::Faults => &[Method::GET, Method::POST, Method::DELETE],
             Route::Runs => &[Method::GET, Method::POST],
+            // The legacy API has no token minting: approvals are POST only.
+            Route::Interrupt(..) if flavor == Flavor::Legacy => &[Method::POST],
             Route::Interrupt(..) | Route::InterruptToken(_) => &[Method::GET, Method::POST],
             Route::Cancel(_) => &[Method::POST],
             _ => &[Method::GET],
@@ -181,22 +188,11 @@ impl Route<'_> {
     }
 }
 
-fn route(path: &str) -> Option<Route<'_>> {
+fn route(flavor: Flavor, path: &str) -> Option<Route<'_>> {
     let segs: Vec<&str> = path.strip_prefix('/')?.split('/').collect();
-    let r = match segs.as_slice() {
-        [".well-known", "openwop"] => Route::Discovery,
-        ["workflows", id] => Route::Workflow(id),
-        ["tools"] => Route::Tools,
-        ["tools", id] => Route::Tool(id),
-        ["runs"] => Route::Runs,
-        ["runs", id] => Route::Run(id),
-        ["runs", id, "cancel"] => Route::Cancel(id),
-        ["runs", id, "interrupts", node] => Route::Interrupt(id, node),
-        ["interrupts", token] => Route::InterruptToken(token),
-        ["runs", id, "events"] => Route::Events(id),
-        ["runs", id, "events", "poll"] => Route::Poll(id),
-        ["_devhost", "faults"] => Route::Faults,
-        _ => return None,
+    let r = match flavor {
+        Flavor::V2 => v2_route(&segs)?,
+        Flavor::Legacy => legacy_route(&segs)?,
     };
     let empty_id = match &r {
         Route::Workflow(id)
@@ -212,10 +208,45 @@ fn route(path: &str) -> Option<Route<'_>> {
     (!empty_id).then_some(r)
 }
 
+/// The legacy flavour's paths (legacy.rs); every v2 path is unknown there.
+fn legacy_route<'a>(segs: &[&'a str]) -> Option<Route<'a>> {
+    Some(match *segs {
+        [".well-known", "openwop"] => Route::Discovery,
+        ["_devhost", "faults"] => Route::Faults,
+        ["api", "v1", "workflows", id] => Route::Workflow(id),
+        ["api", "v1", "jobs"] => Route::Runs,
+        ["api", "v1", "jobs", id] => Route::Run(id),
+        ["api", "v1", "jobs", id, "cancel"] => Route::Cancel(id),
+        ["api", "v1", "jobs", id, "approvals", node] => Route::Interrupt(id, node),
+        ["api", "v1", "jobs", id, "events"] => Route::Events(id),
+        ["api", "v1", "jobs", id, "events", "poll"] => Route::Poll(id),
+        _ => return None,
+    })
+}
+
+fn v2_route<'a>(segs: &[&'a str]) -> Option<Route<'a>> {
+    let r = match *segs {
+        [".well-known", "openwop"] => Route::Discovery,
+        ["workflows", id] => Route::Workflow(id),
+        ["tools"] => Route::Tools,
+        ["tools", id] => Route::Tool(id),
+        ["runs"] => Route::Runs,
+        ["runs", id] => Route::Run(id),
+        ["runs", id, "cancel"] => Route::Cancel(id),
+        ["runs", id, "interrupts", node] => Route::Interrupt(id, node),
+        ["interrupts", token] => Route::InterruptToken(token),
+        ["runs", id, "events"] => Route::Events(id),
+        ["runs", id, "events", "poll"] => Route::Poll(id),
+        ["_devhost", "faults"] => Route::Faults,
+        _ => return None,
+    };
+    Some(r)
+}
+
 /// The fault-switch class of a request (`None` for the admin endpoint, which is
 /// never counted nor faulted).
-pub(crate) fn classify(method: &Method, path: &str) -> Option<RouteClass> {
-    let Some(route) = route(path) else {
+pub(crate) fn classify(flavor: Flavor, method: &Method, path: &str) -> Option<RouteClass> {
+    let Some(route) = route(flavor, path) else {
         return Some(RouteClass::Other);
     };
     let m = method.clone();
@@ -259,8 +290,16 @@ pub(crate) fn fault_response(
 }
 
 /// An error answered outside `dispatch` (body too large, injected faults).
-pub(crate) fn error_response(_host: &HostState, err: ApiError) -> Response<Body> {
-    err.into_reply().into_response()
+pub(crate) fn error_response(host: &HostState, err: ApiError) -> Response<Body> {
+    outgoing(host, RouteClass::Other, err.into_reply()).into_response()
+}
+
+/// A buffered answer in the host's dialect (legacy.rs rewrites v2 shapes).
+fn outgoing(host: &HostState, class: RouteClass, reply: Reply) -> Reply {
+    match host.config.flavor {
+        Flavor::V2 => reply,
+        Flavor::Legacy => legacy::outgoing(class, reply),
+    }
 }
 
 /// `GET|POST|DELETE /_devhost/faults`: read, change or reset the fault switches.
@@ -318,10 +357,11 @@ pub(crate) struct Req<'a> {
 
 /// Dispatch one request. The caller adds `OpenWOP-Version` to whatever comes back.
 pub(crate) async fn handle(host: &Arc<HostState>, req: Req<'_>) -> Response<Body> {
+    let class = classify(host.config.flavor, req.method, req.path).unwrap_or(RouteClass::Other);
     match dispatch(host, &req).await {
-        Ok(Answer::Reply(r)) => r.into_response(),
+        Ok(Answer::Reply(r)) => outgoing(host, class, r).into_response(),
         Ok(Answer::Stream(resp)) => resp,
-        Err(e) => e.into_reply().into_response(),
+        Err(e) => outgoing(host, class, e.into_reply()).into_response(),
     }
 }
 
@@ -345,12 +385,13 @@ async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiErr
     if req.method == Method::OPTIONS {
         return Ok(Answer::Reply(preflight()));
     }
-    let Some(route) = route(req.path) else {
+    let flavor = host.config.flavor;
+    let Some(route) = route(flavor, req.path) else {
         return Err(ApiError::not_found(format!("no route for {}", req.path)));
     };
-    if !route.allowed().contains(req.method) {
+    if !route.allowed(flavor).contains(req.method) {
         let allow = route
-            .allowed()
+            .allowed(flavor)
             .iter()
             .map(Method::as_str)
             .collect::<Vec<_>>()
@@ -429,17 +470,22 @@ async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiErr
         Route::Interrupt(raw, raw_node) if *req.method == Method::GET => {
             caller.require("approvals:respond")?;
             let run = run_from_path(host, &caller, raw)?;
-            let node = node_from_path(raw_node)?;
+            let node = node_from_path(host, raw_node)?;
             Ok(Answer::Reply(mint_token(host, &run, &caller, &node)?))
         }
         Route::Interrupt(raw, raw_node) => {
             caller.require("approvals:respond")?;
             let run = run_from_path(host, &caller, raw)?;
-            let node = node_from_path(raw_node)?;
+            let node = node_from_path(host, raw_node)?;
+            // Legacy `{value}` is the v2 `{resumeValue}` (legacy.rs).
+            let body = match flavor {
+                Flavor::V2 => req.body.clone(),
+                Flavor::Legacy => legacy::resolve_body(req.body)?,
+            };
             let fp = fingerprint(
                 "resolveInterruptByRun",
                 &format!("{}\n{node}", run.id),
-                req.body,
+                &body,
             );
             let reply = idempotent(
                 host,
@@ -447,7 +493,7 @@ async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiErr
                 "resolveInterruptByRun",
                 req.headers,
                 fp,
-                || resolve_interrupt(host, &run, &caller, &node, None, req.body),
+                || resolve_interrupt(host, &run, &caller, &node, None, &body),
             )?;
             Ok(Answer::Reply(reply))
         }
@@ -518,9 +564,17 @@ fn discovery(host: &HostState, headers: &HeaderMap) -> Reply {
     reply.header("cache-control", "public, max-age=300")
 }
 
+/// Decode an author id (workflow, node) from a path segment: `~`/`%` in v2 (§2.2),
+/// `%` only in the legacy flavour.
+fn decode_segment(host: &HostState, raw: &str, field: &str) -> Result<String, ApiError> {
+    match host.config.flavor {
+        Flavor::V2 => wire_id::unproject(raw).map_err(|e| ApiError::validation(field, e.message())),
+        Flavor::Legacy => legacy::decode_segment(raw, field),
+    }
+}
+
 fn workflow_from_path(host: &HostState, raw: &str) -> Result<Arc<Workflow>, ApiError> {
-    let id =
-        wire_id::unproject(raw).map_err(|e| ApiError::validation("workflowId", e.message()))?;
+    let id = decode_segment(host, raw, "workflowId")?;
     if !id_chars(&id, 1, 128, true) {
         return Err(ApiError::validation(
             "workflowId",
@@ -531,8 +585,8 @@ fn workflow_from_path(host: &HostState, raw: &str) -> Result<Arc<Workflow>, ApiE
         .ok_or_else(|| ApiError::not_found(format!("no workflow {id}")))
 }
 
-fn node_from_path(raw: &str) -> Result<String, ApiError> {
-    let id = wire_id::unproject(raw).map_err(|e| ApiError::validation("nodeId", e.message()))?;
+fn node_from_path(host: &HostState, raw: &str) -> Result<String, ApiError> {
+    let id = decode_segment(host, raw, "nodeId")?;
     if !id_chars(&id, 1, 128, true) {
         return Err(ApiError::validation(
             "nodeId",
@@ -548,7 +602,10 @@ fn node_from_path(raw: &str) -> Result<String, ApiError> {
 /// under the caller's tenant.
 fn run_from_path(host: &HostState, caller: &Caller, raw: &str) -> Result<Arc<Run>, ApiError> {
     let bad = |why: &str| ApiError::validation("runId", format!("malformed runId: {why}"));
-    let decoded = wire_id::unproject(raw).map_err(|e| bad(e.message()))?;
+    let decoded = match host.config.flavor {
+        Flavor::V2 => wire_id::unproject(raw).map_err(|e| bad(e.message()))?,
+        Flavor::Legacy => legacy::decode_job_id(raw)?,
+    };
     let bound = match decoded.split_once('/') {
         Some((tenant, opaque)) => {
             let t = tenant.strip_prefix("anon:").unwrap_or(tenant);
@@ -841,6 +898,15 @@ fn get_run(run: &Run, headers: &HeaderMap) -> Reply {
     Reply::json(200, &run.snapshot(&st)).header("etag", &etag)
 }
 
+/// The `status` filter of listRuns: a v2 status, or in the legacy flavour a legacy
+/// state (`NEEDS_APPROVAL`, ...).
+fn status_filter(flavor: Flavor, s: &str) -> Option<RunStatus> {
+    match flavor {
+        Flavor::V2 => RunStatus::parse(s),
+        Flavor::Legacy => legacy::status_of(s).and_then(RunStatus::parse),
+    }
+}
+
 /// `GET /runs` (§1.5): newest first, the caller's tenant only, opaque cursors.
 fn list_runs(
     host: &HostState,
@@ -863,7 +929,7 @@ fn list_runs(
     let status =
         match get("status") {
             None => None,
-            Some(s) => Some(RunStatus::parse(s).ok_or_else(|| {
+            Some(s) => Some(status_filter(host.config.flavor, s).ok_or_else(|| {
                 ApiError::validation("status", format!("{s} is not a run status"))
             })?),
         };

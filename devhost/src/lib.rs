@@ -80,6 +80,7 @@ mod auth;
 pub mod faults;
 mod fixtures;
 mod host;
+mod legacy;
 mod runs;
 mod sse;
 mod tokens;
@@ -97,6 +98,47 @@ use host::{lock, HostState, Req};
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";
 /// Largest request body the host reads (larger → `413`).
 pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+/// The wire dialect the host speaks. Both serve the same runs, fixtures, tenants,
+/// keys, interrupts, cancel, idempotency and events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Flavor {
+    /// The bare-path OpenWOP v2 run API (openwop-rest.md §1).
+    #[default]
+    V2,
+    /// An older in-house job API under `/api/v1/jobs` with its own field, status and
+    /// error names (see the crate docs, "Legacy flavour"), for the sidecar's
+    /// configurable route mapping.
+    Legacy,
+}
+
+impl Flavor {
+    /// `v2` or `legacy`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Flavor::V2 => "v2",
+            Flavor::Legacy => "legacy",
+        }
+    }
+}
+
+impl std::str::FromStr for Flavor {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Flavor, String> {
+        match s {
+            "v2" => Ok(Flavor::V2),
+            "legacy" => Ok(Flavor::Legacy),
+            other => Err(format!("unknown flavor {other} (v2 | legacy)")),
+        }
+    }
+}
+
+impl std::fmt::Display for Flavor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// One bearer credential and the identity it stands for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,6 +177,8 @@ pub struct DevHostConfig {
     pub anonymous: bool,
     /// Interval of `: keep-alive` comments on idle event streams.
     pub sse_keepalive: Duration,
+    /// Wire dialect (default [`Flavor::V2`]).
+    pub flavor: Flavor,
 }
 
 impl Default for DevHostConfig {
@@ -158,6 +202,7 @@ impl Default for DevHostConfig {
             ],
             anonymous: false,
             sse_keepalive: Duration::from_secs(15),
+            flavor: Flavor::V2,
         }
     }
 }
@@ -335,7 +380,7 @@ async fn serve(state: &Arc<HostState>, req: http::Request<Incoming>) -> http::Re
     }
     // Fault switches (faults.rs): a status fault answers before processing; the
     // others damage the answer after the request took effect.
-    let plan = match host::classify(&parts.method, parts.uri.path()) {
+    let plan = match host::classify(state.config.flavor, &parts.method, parts.uri.path()) {
         Some(class) => state.faults.plan(class),
         None => Default::default(),
     };
