@@ -33,7 +33,7 @@
 //! | `GET /.well-known/openwop` | none | v2 root, `fixtures[]`, `runList`, `interrupt`, `toolCatalog` (+ `anonymousActor`); strong ETag, 304 |
 //! | `GET /workflows/{id}` | `manifest:read` | workflow definition |
 //! | `GET /tools[?view=compact]`, `GET /tools/{id}` | `manifest:read` | ToolDescriptors built from the workflows |
-//! | `POST /runs` | `runs:create` | closed body, inputs validated, `Idempotency-Key` |
+//! | `POST /runs` | `runs:create` | closed body, inputs validated, `Idempotency-Key`, devhost-only `X-OpenWOP-Transport` |
 //! | `GET /runs` | `runs:read` | `workflowId`, `status`, `limit` (1..100, default 20), minted `cursor` |
 //! | `GET /runs/{id}` | `runs:read` | RunSnapshot, ETag from the last sequence + status, 304 |
 //! | `POST /runs/{id}/cancel` | `runs:cancel` | `{reason?}`; 409 `run_terminal` |
@@ -42,6 +42,7 @@
 //! | `GET`/`POST /interrupts/{token}` | the token | inspect / resolve |
 //! | `GET /runs/{id}/events/poll` | `runs:read` | `afterSequence`, `timeout` 1..60 (default 30) |
 //! | `GET /runs/{id}/events` | `runs:read` | SSE; `streamMode`, `bufferMs`, `Last-Event-ID` |
+//! | `GET`/`POST`/`DELETE /_devhost/faults` | none | devhost only: the fault switches (see [`faults`]) |
 //!
 //! Choices where `openwop-rest.md` is silent:
 //!
@@ -57,7 +58,69 @@
 //!   credential's → 403 `id_tenant_mismatch`.
 //! * Approval resume values are closed objects; clarification resume values are the
 //!   answers keyed by question id (or `{answers: {...}}`), `{declined: true}` fails
-//!   the run with `clarification_declined`.
+//!   the run with `clarification_declined`. Answers become run variables.
+//! * Execution follows the workflow's `edges[]`; gates on parallel branches are open
+//!   at the same time (`multi_input`). `currentNodeId` names the first open one; the
+//!   status is `waiting-approval` while any approval is open, else `waiting-input`.
+//!
+//! # Devhost-only hooks
+//!
+//! * **`X-OpenWOP-Transport: mcp|rest|a2a|ui`** on `POST /runs` sets
+//!   `run.started.payload.transport` (default `rest`; anything else is
+//!   `400 validation_error`, field `X-OpenWOP-Transport`). A REST createRun has no
+//!   transport field (openwop-rest.md §1.3, §8.1): a real host ignores the header,
+//!   so a mount that sends it gets `mcp` here and `rest` elsewhere. The header takes
+//!   part in the `Idempotency-Key` fingerprint. See [`TRANSPORT_HEADER`].
+//! * **Fault switches**: [`DevHost::faults`] and `/_devhost/faults` ([`faults`]).
+//!
+//! # Fixtures
+//!
+//! `fixtures[]` lists the OpenWOP conformance fixtures (openwop-rest.md §4:
+//! `conformance-approval`, `-approval-approvers`, `-failure`, `-delay`,
+//! `-cancellable`, `-noop`, `-clarification`, `-clarification-nested`,
+//! `-clarification-sensitive`), `conformance-approval-delay` (approval gate `gate`,
+//! then a `core.delay` of `delayMs`, default 3000), and workflows named after the
+//! MCP conformance suite's tools (`test_simple_text`, `test_error_handling`,
+//! `greet`, `slow_compute`, `failing_job`, `protocol_error_job`, `confirm_delete`,
+//! `multi_input`, `test_tool_with_task`, `test_input_required_result_elicitation`,
+//! `test_input_required_result_request_state`,
+//! `test_input_required_result_multi_round`,
+//! `test_input_required_result_tampered_state`, `test_streaming_elicitation`,
+//! `test_logging_tool`, `test_tool_with_progress`). Those publish their answer text
+//! as the run variable **`text`** (`RunSnapshot.variables.text`, also
+//! `run.completed.payload.outputs.text`); failures carry it in
+//! `RunSnapshot.error.message`. `GET /workflows/{id}` says how the suite registers
+//! each tool in `metadata.customProperties.mcp.taskSupport`
+//! (`forbidden|optional|required`).
+//!
+//! # Legacy flavour
+//!
+//! [`Flavor::Legacy`] (`--flavor legacy`) serves the same runs as an older job API;
+//! every difference is a translation at the edge:
+//!
+//! | v2 | legacy |
+//! | --- | --- |
+//! | `GET /.well-known/openwop` | the same v2 root, plus `"flavor": "legacy"` |
+//! | `GET /workflows/{id}` | `GET /api/v1/workflows/{id}` |
+//! | `POST /runs` → `{runId, status, eventsUrl, statusUrl}` | `POST /api/v1/jobs` → `201 {jobId, state}`, `Location: /api/v1/jobs/{id}` |
+//! | `GET /runs?status=…` → `{runs, nextCursor?}` | `GET /api/v1/jobs?status=<STATE>` → `{jobs, next?}` (`limit`, `cursor`, `workflowId` as in v2) |
+//! | `GET /runs/{id}` (RunSnapshot) | `GET /api/v1/jobs/{id}`: `jobId`, `state`, `createdTime`, `finishedTime`, `failure` for `runId`, `status`, `startedAt`, `completedAt`, `error` |
+//! | `POST /runs/{id}/cancel` → `{runId, status}` | `POST /api/v1/jobs/{id}/cancel` → `{jobId, state}` |
+//! | `POST /runs/{id}/interrupts/{node}` `{resumeValue}` → `{runId, nodeId, status}` | `POST /api/v1/jobs/{id}/approvals/{node}` `{value}` → `{jobId, nodeId, state}` |
+//! | `GET /runs/{id}/events/poll` → `{runId, events, lastSequence, status, isTerminal}` | `GET /api/v1/jobs/{id}/events/poll` → `{jobId, events, lastSequence, state, isTerminal}` |
+//! | `GET /runs/{id}/events` | `GET /api/v1/jobs/{id}/events` (same frames) |
+//! | events: RunEventDoc | the same envelope and types with `jobId` for `runId` |
+//! | ids `~2F` or `%2F` | `%2F` only; an id containing `~` is `404 NOT_FOUND` |
+//! | `{error, message, details?}` | `{code, detail}`, same HTTP statuses |
+//!
+//! States: `pending` `PENDING`, `running` `RUNNING`, `waiting-approval`
+//! `NEEDS_APPROVAL`, `waiting-input` `NEEDS_INPUT`, `waiting-external`
+//! `WAITING_EXTERNAL`, `paused` `PAUSED`, `cancelling` `CANCELING`, `completed`
+//! `SUCCEEDED`, `failed` `ERROR`, `cancelled` `CANCELED`. Error codes: `NOT_FOUND`,
+//! `FORBIDDEN`, `TENANT_MISMATCH` (403), `UNAUTHENTICATED`, `CONFLICT_TERMINAL`
+//! (409, cancel of a finished job), `ALREADY_RESOLVED` (409), `VALIDATION` (400),
+//! any other v2 code upper-cased (`RATE_LIMITED`, `METHOD_NOT_ALLOWED`, ...). Tools,
+//! interrupt tokens and every v2 path answer 404.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
