@@ -1,21 +1,25 @@
 //! Response plumbing: the error envelope and JSON replies.
 
-use std::convert::Infallible;
-
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Response, StatusCode};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt as _, Empty, Full};
 use serde_json::{json, Map, Value};
 
-pub(crate) type Body = UnsyncBoxBody<Bytes, Infallible>;
+/// Error of a response body: only the fault switches produce one, to abort the
+/// connection mid-body (see `faults`).
+pub(crate) type BodyError = Box<dyn std::error::Error + Send + Sync>;
+
+pub(crate) type Body = UnsyncBoxBody<Bytes, BodyError>;
 
 pub(crate) fn full(bytes: impl Into<Bytes>) -> Body {
-    Full::new(bytes.into()).boxed_unsync()
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed_unsync()
 }
 
 pub(crate) fn empty() -> Body {
-    Empty::new().boxed_unsync()
+    Empty::new().map_err(|never| match never {}).boxed_unsync()
 }
 
 /// A buffered JSON (or empty) reply. Kept as plain data so idempotent operations can

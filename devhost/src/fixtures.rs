@@ -2,19 +2,26 @@
 //!
 //! Workflows are plain data: a list of nodes whose `typeId` selects one of the node
 //! kinds the executor understands (`core.noop`, `core.fail`, `core.delay`,
-//! `core.approvalGate`, `core.clarificationGate`), plus the workflow variables that
-//! become the run's inputs. Adding a workflow (e.g. the suite's `greet`,
-//! `slow_compute`, `failing_job` tools) means adding one more entry to [`builtin`];
-//! a new behaviour means one more [`NodeKind`] arm in the executor.
+//! `core.approvalGate`, `core.clarificationGate`, and the devhost's own
+//! `vendor.devhost.output`), the `edges[]` between them, plus the workflow variables
+//! that become the run's inputs. Adding a workflow means adding one more entry to
+//! [`builtin`]; a new behaviour means one more [`NodeKind`] arm in the executor.
 //!
-//! Nodes run in declaration order; `edges` are published for readers but the
-//! executor does not branch, which is all the linear fixtures need.
+//! Execution order follows `edges[]` (`sourceNodeId` → `targetNodeId`, the
+//! workflow-definition schema's `WorkflowEdge`): a node is ready once every node with
+//! an edge into it has completed. A workflow that declares no edges is a chain in
+//! declaration order. Ready nodes start in declaration order; gates on independent
+//! branches are therefore open at the same time (`multi_input`), while a `core.delay`
+//! holds the executor until it wakes.
+//!
+//! Strings in gate titles, descriptions, questions and `vendor.devhost.output` values
+//! are templates: `{{name}}` is replaced by the run variable `name` (strings verbatim,
+//! other JSON compactly, a missing variable by nothing).
 
 use serde_json::{json, Map, Value};
 
 /// JSON type of a workflow variable (`variables[].type`).
-// The conformance fixtures only use `number`; the other types are here for the
-// workflows the suite will add (`greet`, `slow_compute`, ...).
+// `Integer` and `Array` are here for workflows the suite may still add.
 #[allow(dead_code)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum VarType {
@@ -63,6 +70,14 @@ pub(crate) struct Node {
     pub inputs: Value,
 }
 
+/// One `WorkflowEdge` (`{id, sourceNodeId, targetNodeId}`).
+#[derive(Debug, Clone)]
+pub(crate) struct Edge {
+    pub id: String,
+    pub source: String,
+    pub target: String,
+}
+
 /// What the executor does for a node, derived from `typeId` + `config`/`inputs`.
 #[derive(Debug, Clone)]
 pub(crate) enum NodeKind {
@@ -71,9 +86,10 @@ pub(crate) enum NodeKind {
         code: String,
         message: String,
     },
-    /// Sleep for the number of milliseconds the binding resolves to.
+    /// Sleep for `amount × unit_ms` milliseconds (`inputs.delayMs`, or `inputs.seconds`).
     Delay {
-        delay_ms: Binding,
+        amount: Binding,
+        unit_ms: f64,
     },
     Approval {
         title: String,
@@ -84,10 +100,16 @@ pub(crate) enum NodeKind {
     Clarification {
         questions: Vec<Value>,
     },
+    /// `vendor.devhost.output`: render `config.outputs` (templates) into the node's
+    /// outputs, the run variables and the run's top-level outputs.
+    Output {
+        values: Map<String, Value>,
+    },
 }
 
 /// A node input: a literal or a reference to a run variable
-/// (`{"type":"variable","variableName":"delayMs"}` in the fixture JSON).
+/// (`{"type":"variable","variableName":"delayMs"}` / `{"type":"static","value":…}`,
+/// the workflow-definition `PortValue` forms; a bare JSON value is a literal too).
 #[derive(Debug, Clone)]
 pub(crate) enum Binding {
     Literal(Value),
@@ -95,11 +117,56 @@ pub(crate) enum Binding {
 }
 
 impl Binding {
+    fn parse(raw: &Value) -> Option<Binding> {
+        match raw.get("type").and_then(Value::as_str) {
+            Some("variable") => Some(Binding::Variable(
+                raw.get("variableName")?.as_str()?.to_owned(),
+            )),
+            Some("static") => Some(Binding::Literal(raw.get("value")?.clone())),
+            _ => Some(Binding::Literal(raw.clone())),
+        }
+    }
+
     pub(crate) fn resolve<'a>(&'a self, variables: &'a Map<String, Value>) -> Option<&'a Value> {
         match self {
             Binding::Literal(v) => Some(v),
             Binding::Variable(name) => variables.get(name),
         }
+    }
+}
+
+/// Replace every `{{name}}` in `template` by the run variable `name`.
+pub(crate) fn render(template: &str, variables: &Map<String, Value>) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(open) = rest.find("{{") {
+        let Some(close) = rest[open + 2..].find("}}") else {
+            break;
+        };
+        out.push_str(&rest[..open]);
+        let name = rest[open + 2..open + 2 + close].trim();
+        match variables.get(name) {
+            Some(Value::String(s)) => out.push_str(s),
+            Some(v) => out.push_str(&v.to_string()),
+            None => {}
+        }
+        rest = &rest[open + 2 + close + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// [`render`] applied to every string inside `v`.
+pub(crate) fn render_value(v: &Value, variables: &Map<String, Value>) -> Value {
+    match v {
+        Value::String(s) => Value::String(render(s, variables)),
+        Value::Array(a) => Value::Array(a.iter().map(|x| render_value(x, variables)).collect()),
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .map(|(k, x)| (k.clone(), render_value(x, variables)))
+                .collect(),
+        ),
+        other => other.clone(),
     }
 }
 
@@ -115,17 +182,16 @@ impl Node {
                 message: str_of(cfg, "message").unwrap_or_else(|| "the node failed".into()),
             }),
             "core.delay" => {
-                let raw = self
-                    .inputs
-                    .get("delayMs")
-                    .or_else(|| cfg.get("delayMs"))
-                    .cloned()
-                    .unwrap_or(json!(0));
-                let delay_ms = match raw.get("type").and_then(Value::as_str) {
-                    Some("variable") => Binding::Variable(str_of(&raw, "variableName")?),
-                    _ => Binding::Literal(raw),
+                let pick = |k: &str| self.inputs.get(k).or_else(|| cfg.get(k)).cloned();
+                let (raw, unit_ms) = match (pick("delayMs"), pick("seconds")) {
+                    (Some(ms), _) => (ms, 1.0),
+                    (None, Some(s)) => (s, 1000.0),
+                    (None, None) => (json!(0), 1.0),
                 };
-                Some(NodeKind::Delay { delay_ms })
+                Some(NodeKind::Delay {
+                    amount: Binding::parse(&raw)?,
+                    unit_ms,
+                })
             }
             "core.approvalGate" => Some(NodeKind::Approval {
                 title: str_of(cfg, "title").unwrap_or_else(|| self.name.clone()),
@@ -141,6 +207,9 @@ impl Node {
                     .and_then(Value::as_array)
                     .cloned()
                     .unwrap_or_default(),
+            }),
+            "vendor.devhost.output" => Some(NodeKind::Output {
+                values: cfg.get("outputs")?.as_object()?.clone(),
             }),
             _ => None,
         }
@@ -172,6 +241,7 @@ pub(crate) struct Workflow {
     pub version: String,
     pub description: String,
     pub nodes: Vec<Node>,
+    pub edges: Vec<Edge>,
     pub variables: Vec<Variable>,
     pub metadata: Value,
     pub settings: Value,
@@ -180,6 +250,23 @@ pub(crate) struct Workflow {
 }
 
 impl Workflow {
+    /// Ids of the nodes node `i` waits for: the sources of its incoming edges, or
+    /// with no edges declared at all, the node before it.
+    pub(crate) fn predecessors(&self, i: usize) -> Vec<&str> {
+        if self.edges.is_empty() {
+            return match i.checked_sub(1) {
+                Some(p) => vec![self.nodes[p].id.as_str()],
+                None => Vec::new(),
+            };
+        }
+        let id = &self.nodes[i].id;
+        self.edges
+            .iter()
+            .filter(|e| &e.target == id)
+            .map(|e| e.source.as_str())
+            .collect()
+    }
+
     /// `workflow-definition.schema.json` shape served by `GET /workflows/{id}` (§1.2).
     pub(crate) fn definition(&self) -> Value {
         let variables: Vec<Value> = self
@@ -197,13 +284,18 @@ impl Workflow {
                 Value::Object(o)
             })
             .collect();
+        let edges: Vec<Value> = self
+            .edges
+            .iter()
+            .map(|e| json!({ "id": e.id, "sourceNodeId": e.source, "targetNodeId": e.target }))
+            .collect();
         json!({
             "id": self.id,
             "name": self.name,
             "version": self.version,
             "description": self.description,
             "nodes": self.nodes.iter().map(Node::to_json).collect::<Vec<_>>(),
-            "edges": [],
+            "edges": edges,
             "triggers": [{"type": "manual"}],
             "variables": variables,
             "metadata": self.metadata,
@@ -279,29 +371,56 @@ fn conformance_meta(extra: &[&str]) -> Value {
     json!({ "tags": tags })
 }
 
-// Eight plain fields read better as one call per fixture than as a builder.
-#[allow(clippy::too_many_arguments)]
-fn single_node(
-    id: &str,
-    name: &str,
-    description: &str,
-    node: Node,
-    variables: Vec<Variable>,
-    settings: Value,
-    safety_tier: &'static str,
-    tags: &[&str],
-) -> Workflow {
+/// Metadata of the MCP-suite fixtures. `customProperties` is the open corner of the
+/// closed `WorkflowMetadata`; `customProperties.mcp.taskSupport`
+/// (`forbidden|optional|required`) is a devhost hint telling the sidecar how the
+/// suite registers the tool (tasks-lifecycle: `greet` is sync-only;
+/// tasks-required-task-error: `failing_job` is `required`).
+fn mcp_meta(task_support: &str) -> Value {
+    json!({
+        "tags": ["mcp-conformance"],
+        "customProperties": { "mcp": { "taskSupport": task_support } },
+    })
+}
+
+/// A workflow with no nodes yet and the defaults every fixture shares; fixtures fill
+/// in the rest with struct-update syntax.
+fn base(id: &str, name: &str, description: &str) -> Workflow {
     Workflow {
         id: id.into(),
         name: name.into(),
         version: "1.0".into(),
         description: description.into(),
-        nodes: vec![node],
-        variables,
-        metadata: conformance_meta(tags),
-        settings,
-        safety_tier,
+        nodes: Vec::new(),
+        edges: Vec::new(),
+        variables: Vec::new(),
+        metadata: conformance_meta(&[]),
+        settings: json!({ "timeout": 60000 }),
+        safety_tier: "pure",
     }
+}
+
+fn node(id: &str, type_id: &str, name: &str, config: Value, inputs: Value) -> Node {
+    Node {
+        id: id.into(),
+        type_id: type_id.into(),
+        name: name.into(),
+        config,
+        inputs,
+    }
+}
+
+/// Edges `(source, target)`, ids `e1`, `e2`, …
+fn edges(pairs: &[(&str, &str)]) -> Vec<Edge> {
+    pairs
+        .iter()
+        .enumerate()
+        .map(|(i, (s, t))| Edge {
+            id: format!("e{}", i + 1),
+            source: (*s).into(),
+            target: (*t).into(),
+        })
+        .collect()
 }
 
 fn approval_gate(approvers: Option<&[&str]>) -> Node {
@@ -313,33 +432,69 @@ fn approval_gate(approvers: Option<&[&str]>) -> Node {
     if let Some(list) = approvers {
         config["approversList"] = json!(list);
     }
-    Node {
-        id: "gate".into(),
-        type_id: "core.approvalGate".into(),
-        name: "Approval Gate".into(),
+    node(
+        "gate",
+        "core.approvalGate",
+        "Approval Gate",
         config,
-        inputs: json!({}),
-    }
+        json!({}),
+    )
+}
+
+fn clarification(id: &str, name: &str, questions: Value) -> Node {
+    node(
+        id,
+        "core.clarificationGate",
+        name,
+        json!({ "questions": questions }),
+        json!({}),
+    )
 }
 
 fn clarification_gate(name: &str, question: Value) -> Node {
-    Node {
-        id: "ask".into(),
-        type_id: "core.clarificationGate".into(),
-        name: name.into(),
-        config: json!({ "questions": [question] }),
-        inputs: json!({}),
-    }
+    clarification("ask", name, json!([question]))
 }
 
 fn delay_node() -> Node {
-    Node {
-        id: "wait".into(),
-        type_id: "core.delay".into(),
-        name: "Wait".into(),
-        config: json!({}),
-        inputs: json!({ "delayMs": { "type": "variable", "variableName": "delayMs" } }),
-    }
+    node(
+        "wait",
+        "core.delay",
+        "Wait",
+        json!({}),
+        json!({ "delayMs": { "type": "variable", "variableName": "delayMs" } }),
+    )
+}
+
+/// A `core.delay` of a fixed number of milliseconds.
+fn sleep_node(id: &str, ms: u64) -> Node {
+    node(
+        id,
+        "core.delay",
+        "Wait",
+        json!({}),
+        json!({ "delayMs": { "type": "static", "value": ms } }),
+    )
+}
+
+fn fail_node(code: &str, message: &str) -> Node {
+    node(
+        "fail",
+        "core.fail",
+        "Fail",
+        json!({ "code": code, "message": message }),
+        json!({}),
+    )
+}
+
+/// The node that publishes `{"text": <template>}` (see [`NodeKind::Output`]).
+fn text_output(template: &str) -> Node {
+    node(
+        "respond",
+        "vendor.devhost.output",
+        "Respond",
+        json!({ "outputs": { "text": template } }),
+        json!({}),
+    )
 }
 
 fn delay_var(default: i64, min: f64, max: f64) -> Variable {
@@ -354,102 +509,102 @@ fn delay_var(default: i64, min: f64, max: f64) -> Variable {
     }
 }
 
+fn string_var(name: &str, description: &str, default: Option<&str>) -> Variable {
+    Variable {
+        name: name.into(),
+        ty: VarType::String,
+        description: description.into(),
+        required: default.is_none(),
+        default: default.map(|d| json!(d)),
+        minimum: None,
+        maximum: None,
+    }
+}
+
 /// The seeded workflows, in the order discovery lists them in `fixtures[]`.
 pub(crate) fn builtin() -> Vec<Workflow> {
+    let mut all = openwop_fixtures();
+    all.extend(mcp_suite_fixtures());
+    all
+}
+
+/// The OpenWOP conformance fixtures (openwop-rest.md §4) plus the sidecar's own.
+fn openwop_fixtures() -> Vec<Workflow> {
     vec![
-        single_node(
-            "conformance-approval",
-            "Conformance: Approval",
-            "Suspends on an approval interrupt. Resume with {action: 'accept'|'reject'}.",
-            approval_gate(None),
-            vec![],
-            json!({ "timeout": 0 }),
-            "write",
-            &["hitl"],
-        ),
-        single_node(
-            "conformance-approval-approvers",
-            "Conformance: Approval (listed approvers)",
-            "Suspends on an approval interrupt that only urn:conformance:listed-approver may resolve.",
-            approval_gate(Some(&["urn:conformance:listed-approver"])),
-            vec![],
-            json!({ "timeout": 0 }),
-            "write",
-            &["hitl"],
-        ),
-        single_node(
-            "conformance-failure",
-            "Conformance: Failure",
-            "Fails at once with fixture_failure.",
-            Node {
-                id: "fail".into(),
-                type_id: "core.fail".into(),
-                name: "Fail".into(),
-                config: json!({
-                    "code": "fixture_failure",
-                    "message": "conformance-failure always fails",
-                }),
-                inputs: json!({}),
-            },
-            vec![],
-            json!({ "timeout": 10000, "maxRetries": 0 }),
-            "pure",
-            &[],
-        ),
-        single_node(
-            "conformance-delay",
-            "Conformance: Delay",
-            "Sleeps for input.delayMs ms before completing.",
-            delay_node(),
-            vec![delay_var(1000, 0.0, 30000.0)],
-            json!({ "timeout": 60000 }),
-            "pure",
-            &[],
-        ),
-        single_node(
-            "conformance-cancellable",
-            "Conformance: Cancellable",
-            "Sleeps for input.delayMs ms (default 30 s) so a caller can cancel it mid-flight.",
-            delay_node(),
-            vec![delay_var(30000, 1.0, 60000.0)],
-            json!({ "timeout": 120000 }),
-            "pure",
-            &[],
-        ),
-        single_node(
-            "conformance-noop",
-            "Conformance: No-op",
-            "Completes at once.",
-            Node {
-                id: "noop".into(),
-                type_id: "core.noop".into(),
-                name: "No-op".into(),
-                config: json!({}),
-                inputs: json!({}),
-            },
-            vec![],
-            json!({ "timeout": 10000 }),
-            "pure",
-            &[],
-        ),
-        single_node(
-            "conformance-clarification",
-            "Conformance: Clarification",
-            "Suspends on a clarification with one flat string question.",
-            clarification_gate(
+        Workflow {
+            nodes: vec![approval_gate(None)],
+            metadata: conformance_meta(&["hitl"]),
+            settings: json!({ "timeout": 0 }),
+            safety_tier: "write",
+            ..base(
+                "conformance-approval",
+                "Conformance: Approval",
+                "Suspends on an approval interrupt. Resume with {action: 'accept'|'reject'}.",
+            )
+        },
+        Workflow {
+            nodes: vec![approval_gate(Some(&["urn:conformance:listed-approver"]))],
+            metadata: conformance_meta(&["hitl"]),
+            settings: json!({ "timeout": 0 }),
+            safety_tier: "write",
+            ..base(
+                "conformance-approval-approvers",
+                "Conformance: Approval (listed approvers)",
+                "Suspends on an approval interrupt that only urn:conformance:listed-approver may resolve.",
+            )
+        },
+        Workflow {
+            nodes: vec![fail_node(
+                "fixture_failure",
+                "conformance-failure always fails",
+            )],
+            settings: json!({ "timeout": 10000, "maxRetries": 0 }),
+            ..base(
+                "conformance-failure",
+                "Conformance: Failure",
+                "Fails at once with fixture_failure.",
+            )
+        },
+        Workflow {
+            nodes: vec![delay_node()],
+            variables: vec![delay_var(1000, 0.0, 30000.0)],
+            ..base(
+                "conformance-delay",
+                "Conformance: Delay",
+                "Sleeps for input.delayMs ms before completing.",
+            )
+        },
+        Workflow {
+            nodes: vec![delay_node()],
+            variables: vec![delay_var(30000, 1.0, 60000.0)],
+            settings: json!({ "timeout": 120000 }),
+            ..base(
+                "conformance-cancellable",
+                "Conformance: Cancellable",
+                "Sleeps for input.delayMs ms (default 30 s) so a caller can cancel it mid-flight.",
+            )
+        },
+        Workflow {
+            nodes: vec![node("noop", "core.noop", "No-op", json!({}), json!({}))],
+            settings: json!({ "timeout": 10000 }),
+            ..base("conformance-noop", "Conformance: No-op", "Completes at once.")
+        },
+        Workflow {
+            nodes: vec![clarification_gate(
                 "Clarification Gate",
                 json!({ "id": "q1", "question": "What is your favorite color?" }),
-            ),
-            vec![],
-            json!({ "timeout": 0 }),
-            "read",
-            &["hitl"],
-        ),
-        single_node(
-            "conformance-clarification-nested",
-            "Conformance: Clarification (nested schema)",
-            "Suspends on a clarification whose one answer is an object (never form-bridgeable).",
-            clarification_gate(
+            )],
+            metadata: conformance_meta(&["hitl"]),
+            settings: json!({ "timeout": 0 }),
+            safety_tier: "read",
+            ..base(
+                "conformance-clarification",
+                "Conformance: Clarification",
+                "Suspends on a clarification with one flat string question.",
+            )
+        },
+        Workflow {
+            nodes: vec![clarification_gate(
                 "Clarification Gate (nested)",
                 json!({
                     "id": "q1",
@@ -459,29 +614,328 @@ pub(crate) fn builtin() -> Vec<Workflow> {
                         "properties": { "street": { "type": "string" } },
                     },
                 }),
-            ),
-            vec![],
-            json!({ "timeout": 0 }),
-            "read",
-            &["hitl", "rfc-0199"],
-        ),
-        single_node(
-            "conformance-clarification-sensitive",
-            "Conformance: Clarification (sensitive field)",
-            "Suspends on a clarification whose one answer is a password (never form-bridgeable).",
-            clarification_gate(
+            )],
+            metadata: conformance_meta(&["hitl", "rfc-0199"]),
+            settings: json!({ "timeout": 0 }),
+            safety_tier: "read",
+            ..base(
+                "conformance-clarification-nested",
+                "Conformance: Clarification (nested schema)",
+                "Suspends on a clarification whose one answer is an object (never form-bridgeable).",
+            )
+        },
+        Workflow {
+            nodes: vec![clarification_gate(
                 "Clarification Gate (sensitive)",
                 json!({
                     "id": "q1",
                     "question": "Probe only — never answered with a real value.",
                     "schema": { "type": "string", "format": "password", "writeOnly": true },
                 }),
-            ),
-            vec![],
-            json!({ "timeout": 0 }),
-            "read",
-            &["hitl", "rfc-0199"],
-        ),
+            )],
+            metadata: conformance_meta(&["hitl", "rfc-0199"]),
+            settings: json!({ "timeout": 0 }),
+            safety_tier: "read",
+            ..base(
+                "conformance-clarification-sensitive",
+                "Conformance: Clarification (sensitive field)",
+                "Suspends on a clarification whose one answer is a password (never form-bridgeable).",
+            )
+        },
+        // The sidecar's "disconnect during an MRTR retry" test: answering the gate
+        // starts a sleep, so the retry is in flight long enough to be cut.
+        Workflow {
+            nodes: vec![approval_gate(None), delay_node()],
+            variables: vec![delay_var(3000, 0.0, 60000.0)],
+            metadata: conformance_meta(&["hitl"]),
+            settings: json!({ "timeout": 0 }),
+            safety_tier: "write",
+            ..base(
+                "conformance-approval-delay",
+                "Conformance: Approval then delay",
+                "Suspends on an approval interrupt; after accept sleeps input.delayMs ms (default 3 s) before completing.",
+            )
+        },
+    ]
+}
+
+/// Workflows named after the tools the official MCP conformance suite calls
+/// (`@modelcontextprotocol/conformance` 0.2.0-alpha.12, mcp-tasks.md §7(a)). Each
+/// one that produces text publishes it as the run variable `text` (see
+/// [`NodeKind::Output`]); failures carry their message in `RunSnapshot.error`.
+fn mcp_suite_fixtures() -> Vec<Workflow> {
+    let name_question = |id: &str, text: &str| json!([{ "id": id, "question": text, "schema": { "type": "string" } }]);
+    vec![
+        // tools-call-simple-text.
+        Workflow {
+            nodes: vec![text_output("This is a simple text response for testing.")],
+            metadata: mcp_meta("forbidden"),
+            ..base(
+                "test_simple_text",
+                "test_simple_text",
+                "Returns the text 'This is a simple text response for testing.'",
+            )
+        },
+        // tools-call-error: the run fails; the message is the tool error text.
+        Workflow {
+            nodes: vec![fail_node(
+                "tool_error",
+                "This tool intentionally returns an error for testing",
+            )],
+            metadata: mcp_meta("forbidden"),
+            ..base(
+                "test_error_handling",
+                "test_error_handling",
+                "Always fails with a tool error.",
+            )
+        },
+        // tasks-*: sync-only greeting (tasks/headers.ts compares the text exactly).
+        Workflow {
+            nodes: vec![text_output("Hello, {{name}}!")],
+            variables: vec![string_var("name", "Who to greet.", None)],
+            metadata: mcp_meta("forbidden"),
+            ..base("greet", "greet", "Returns 'Hello, <name>!'.")
+        },
+        // tasks-*: sleeps `seconds` (0 = at once; 60 in the cancel legs) then answers.
+        Workflow {
+            nodes: vec![
+                node(
+                    "compute",
+                    "core.delay",
+                    "Compute",
+                    json!({}),
+                    json!({ "seconds": { "type": "variable", "variableName": "seconds" } }),
+                ),
+                text_output("slow_compute {{label}} finished after {{seconds}} s"),
+            ],
+            variables: vec![
+                Variable {
+                    name: "seconds".into(),
+                    ty: VarType::Number,
+                    description: "Seconds to sleep before answering. Bounded 0..600.".into(),
+                    required: true,
+                    default: Some(json!(1)),
+                    minimum: Some(0.0),
+                    maximum: Some(600.0),
+                },
+                string_var("label", "Free-form label echoed in the result.", Some("")),
+            ],
+            metadata: mcp_meta("optional"),
+            settings: json!({ "timeout": 660000 }),
+            ..base(
+                "slow_compute",
+                "slow_compute",
+                "Sleeps `seconds` seconds, then returns a result.",
+            )
+        },
+        // tasks-lifecycle ("a tool error after ~1s") and tasks-required-task-error
+        // (registered with task support `required`).
+        Workflow {
+            nodes: vec![
+                sleep_node("work", 1000),
+                fail_node("tool_error", "failing_job always fails"),
+            ],
+            metadata: mcp_meta("required"),
+            ..base(
+                "failing_job",
+                "failing_job",
+                "Fails with a tool error after about one second.",
+            )
+        },
+        // tasks-lifecycle: a protocol-level failure. A REST run can only fail; the
+        // code `internal_error` is what tells it apart from failing_job's `tool_error`.
+        Workflow {
+            nodes: vec![fail_node(
+                "internal_error",
+                "protocol_error_job raises a protocol-level error",
+            )],
+            metadata: mcp_meta("optional"),
+            ..base(
+                "protocol_error_job",
+                "protocol_error_job",
+                "Fails at once with internal_error (a protocol-level error, not a tool error).",
+            )
+        },
+        // tasks-mrtr-input / tasks-dispatch-and-envelope: one approval, then done.
+        Workflow {
+            nodes: vec![
+                node(
+                    "confirm",
+                    "core.approvalGate",
+                    "Confirm delete",
+                    json!({
+                        "title": "Confirm delete",
+                        "description": "Delete {{filename}}?",
+                        "actions": ["accept", "reject"],
+                    }),
+                    json!({}),
+                ),
+                text_output("Deleted {{filename}}."),
+            ],
+            variables: vec![string_var("filename", "The file to delete.", Some("file.txt"))],
+            metadata: mcp_meta("optional"),
+            settings: json!({ "timeout": 0 }),
+            safety_tier: "write",
+            ..base(
+                "confirm_delete",
+                "confirm_delete",
+                "Asks for approval to delete `filename`; accept completes, reject fails.",
+            )
+        },
+        // tasks-mrtr-input partial fulfilment: two clarifications open at once.
+        Workflow {
+            nodes: vec![
+                clarification("ask_name", "Ask name", name_question("name", "What is your name?")),
+                clarification(
+                    "ask_confirm",
+                    "Ask confirmation",
+                    json!([{ "id": "confirm", "question": "Do you confirm?", "schema": { "type": "boolean" } }]),
+                ),
+                text_output("Hello, {{name}}! confirm={{confirm}}"),
+            ],
+            edges: edges(&[("ask_name", "respond"), ("ask_confirm", "respond")]),
+            metadata: mcp_meta("optional"),
+            settings: json!({ "timeout": 0 }),
+            safety_tier: "read",
+            ..base(
+                "multi_input",
+                "multi_input",
+                "Opens two clarifications at once (name, confirm); completes when both are answered.",
+            )
+        },
+        // tasks-mrtr-composition: MRTR round for a name, then a task whose result
+        // contains it.
+        Workflow {
+            nodes: vec![
+                clarification("user_name", "Ask name", name_question("name", "What is your name?")),
+                sleep_node("work", 1000),
+                text_output("Hello, {{name}}! Your task is done."),
+            ],
+            metadata: mcp_meta("required"),
+            settings: json!({ "timeout": 0 }),
+            safety_tier: "read",
+            ..base(
+                "test_tool_with_task",
+                "test_tool_with_task",
+                "Asks for a name, works for a second, then greets by name.",
+            )
+        },
+        // input-required-result-basic-elicitation / -missing-input-response /
+        // -result-type / -ignore-extra-params / -validate-input. The node id is the
+        // suite's inputRequests key.
+        Workflow {
+            nodes: vec![
+                clarification("user_name", "Ask name", name_question("name", "What is your name?")),
+                text_output("Hello, {{name}}!"),
+            ],
+            metadata: mcp_meta("forbidden"),
+            settings: json!({ "timeout": 0 }),
+            safety_tier: "read",
+            ..base(
+                "test_input_required_result_elicitation",
+                "test_input_required_result_elicitation",
+                "Asks for a name, then returns 'Hello, <name>!'.",
+            )
+        },
+        // input-required-result-request-state (the text must contain `state-ok`).
+        Workflow {
+            nodes: vec![
+                clarification(
+                    "confirm",
+                    "Please confirm",
+                    json!([{ "id": "ok", "question": "Please confirm", "schema": { "type": "boolean" } }]),
+                ),
+                text_output("state-ok (ok={{ok}})"),
+            ],
+            metadata: mcp_meta("forbidden"),
+            settings: json!({ "timeout": 0 }),
+            safety_tier: "read",
+            ..base(
+                "test_input_required_result_request_state",
+                "test_input_required_result_request_state",
+                "Asks for a confirmation, then returns 'state-ok'.",
+            )
+        },
+        // input-required-result-multi-round: two rounds, one after the other.
+        Workflow {
+            nodes: vec![
+                clarification(
+                    "step1",
+                    "Step 1",
+                    name_question("name", "Step 1: What is your name?"),
+                ),
+                clarification(
+                    "step2",
+                    "Step 2",
+                    name_question("color", "Step 2: What is your favorite color?"),
+                ),
+                text_output("Hello, {{name}}! Your favorite color is {{color}}."),
+            ],
+            metadata: mcp_meta("forbidden"),
+            settings: json!({ "timeout": 0 }),
+            safety_tier: "read",
+            ..base(
+                "test_input_required_result_multi_round",
+                "test_input_required_result_multi_round",
+                "Asks for a name, then for a colour, then answers with both.",
+            )
+        },
+        // input-required-result-tampered-state: any signed round-1 state will do.
+        Workflow {
+            nodes: vec![
+                clarification("user_name", "Ask name", name_question("name", "What is your name?")),
+                text_output("Hello, {{name}}!"),
+            ],
+            metadata: mcp_meta("forbidden"),
+            settings: json!({ "timeout": 0 }),
+            safety_tier: "read",
+            ..base(
+                "test_input_required_result_tampered_state",
+                "test_input_required_result_tampered_state",
+                "Asks for a name (the retry's requestState must be intact).",
+            )
+        },
+        // server-stateless: a call that needs elicitation and streams only results.
+        Workflow {
+            nodes: vec![
+                clarification("user_name", "Ask name", name_question("name", "What is your name?")),
+                text_output("Hello, {{name}}!"),
+            ],
+            metadata: mcp_meta("forbidden"),
+            settings: json!({ "timeout": 0 }),
+            safety_tier: "read",
+            ..base(
+                "test_streaming_elicitation",
+                "test_streaming_elicitation",
+                "Asks for a name through elicitation, then greets.",
+            )
+        },
+        // server-stateless: a call that must log nothing without a logLevel.
+        Workflow {
+            nodes: vec![text_output("test_logging_tool completed")],
+            metadata: mcp_meta("forbidden"),
+            ..base(
+                "test_logging_tool",
+                "test_logging_tool",
+                "Completes at once; logs nothing.",
+            )
+        },
+        // tools-call-with-progress: three steps ~50 ms apart whose node.completed
+        // events a mount can report as progress.
+        Workflow {
+            nodes: vec![
+                node("start", "core.noop", "Start", json!({}), json!({})),
+                sleep_node("half", 50),
+                sleep_node("finish", 50),
+                text_output("test_tool_with_progress completed"),
+            ],
+            metadata: mcp_meta("forbidden"),
+            ..base(
+                "test_tool_with_progress",
+                "test_tool_with_progress",
+                "Three steps about 50 ms apart, then done.",
+            )
+        },
     ]
 }
 
@@ -496,5 +950,58 @@ mod tests {
                 assert!(n.kind().is_some(), "{}: {}", wf.id, n.type_id);
             }
         }
+    }
+
+    #[test]
+    fn fixture_ids_are_unique_and_match_the_workflow_id_grammar() {
+        let all = builtin();
+        let mut ids: Vec<&str> = all.iter().map(|w| w.id.as_str()).collect();
+        for id in &ids {
+            assert!(
+                crate::util::id_chars(id, 1, 128, true),
+                "{id} breaks ^[A-Za-z0-9._~:-]{{1,128}}$"
+            );
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), all.len());
+    }
+
+    /// Every workflow terminates: edges name existing nodes and the graph has no cycle
+    /// (a cycle would leave a run `running` for ever).
+    #[test]
+    fn every_fixture_graph_is_acyclic_with_known_endpoints() {
+        for wf in builtin() {
+            let ids: Vec<&str> = wf.nodes.iter().map(|n| n.id.as_str()).collect();
+            for e in &wf.edges {
+                assert!(ids.contains(&e.source.as_str()), "{}: {}", wf.id, e.source);
+                assert!(ids.contains(&e.target.as_str()), "{}: {}", wf.id, e.target);
+            }
+            let mut done: Vec<&str> = Vec::new();
+            while done.len() < wf.nodes.len() {
+                let before = done.len();
+                for (i, n) in wf.nodes.iter().enumerate() {
+                    if !done.contains(&n.id.as_str())
+                        && wf.predecessors(i).iter().all(|p| done.contains(p))
+                    {
+                        done.push(&n.id);
+                    }
+                }
+                assert!(done.len() > before, "{} has a cycle", wf.id);
+            }
+        }
+    }
+
+    #[test]
+    fn templates_substitute_variables() {
+        let vars = json!({ "name": "Ada", "n": 3 });
+        let vars = vars.as_object().unwrap();
+        assert_eq!(render("Hello, {{name}}!", vars), "Hello, Ada!");
+        assert_eq!(render("{{ n }} and {{missing}}.", vars), "3 and .");
+        assert_eq!(render("no {{ end", vars), "no {{ end");
+        assert_eq!(
+            render_value(&json!({ "t": ["{{name}}"] }), vars),
+            json!({ "t": ["Ada"] })
+        );
     }
 }

@@ -13,11 +13,12 @@ use tokio::sync::watch;
 
 use crate::api::{closed, json_object, ApiError, Body, Reply};
 use crate::auth::{authenticate, Caller, ANONYMOUS_TENANT};
+use crate::faults::{Fault, Faults, RouteClass};
 use crate::fixtures::{self, Workflow};
 use crate::runs::{self, NewRun, Run, RunStatus};
 use crate::tokens::{self, Claims, TokenKey};
 use crate::util::{id_chars, parse_query, random_token};
-use crate::{sse, wire_id, DevHostConfig, RecordedRequest};
+use crate::{legacy, sse, wire_id, DevHostConfig, Flavor, RecordedRequest};
 
 /// Everything one host instance holds in memory.
 pub(crate) struct HostState {
@@ -32,6 +33,7 @@ pub(crate) struct HostState {
     pub requests: Mutex<Vec<RecordedRequest>>,
     pub recording: AtomicBool,
     pub shutdown: watch::Receiver<bool>,
+    pub faults: Faults,
 }
 
 #[derive(Default)]
@@ -75,6 +77,7 @@ impl HostState {
             requests: Mutex::new(Vec::new()),
             recording: AtomicBool::new(true),
             shutdown,
+            faults: Faults::default(),
         }
     }
 
@@ -126,6 +129,11 @@ fn build_discovery(config: &DevHostConfig, workflows: &[Arc<Workflow>]) -> Disco
         ),
     );
     root.insert("toolCatalog".into(), family("stable", json!({})));
+    if config.flavor == Flavor::Legacy {
+        // The legacy flavour keeps the v2 root (the sidecar finds the fixtures here)
+        // and says which dialect the rest of the surface speaks.
+        root.insert("flavor".into(), json!("legacy"));
+    }
     if config.anonymous {
         root.insert(
             "anonymousActor".into(),
@@ -162,12 +170,17 @@ enum Route<'a> {
     InterruptToken(&'a str),
     Events(&'a str),
     Poll(&'a str),
+    /// `/_devhost/faults`, the fault switches' admin endpoint (devhost only).
+    Faults,
 }
 
 impl Route<'_> {
-    fn allowed(&self) -> &'static [Method] {
+    fn allowed(&self, flavor: Flavor) -> &'static [Method] {
         match self {
+            Route::Faults => &[Method::GET, Method::POST, Method::DELETE],
             Route::Runs => &[Method::GET, Method::POST],
+            // The legacy API has no token minting: approvals are POST only.
+            Route::Interrupt(..) if flavor == Flavor::Legacy => &[Method::POST],
             Route::Interrupt(..) | Route::InterruptToken(_) => &[Method::GET, Method::POST],
             Route::Cancel(_) => &[Method::POST],
             _ => &[Method::GET],
@@ -175,21 +188,11 @@ impl Route<'_> {
     }
 }
 
-fn route(path: &str) -> Option<Route<'_>> {
+fn route(flavor: Flavor, path: &str) -> Option<Route<'_>> {
     let segs: Vec<&str> = path.strip_prefix('/')?.split('/').collect();
-    let r = match segs.as_slice() {
-        [".well-known", "openwop"] => Route::Discovery,
-        ["workflows", id] => Route::Workflow(id),
-        ["tools"] => Route::Tools,
-        ["tools", id] => Route::Tool(id),
-        ["runs"] => Route::Runs,
-        ["runs", id] => Route::Run(id),
-        ["runs", id, "cancel"] => Route::Cancel(id),
-        ["runs", id, "interrupts", node] => Route::Interrupt(id, node),
-        ["interrupts", token] => Route::InterruptToken(token),
-        ["runs", id, "events"] => Route::Events(id),
-        ["runs", id, "events", "poll"] => Route::Poll(id),
-        _ => return None,
+    let r = match flavor {
+        Flavor::V2 => v2_route(&segs)?,
+        Flavor::Legacy => legacy_route(&segs)?,
     };
     let empty_id = match &r {
         Route::Workflow(id)
@@ -205,6 +208,144 @@ fn route(path: &str) -> Option<Route<'_>> {
     (!empty_id).then_some(r)
 }
 
+/// The legacy flavour's paths (legacy.rs); every v2 path is unknown there.
+fn legacy_route<'a>(segs: &[&'a str]) -> Option<Route<'a>> {
+    Some(match *segs {
+        [".well-known", "openwop"] => Route::Discovery,
+        ["_devhost", "faults"] => Route::Faults,
+        ["api", "v1", "workflows", id] => Route::Workflow(id),
+        ["api", "v1", "jobs"] => Route::Runs,
+        ["api", "v1", "jobs", id] => Route::Run(id),
+        ["api", "v1", "jobs", id, "cancel"] => Route::Cancel(id),
+        ["api", "v1", "jobs", id, "approvals", node] => Route::Interrupt(id, node),
+        ["api", "v1", "jobs", id, "events"] => Route::Events(id),
+        ["api", "v1", "jobs", id, "events", "poll"] => Route::Poll(id),
+        _ => return None,
+    })
+}
+
+fn v2_route<'a>(segs: &[&'a str]) -> Option<Route<'a>> {
+    let r = match *segs {
+        [".well-known", "openwop"] => Route::Discovery,
+        ["workflows", id] => Route::Workflow(id),
+        ["tools"] => Route::Tools,
+        ["tools", id] => Route::Tool(id),
+        ["runs"] => Route::Runs,
+        ["runs", id] => Route::Run(id),
+        ["runs", id, "cancel"] => Route::Cancel(id),
+        ["runs", id, "interrupts", node] => Route::Interrupt(id, node),
+        ["interrupts", token] => Route::InterruptToken(token),
+        ["runs", id, "events"] => Route::Events(id),
+        ["runs", id, "events", "poll"] => Route::Poll(id),
+        ["_devhost", "faults"] => Route::Faults,
+        _ => return None,
+    };
+    Some(r)
+}
+
+/// The fault-switch class of a request (`None` for the admin endpoint, which is
+/// never counted nor faulted).
+pub(crate) fn classify(flavor: Flavor, method: &Method, path: &str) -> Option<RouteClass> {
+    let Some(route) = route(flavor, path) else {
+        return Some(RouteClass::Other);
+    };
+    let m = method.clone();
+    Some(match route {
+        Route::Faults => return None,
+        Route::Discovery if m == Method::GET => RouteClass::Discovery,
+        Route::Runs if m == Method::POST => RouteClass::CreateRun,
+        Route::Runs if m == Method::GET => RouteClass::ListRuns,
+        Route::Run(_) if m == Method::GET => RouteClass::GetRun,
+        Route::Cancel(_) if m == Method::POST => RouteClass::Cancel,
+        Route::Interrupt(..) | Route::InterruptToken(_) if m == Method::POST => RouteClass::Resolve,
+        Route::Poll(_) if m == Method::GET => RouteClass::Poll,
+        Route::Events(_) if m == Method::GET => RouteClass::Stream,
+        _ => RouteClass::Other,
+    })
+}
+
+/// The answer of a `Status` fault: the error envelope with a code that fits the
+/// status, `Retry-After` on 429 (default 1 s) or when asked for.
+pub(crate) fn fault_response(
+    host: &HostState,
+    status: u16,
+    retry_after: Option<u64>,
+) -> Response<Body> {
+    let code = match status {
+        400 => "validation_error",
+        401 => "unauthenticated",
+        403 => "forbidden",
+        404 => "not_found",
+        429 => "rate_limited",
+        500 => "internal_error",
+        503 => "runner_unavailable",
+        _ => "devhost.injected_fault",
+    };
+    let mut err = ApiError::new(status, code, "injected by the devhost fault switches");
+    let retry_after = retry_after.or((status == 429).then_some(1));
+    if let Some(r) = retry_after {
+        err = err.with_header("retry-after", r.to_string());
+    }
+    error_response(host, err)
+}
+
+/// An error answered outside `dispatch` (body too large, injected faults).
+pub(crate) fn error_response(host: &HostState, err: ApiError) -> Response<Body> {
+    outgoing(host, RouteClass::Other, err.into_reply()).into_response()
+}
+
+/// A buffered answer in the host's dialect (legacy.rs rewrites v2 shapes).
+fn outgoing(host: &HostState, class: RouteClass, reply: Reply) -> Reply {
+    match host.config.flavor {
+        Flavor::V2 => reply,
+        Flavor::Legacy => legacy::outgoing(class, reply),
+    }
+}
+
+/// `GET|POST|DELETE /_devhost/faults`: read, change or reset the fault switches.
+/// POST takes `{clear?: bool, resetCounts?: bool, faults?: [Fault JSON]}` (see
+/// [`Fault::from_json`]); every fault is checked before any is applied. DELETE
+/// clears the faults and zeroes the counters. All three answer
+/// `{faults: [...], counts: {...}}`.
+fn faults_admin(host: &HostState, req: &Req<'_>) -> Result<Reply, ApiError> {
+    let f = &host.faults;
+    if *req.method == Method::DELETE {
+        f.clear();
+        f.reset_counts();
+    } else if *req.method == Method::POST {
+        let obj = json_object(req.body, true)?;
+        closed(&obj, &["clear", "resetCounts", "faults"])?;
+        let flag = |k: &str| match obj.get(k) {
+            None => Ok(false),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(_) => Err(ApiError::validation(k, format!("{k} must be a boolean"))),
+        };
+        let faults = match obj.get("faults") {
+            None => Vec::new(),
+            Some(Value::Array(a)) => a
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    Fault::from_json(v)
+                        .map_err(|m| ApiError::validation(&format!("faults[{i}]"), m))
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+            Some(_) => return Err(ApiError::validation("faults", "faults must be an array")),
+        };
+        let (clear, reset) = (flag("clear")?, flag("resetCounts")?);
+        if clear {
+            f.clear();
+        }
+        if reset {
+            f.reset_counts();
+        }
+        for fault in faults {
+            f.add(fault);
+        }
+    }
+    Ok(Reply::json(200, &f.to_json()))
+}
+
 /// Everything one request needs after its body has been read.
 pub(crate) struct Req<'a> {
     pub method: &'a Method,
@@ -216,10 +357,11 @@ pub(crate) struct Req<'a> {
 
 /// Dispatch one request. The caller adds `OpenWOP-Version` to whatever comes back.
 pub(crate) async fn handle(host: &Arc<HostState>, req: Req<'_>) -> Response<Body> {
+    let class = classify(host.config.flavor, req.method, req.path).unwrap_or(RouteClass::Other);
     match dispatch(host, &req).await {
-        Ok(Answer::Reply(r)) => r.into_response(),
+        Ok(Answer::Reply(r)) => outgoing(host, class, r).into_response(),
         Ok(Answer::Stream(resp)) => resp,
-        Err(e) => e.into_reply().into_response(),
+        Err(e) => outgoing(host, class, e.into_reply()).into_response(),
     }
 }
 
@@ -243,12 +385,13 @@ async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiErr
     if req.method == Method::OPTIONS {
         return Ok(Answer::Reply(preflight()));
     }
-    let Some(route) = route(req.path) else {
+    let flavor = host.config.flavor;
+    let Some(route) = route(flavor, req.path) else {
         return Err(ApiError::not_found(format!("no route for {}", req.path)));
     };
-    if !route.allowed().contains(req.method) {
+    if !route.allowed(flavor).contains(req.method) {
         let allow = route
-            .allowed()
+            .allowed(flavor)
             .iter()
             .map(Method::as_str)
             .collect::<Vec<_>>()
@@ -263,6 +406,9 @@ async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiErr
     if let Route::Discovery = route {
         return Ok(Answer::Reply(discovery(host, req.headers)));
     }
+    if let Route::Faults = route {
+        return faults_admin(host, req).map(Answer::Reply);
+    }
     if let Route::InterruptToken(token) = route {
         // Token surfaces authenticate with the token itself, no bearer (§1.7).
         return interrupt_by_token(host, req, token).map(Answer::Reply);
@@ -270,7 +416,9 @@ async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiErr
     let caller = authenticate(&host.config, req.headers)?;
     let query = parse_query(req.query);
     match route {
-        Route::Discovery | Route::InterruptToken(_) => unreachable!("answered above"),
+        Route::Discovery | Route::InterruptToken(_) | Route::Faults => {
+            unreachable!("answered above")
+        }
         Route::Workflow(raw) => {
             caller.require("manifest:read")?;
             let wf = workflow_from_path(host, raw)?;
@@ -294,9 +442,10 @@ async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiErr
         }
         Route::Runs if *req.method == Method::POST => {
             caller.require("runs:create")?;
-            let fp = fingerprint("createRun", "", req.body);
+            let transport = transport_of(req.headers)?;
+            let fp = fingerprint("createRun", transport, req.body);
             let reply = idempotent(host, &caller, "createRun", req.headers, fp, || {
-                create_run(host, &caller, req.body)
+                create_run(host, &caller, req.body, transport)
             })?;
             Ok(Answer::Reply(reply))
         }
@@ -321,17 +470,22 @@ async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiErr
         Route::Interrupt(raw, raw_node) if *req.method == Method::GET => {
             caller.require("approvals:respond")?;
             let run = run_from_path(host, &caller, raw)?;
-            let node = node_from_path(raw_node)?;
+            let node = node_from_path(host, raw_node)?;
             Ok(Answer::Reply(mint_token(host, &run, &caller, &node)?))
         }
         Route::Interrupt(raw, raw_node) => {
             caller.require("approvals:respond")?;
             let run = run_from_path(host, &caller, raw)?;
-            let node = node_from_path(raw_node)?;
+            let node = node_from_path(host, raw_node)?;
+            // Legacy `{value}` is the v2 `{resumeValue}` (legacy.rs).
+            let body = match flavor {
+                Flavor::V2 => req.body.clone(),
+                Flavor::Legacy => legacy::resolve_body(req.body)?,
+            };
             let fp = fingerprint(
                 "resolveInterruptByRun",
                 &format!("{}\n{node}", run.id),
-                req.body,
+                &body,
             );
             let reply = idempotent(
                 host,
@@ -339,7 +493,7 @@ async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiErr
                 "resolveInterruptByRun",
                 req.headers,
                 fp,
-                || resolve_interrupt(host, &run, &caller, &node, None, req.body),
+                || resolve_interrupt(host, &run, &caller, &node, None, &body),
             )?;
             Ok(Answer::Reply(reply))
         }
@@ -368,7 +522,8 @@ fn preflight() -> Reply {
     .header(
         "access-control-allow-headers",
         "Authorization, Content-Type, OpenWOP-Version, OpenWOP-Client-Version, \
-         OpenWOP-Dedup, Idempotency-Key, If-None-Match, Last-Event-ID, traceparent, tracestate",
+         OpenWOP-Dedup, Idempotency-Key, If-None-Match, Last-Event-ID, traceparent, tracestate, \
+         X-OpenWOP-Transport",
     )
     .header("access-control-max-age", "600")
 }
@@ -409,9 +564,17 @@ fn discovery(host: &HostState, headers: &HeaderMap) -> Reply {
     reply.header("cache-control", "public, max-age=300")
 }
 
+/// Decode an author id (workflow, node) from a path segment: `~`/`%` in v2 (§2.2),
+/// `%` only in the legacy flavour.
+fn decode_segment(host: &HostState, raw: &str, field: &str) -> Result<String, ApiError> {
+    match host.config.flavor {
+        Flavor::V2 => wire_id::unproject(raw).map_err(|e| ApiError::validation(field, e.message())),
+        Flavor::Legacy => legacy::decode_segment(raw, field),
+    }
+}
+
 fn workflow_from_path(host: &HostState, raw: &str) -> Result<Arc<Workflow>, ApiError> {
-    let id =
-        wire_id::unproject(raw).map_err(|e| ApiError::validation("workflowId", e.message()))?;
+    let id = decode_segment(host, raw, "workflowId")?;
     if !id_chars(&id, 1, 128, true) {
         return Err(ApiError::validation(
             "workflowId",
@@ -422,8 +585,8 @@ fn workflow_from_path(host: &HostState, raw: &str) -> Result<Arc<Workflow>, ApiE
         .ok_or_else(|| ApiError::not_found(format!("no workflow {id}")))
 }
 
-fn node_from_path(raw: &str) -> Result<String, ApiError> {
-    let id = wire_id::unproject(raw).map_err(|e| ApiError::validation("nodeId", e.message()))?;
+fn node_from_path(host: &HostState, raw: &str) -> Result<String, ApiError> {
+    let id = decode_segment(host, raw, "nodeId")?;
     if !id_chars(&id, 1, 128, true) {
         return Err(ApiError::validation(
             "nodeId",
@@ -439,7 +602,10 @@ fn node_from_path(raw: &str) -> Result<String, ApiError> {
 /// under the caller's tenant.
 fn run_from_path(host: &HostState, caller: &Caller, raw: &str) -> Result<Arc<Run>, ApiError> {
     let bad = |why: &str| ApiError::validation("runId", format!("malformed runId: {why}"));
-    let decoded = wire_id::unproject(raw).map_err(|e| bad(e.message()))?;
+    let decoded = match host.config.flavor {
+        Flavor::V2 => wire_id::unproject(raw).map_err(|e| bad(e.message()))?,
+        Flavor::Legacy => legacy::decode_job_id(raw)?,
+    };
     let bound = match decoded.split_once('/') {
         Some((tenant, opaque)) => {
             let t = tenant.strip_prefix("anon:").unwrap_or(tenant);
@@ -549,8 +715,36 @@ fn idempotent(
     Ok(reply)
 }
 
+/// The devhost-private `X-OpenWOP-Transport: mcp|rest|a2a|ui` request header of
+/// `POST /runs`, which sets `run.started.payload.transport` (default `rest`). A REST
+/// createRun has no transport field (openwop-rest.md §1.3, §8.1), so this is the
+/// devhost's hook for a mount that wants its runs recorded as `mcp`; a real host
+/// ignores the header. Unknown values are `400 validation_error`.
+pub const TRANSPORT_HEADER: &str = "x-openwop-transport";
+
+fn transport_of(headers: &HeaderMap) -> Result<&'static str, ApiError> {
+    let Some(raw) = headers.get(TRANSPORT_HEADER) else {
+        return Ok("rest");
+    };
+    let value = raw.to_str().unwrap_or("").trim().to_ascii_lowercase();
+    ["mcp", "rest", "a2a", "ui"]
+        .into_iter()
+        .find(|t| *t == value)
+        .ok_or_else(|| {
+            ApiError::validation(
+                "X-OpenWOP-Transport",
+                "X-OpenWOP-Transport must be one of mcp, rest, a2a, ui",
+            )
+        })
+}
+
 /// `POST /runs` (openwop-rest.md §1.3).
-fn create_run(host: &HostState, caller: &Caller, body: &[u8]) -> Result<Reply, ApiError> {
+fn create_run(
+    host: &HostState,
+    caller: &Caller,
+    body: &[u8],
+    transport: &'static str,
+) -> Result<Reply, ApiError> {
     let obj = json_object(body, false)?;
     closed(
         &obj,
@@ -672,6 +866,7 @@ fn create_run(host: &HostState, caller: &Caller, body: &[u8]) -> Result<Reply, A
             tags,
             metadata,
             configurable,
+            transport,
         },
     );
     let status = run.lock().status;
@@ -703,6 +898,15 @@ fn get_run(run: &Run, headers: &HeaderMap) -> Reply {
     Reply::json(200, &run.snapshot(&st)).header("etag", &etag)
 }
 
+/// The `status` filter of listRuns: a v2 status, or in the legacy flavour a legacy
+/// state (`NEEDS_APPROVAL`, ...).
+fn status_filter(flavor: Flavor, s: &str) -> Option<RunStatus> {
+    match flavor {
+        Flavor::V2 => RunStatus::parse(s),
+        Flavor::Legacy => legacy::status_of(s).and_then(RunStatus::parse),
+    }
+}
+
 /// `GET /runs` (§1.5): newest first, the caller's tenant only, opaque cursors.
 fn list_runs(
     host: &HostState,
@@ -725,7 +929,7 @@ fn list_runs(
     let status =
         match get("status") {
             None => None,
-            Some(s) => Some(RunStatus::parse(s).ok_or_else(|| {
+            Some(s) => Some(status_filter(host.config.flavor, s).ok_or_else(|| {
                 ApiError::validation("status", format!("{s} is not a run status"))
             })?),
         };
@@ -912,9 +1116,9 @@ fn mint_token(host: &HostState, run: &Run, caller: &Caller, node: &str) -> Resul
         )));
     }
     let st = run.lock();
-    let open = match &st.open {
-        Some(o) if o.node_id == node => o,
-        _ => {
+    let open = match st.open.iter().find(|o| o.node_id == node) {
+        Some(o) => o,
+        None => {
             return Err(ApiError::new(
                 404,
                 "interrupt_not_found",
@@ -968,8 +1172,12 @@ fn interrupt_by_token(host: &Arc<HostState>, req: &Req<'_>, raw: &str) -> Result
     // runs invalidate it.
     let payload = {
         let st = run.lock();
-        match &st.open {
-            Some(o) if o.interrupt_id == claims.interrupt_id => o.payload.clone(),
+        match st
+            .open
+            .iter()
+            .find(|o| o.interrupt_id == claims.interrupt_id)
+        {
+            Some(o) => o.payload.clone(),
             _ if st.status == RunStatus::Cancelled => {
                 return Err(ApiError::new(
                     410,

@@ -33,7 +33,7 @@
 //! | `GET /.well-known/openwop` | none | v2 root, `fixtures[]`, `runList`, `interrupt`, `toolCatalog` (+ `anonymousActor`); strong ETag, 304 |
 //! | `GET /workflows/{id}` | `manifest:read` | workflow definition |
 //! | `GET /tools[?view=compact]`, `GET /tools/{id}` | `manifest:read` | ToolDescriptors built from the workflows |
-//! | `POST /runs` | `runs:create` | closed body, inputs validated, `Idempotency-Key` |
+//! | `POST /runs` | `runs:create` | closed body, inputs validated, `Idempotency-Key`, devhost-only `X-OpenWOP-Transport` |
 //! | `GET /runs` | `runs:read` | `workflowId`, `status`, `limit` (1..100, default 20), minted `cursor` |
 //! | `GET /runs/{id}` | `runs:read` | RunSnapshot, ETag from the last sequence + status, 304 |
 //! | `POST /runs/{id}/cancel` | `runs:cancel` | `{reason?}`; 409 `run_terminal` |
@@ -42,6 +42,7 @@
 //! | `GET`/`POST /interrupts/{token}` | the token | inspect / resolve |
 //! | `GET /runs/{id}/events/poll` | `runs:read` | `afterSequence`, `timeout` 1..60 (default 30) |
 //! | `GET /runs/{id}/events` | `runs:read` | SSE; `streamMode`, `bufferMs`, `Last-Event-ID` |
+//! | `GET`/`POST`/`DELETE /_devhost/faults` | none | devhost only: the fault switches (see [`faults`]) |
 //!
 //! Choices where `openwop-rest.md` is silent:
 //!
@@ -57,7 +58,69 @@
 //!   credential's → 403 `id_tenant_mismatch`.
 //! * Approval resume values are closed objects; clarification resume values are the
 //!   answers keyed by question id (or `{answers: {...}}`), `{declined: true}` fails
-//!   the run with `clarification_declined`.
+//!   the run with `clarification_declined`. Answers become run variables.
+//! * Execution follows the workflow's `edges[]`; gates on parallel branches are open
+//!   at the same time (`multi_input`). `currentNodeId` names the first open one; the
+//!   status is `waiting-approval` while any approval is open, else `waiting-input`.
+//!
+//! # Devhost-only hooks
+//!
+//! * **`X-OpenWOP-Transport: mcp|rest|a2a|ui`** on `POST /runs` sets
+//!   `run.started.payload.transport` (default `rest`; anything else is
+//!   `400 validation_error`, field `X-OpenWOP-Transport`). A REST createRun has no
+//!   transport field (openwop-rest.md §1.3, §8.1): a real host ignores the header,
+//!   so a mount that sends it gets `mcp` here and `rest` elsewhere. The header takes
+//!   part in the `Idempotency-Key` fingerprint. See [`TRANSPORT_HEADER`].
+//! * **Fault switches**: [`DevHost::faults`] and `/_devhost/faults` ([`faults`]).
+//!
+//! # Fixtures
+//!
+//! `fixtures[]` lists the OpenWOP conformance fixtures (openwop-rest.md §4:
+//! `conformance-approval`, `-approval-approvers`, `-failure`, `-delay`,
+//! `-cancellable`, `-noop`, `-clarification`, `-clarification-nested`,
+//! `-clarification-sensitive`), `conformance-approval-delay` (approval gate `gate`,
+//! then a `core.delay` of `delayMs`, default 3000), and workflows named after the
+//! MCP conformance suite's tools (`test_simple_text`, `test_error_handling`,
+//! `greet`, `slow_compute`, `failing_job`, `protocol_error_job`, `confirm_delete`,
+//! `multi_input`, `test_tool_with_task`, `test_input_required_result_elicitation`,
+//! `test_input_required_result_request_state`,
+//! `test_input_required_result_multi_round`,
+//! `test_input_required_result_tampered_state`, `test_streaming_elicitation`,
+//! `test_logging_tool`, `test_tool_with_progress`). Those publish their answer text
+//! as the run variable **`text`** (`RunSnapshot.variables.text`, also
+//! `run.completed.payload.outputs.text`); failures carry it in
+//! `RunSnapshot.error.message`. `GET /workflows/{id}` says how the suite registers
+//! each tool in `metadata.customProperties.mcp.taskSupport`
+//! (`forbidden|optional|required`).
+//!
+//! # Legacy flavour
+//!
+//! [`Flavor::Legacy`] (`--flavor legacy`) serves the same runs as an older job API;
+//! every difference is a translation at the edge:
+//!
+//! | v2 | legacy |
+//! | --- | --- |
+//! | `GET /.well-known/openwop` | the same v2 root, plus `"flavor": "legacy"` |
+//! | `GET /workflows/{id}` | `GET /api/v1/workflows/{id}` |
+//! | `POST /runs` → `{runId, status, eventsUrl, statusUrl}` | `POST /api/v1/jobs` → `201 {jobId, state}`, `Location: /api/v1/jobs/{id}` |
+//! | `GET /runs?status=…` → `{runs, nextCursor?}` | `GET /api/v1/jobs?status=<STATE>` → `{jobs, next?}` (`limit`, `cursor`, `workflowId` as in v2) |
+//! | `GET /runs/{id}` (RunSnapshot) | `GET /api/v1/jobs/{id}`: `jobId`, `state`, `createdTime`, `finishedTime`, `failure` for `runId`, `status`, `startedAt`, `completedAt`, `error` |
+//! | `POST /runs/{id}/cancel` → `{runId, status}` | `POST /api/v1/jobs/{id}/cancel` → `{jobId, state}` |
+//! | `POST /runs/{id}/interrupts/{node}` `{resumeValue}` → `{runId, nodeId, status}` | `POST /api/v1/jobs/{id}/approvals/{node}` `{value}` → `{jobId, nodeId, state}` |
+//! | `GET /runs/{id}/events/poll` → `{runId, events, lastSequence, status, isTerminal}` | `GET /api/v1/jobs/{id}/events/poll` → `{jobId, events, lastSequence, state, isTerminal}` |
+//! | `GET /runs/{id}/events` | `GET /api/v1/jobs/{id}/events` (same frames) |
+//! | events: RunEventDoc | the same envelope and types with `jobId` for `runId` |
+//! | ids `~2F` or `%2F` | `%2F` only; an id containing `~` is `404 NOT_FOUND` |
+//! | `{error, message, details?}` | `{code, detail}`, same HTTP statuses |
+//!
+//! States: `pending` `PENDING`, `running` `RUNNING`, `waiting-approval`
+//! `NEEDS_APPROVAL`, `waiting-input` `NEEDS_INPUT`, `waiting-external`
+//! `WAITING_EXTERNAL`, `paused` `PAUSED`, `cancelling` `CANCELING`, `completed`
+//! `SUCCEEDED`, `failed` `ERROR`, `cancelled` `CANCELED`. Error codes: `NOT_FOUND`,
+//! `FORBIDDEN`, `TENANT_MISMATCH` (403), `UNAUTHENTICATED`, `CONFLICT_TERMINAL`
+//! (409, cancel of a finished job), `ALREADY_RESOLVED` (409), `VALIDATION` (400),
+//! any other v2 code upper-cased (`RATE_LIMITED`, `METHOD_NOT_ALLOWED`, ...). Tools,
+//! interrupt tokens and every v2 path answer 404.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -77,8 +140,10 @@ use tokio::task::JoinSet;
 
 mod api;
 mod auth;
+pub mod faults;
 mod fixtures;
 mod host;
+mod legacy;
 mod runs;
 mod sse;
 mod tokens;
@@ -86,6 +151,8 @@ mod util;
 pub mod wire_id;
 
 pub use auth::{ANONYMOUS_ISSUER, ANONYMOUS_TENANT, API_KEY_ISSUER};
+pub use faults::{Fault, FaultKind, Faults, RouteClass};
+pub use host::TRANSPORT_HEADER;
 
 use api::ApiError;
 use host::{lock, HostState, Req};
@@ -94,6 +161,47 @@ use host::{lock, HostState, Req};
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";
 /// Largest request body the host reads (larger → `413`).
 pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+/// The wire dialect the host speaks. Both serve the same runs, fixtures, tenants,
+/// keys, interrupts, cancel, idempotency and events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Flavor {
+    /// The bare-path OpenWOP v2 run API (openwop-rest.md §1).
+    #[default]
+    V2,
+    /// An older in-house job API under `/api/v1/jobs` with its own field, status and
+    /// error names (see the crate docs, "Legacy flavour"), for the sidecar's
+    /// configurable route mapping.
+    Legacy,
+}
+
+impl Flavor {
+    /// `v2` or `legacy`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Flavor::V2 => "v2",
+            Flavor::Legacy => "legacy",
+        }
+    }
+}
+
+impl std::str::FromStr for Flavor {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Flavor, String> {
+        match s {
+            "v2" => Ok(Flavor::V2),
+            "legacy" => Ok(Flavor::Legacy),
+            other => Err(format!("unknown flavor {other} (v2 | legacy)")),
+        }
+    }
+}
+
+impl std::fmt::Display for Flavor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// One bearer credential and the identity it stands for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,6 +240,8 @@ pub struct DevHostConfig {
     pub anonymous: bool,
     /// Interval of `: keep-alive` comments on idle event streams.
     pub sse_keepalive: Duration,
+    /// Wire dialect (default [`Flavor::V2`]).
+    pub flavor: Flavor,
 }
 
 impl Default for DevHostConfig {
@@ -155,6 +265,7 @@ impl Default for DevHostConfig {
             ],
             anonymous: false,
             sse_keepalive: Duration::from_secs(15),
+            flavor: Flavor::V2,
         }
     }
 }
@@ -245,6 +356,12 @@ impl DevHost {
         self.inner.state.recording.store(on, Ordering::Relaxed);
     }
 
+    /// The host's fault switches (default: none). Clones share them; they take
+    /// effect on the next request.
+    pub fn faults(&self) -> Faults {
+        self.inner.state.faults.clone()
+    }
+
     /// Stop accepting, close open connections (streams included) and stop executors.
     pub async fn shutdown(self) {
         let _ = self.inner.stop.send(true);
@@ -317,14 +434,28 @@ async fn serve(state: &Arc<HostState>, req: http::Request<Incoming>) -> http::Re
     let body = match Limited::new(body, MAX_BODY_BYTES).collect().await {
         Ok(c) => c.to_bytes(),
         Err(_) => {
-            let resp = ApiError::new(413, "payload_too_large", "the request body is too large")
-                .into_reply()
-                .into_response();
-            return finish(resp);
+            let err = ApiError::new(413, "payload_too_large", "the request body is too large");
+            return finish(host::error_response(state, err));
         }
     };
     if state.recording.load(Ordering::Relaxed) {
         record(state, &parts, &body);
+    }
+    // Fault switches (faults.rs): a status fault answers before processing; the
+    // others damage the answer after the request took effect.
+    let plan = match host::classify(state.config.flavor, &parts.method, parts.uri.path()) {
+        Some(class) => state.faults.plan(class),
+        None => Default::default(),
+    };
+    if let Some(FaultKind::Status {
+        status,
+        retry_after,
+    }) = plan.action
+    {
+        if let Some(d) = plan.delay {
+            tokio::time::sleep(d).await;
+        }
+        return finish(host::fault_response(state, status, retry_after));
     }
     let resp = host::handle(
         state,
@@ -337,6 +468,13 @@ async fn serve(state: &Arc<HostState>, req: http::Request<Incoming>) -> http::Re
         },
     )
     .await;
+    if let Some(d) = plan.delay {
+        tokio::time::sleep(d).await;
+    }
+    let resp = match &plan.action {
+        Some(kind) => faults::damage(resp, kind),
+        None => resp,
+    };
     finish(resp)
 }
 

@@ -1,11 +1,11 @@
 #![forbid(unsafe_code)]
-//! `openwop-devhost --listen ADDR [--anonymous] [--sse-keepalive-ms N]`
+//! `openwop-devhost --listen ADDR [--anonymous] [--sse-keepalive-ms N] [--flavor v2|legacy]`
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Parser;
-use openwop_devhost::{DevHostConfig, DEFAULT_LISTEN};
+use openwop_devhost::{DevHostConfig, Flavor, DEFAULT_LISTEN};
 
 /// In-memory OpenWOP v2 REST demo host with the conformance fixtures.
 #[derive(Debug, Parser)]
@@ -20,6 +20,9 @@ struct Args {
     /// Keep-alive comment interval on event streams, in milliseconds.
     #[arg(long, default_value_t = 15_000)]
     sse_keepalive_ms: u64,
+    /// Wire dialect: the OpenWOP v2 run API, or the legacy /api/v1/jobs API.
+    #[arg(long, default_value = "v2")]
+    flavor: Flavor,
 }
 
 #[tokio::main]
@@ -35,10 +38,15 @@ async fn main() -> anyhow::Result<()> {
     let config = DevHostConfig {
         anonymous: args.anonymous,
         sse_keepalive: Duration::from_millis(args.sse_keepalive_ms),
+        flavor: args.flavor,
         ..DevHostConfig::default()
     };
     let host = openwop_devhost::spawn(config.clone(), args.listen).await?;
-    println!("openwop-devhost listening on {}", host.base_url());
+    println!(
+        "openwop-devhost ({} flavor) listening on {}",
+        config.flavor,
+        host.base_url()
+    );
     println!("tenant keys (Authorization: Bearer <key>):");
     for k in &config.keys {
         let scopes = if k.scopes.is_empty() {

@@ -7,6 +7,7 @@
 //! critical sections never await. A `watch` counter is bumped on every change so SSE
 //! streams and long polls wake at once instead of polling.
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -15,7 +16,7 @@ use tokio::sync::{watch, Notify};
 
 use crate::api::ApiError;
 use crate::auth::Caller;
-use crate::fixtures::{NodeKind, VarType, Workflow};
+use crate::fixtures::{render, render_value, NodeKind, VarType, Workflow};
 use crate::util::{now_rfc3339, random_token};
 
 /// `RunSnapshot.status` (openwop-rest.md §1.4).
@@ -125,14 +126,43 @@ pub(crate) struct RunState {
     pub tags: Option<Value>,
     pub metadata: Option<Value>,
     pub configurable: Option<Value>,
-    /// Index of the next node the executor runs.
-    next_node: usize,
-    /// The node currently executing or suspended (for `node.cancelled`).
-    active_node: Option<(String, Instant)>,
-    pub open: Option<OpenInterrupt>,
+    /// Nodes that have started / completed (execution follows `edges[]`).
+    started_nodes: HashSet<String>,
+    done_nodes: HashSet<String>,
+    /// Nodes started but not finished, in start order: a sleeping delay and every
+    /// suspended gate (each gets `node.cancelled` on cancel).
+    active: Vec<(String, Instant)>,
+    /// Open interrupts, in suspension order; several when gates sit on parallel
+    /// branches.
+    pub open: Vec<OpenInterrupt>,
     /// Set by cancel on an executing run; the executor records `run.cancelled` with it.
     cancel_reason: Option<String>,
+    /// Node outputs keyed by node id, plus the top-level keys `vendor.devhost.output`
+    /// nodes publish: `run.completed.payload.outputs`.
     outputs: Map<String, Value>,
+    /// Whether an executor task is driving the run (at most one at a time).
+    driving: bool,
+}
+
+impl RunState {
+    /// The status a live run has given its open interrupts (openwop-rest.md §1.4:
+    /// approval → `waiting-approval`, clarification → `waiting-input`).
+    fn settle_status(&mut self) {
+        if self.status.is_terminal() || self.status == RunStatus::Cancelling {
+            return;
+        }
+        self.status = if self
+            .open
+            .iter()
+            .any(|o| matches!(o.kind, OpenKind::Approval { .. }))
+        {
+            RunStatus::WaitingApproval
+        } else if self.open.is_empty() {
+            RunStatus::Running
+        } else {
+            RunStatus::WaitingInput
+        };
+    }
 }
 
 pub(crate) struct Run {
@@ -187,7 +217,7 @@ impl Run {
         o.insert("status".into(), json!(st.status.as_str()));
         o.insert("owner".into(), st.owner.clone());
         o.insert("eventLogSchemaVersion".into(), json!(3));
-        if let Some(open) = &st.open {
+        if let Some(open) = st.open.first() {
             o.insert("currentNodeId".into(), json!(open.node_id));
         }
         o.insert("startedAt".into(), json!(st.started_at));
@@ -224,14 +254,14 @@ impl Run {
     fn finish(&self, st: &mut RunState, status: RunStatus) {
         st.status = status;
         st.completed_at = Some(now_rfc3339());
-        st.open = None;
-        st.active_node = None;
+        st.open.clear();
+        st.active.clear();
     }
 
     /// Record the cancellation: `node.cancelled` for the node in flight, then
     /// `run.cancelled{reason, cancelledBy:"caller"}` (openwop-rest.md §1.6).
     fn record_cancelled(&self, st: &mut RunState, reason: &str) {
-        if let Some((node, _)) = st.active_node.clone() {
+        for (node, _) in st.active.clone() {
             self.emit(
                 st,
                 "node.cancelled",
@@ -268,11 +298,10 @@ impl Run {
     }
 
     fn complete_node(&self, st: &mut RunState, node: &str, outputs: Value) {
-        let duration = st
-            .active_node
-            .as_ref()
-            .map(|(_, t)| t.elapsed().as_millis() as u64)
-            .unwrap_or(0);
+        let duration = match st.active.iter().position(|(n, _)| n == node) {
+            Some(i) => st.active.remove(i).1.elapsed().as_millis() as u64,
+            None => 0,
+        };
         self.emit(
             st,
             "node.completed",
@@ -280,8 +309,7 @@ impl Run {
             json!({ "nodeId": node, "outputs": outputs, "durationMs": duration }),
         );
         st.outputs.insert(node.to_owned(), outputs);
-        st.active_node = None;
-        st.next_node += 1;
+        st.done_nodes.insert(node.to_owned());
     }
 
     fn start_node(&self, st: &mut RunState, node: &str, type_id: &str) {
@@ -291,7 +319,8 @@ impl Run {
             Some(node),
             json!({ "nodeId": node, "typeId": type_id, "attempt": 1 }),
         );
-        st.active_node = Some((node.to_owned(), Instant::now()));
+        st.started_nodes.insert(node.to_owned());
+        st.active.push((node.to_owned(), Instant::now()));
     }
 }
 
@@ -302,20 +331,37 @@ enum Step {
 }
 
 /// Run nodes until the run suspends, sleeps or ends. Called with the run locked.
+///
+/// A node is ready once every predecessor (openwop workflow-definition `edges[]`)
+/// has completed; ready nodes start in declaration order. Gates do not stop the
+/// walk, so gates on parallel branches are all open at once; a delay does.
 fn advance(run: &Run, st: &mut RunState) -> Step {
     loop {
-        if st.status.is_terminal() || st.open.is_some() {
+        if st.status.is_terminal() {
             return Step::Stop;
         }
         if let Some(reason) = st.cancel_reason.clone() {
             run.record_cancelled(st, &reason);
             return Step::Stop;
         }
-        let Some(node) = run.workflow.nodes.get(st.next_node) else {
-            let outputs = Value::Object(st.outputs.clone());
-            let payload = json!({ "outputs": outputs, "durationMs": Run::elapsed_ms(st) });
-            run.emit(st, "run.completed", None, payload);
-            run.finish(st, RunStatus::Completed);
+        let wf = &run.workflow;
+        let ready = wf.nodes.iter().enumerate().find(|(i, n)| {
+            !st.started_nodes.contains(&n.id)
+                && wf
+                    .predecessors(*i)
+                    .iter()
+                    .all(|p| st.done_nodes.contains(*p))
+        });
+        let Some((_, node)) = ready else {
+            if st.done_nodes.len() == wf.nodes.len() {
+                let outputs = Value::Object(st.outputs.clone());
+                let payload = json!({ "outputs": outputs, "durationMs": Run::elapsed_ms(st) });
+                run.emit(st, "run.completed", None, payload);
+                run.finish(st, RunStatus::Completed);
+            } else {
+                // Parked on open interrupts until a resolve continues the run.
+                st.settle_status();
+            }
             return Step::Stop;
         };
         let node_id = node.id.clone();
@@ -328,18 +374,32 @@ fn advance(run: &Run, st: &mut RunState) -> Step {
         run.start_node(st, &node_id, &node.type_id);
         match kind {
             NodeKind::Noop => run.complete_node(st, &node_id, json!({})),
+            NodeKind::Output { values } => {
+                let rendered = render_value(&Value::Object(values), &st.variables);
+                if let Value::Object(o) = &rendered {
+                    for (k, v) in o {
+                        st.variables.insert(k.clone(), v.clone());
+                    }
+                }
+                run.complete_node(st, &node_id, rendered.clone());
+                if let Value::Object(o) = rendered {
+                    st.outputs.extend(o);
+                }
+            }
             NodeKind::Fail { code, message } => {
+                let message = render(&message, &st.variables);
                 run.fail_run(st, Some(&node_id), &code, &message);
                 return Step::Stop;
             }
-            NodeKind::Delay { delay_ms } => {
-                let ms = delay_ms
+            NodeKind::Delay { amount, unit_ms } => {
+                let ms = amount
                     .resolve(&st.variables)
                     .and_then(Value::as_f64)
+                    .map(|v| v * unit_ms)
                     .filter(|v| v.is_finite() && *v >= 0.0);
                 match ms {
                     Some(ms) => {
-                        st.status = RunStatus::Running;
+                        st.settle_status();
                         return Step::Sleep {
                             node_id,
                             ms: ms.round() as u64,
@@ -350,7 +410,7 @@ fn advance(run: &Run, st: &mut RunState) -> Step {
                             st,
                             Some(&node_id),
                             "validation_error",
-                            "delayMs does not resolve to a non-negative number",
+                            "the delay does not resolve to a non-negative number",
                         );
                         return Step::Stop;
                     }
@@ -365,10 +425,10 @@ fn advance(run: &Run, st: &mut RunState) -> Step {
                 let mut data = Map::new();
                 data.insert("artifactId".into(), json!(format!("{}#{node_id}", run.id)));
                 data.insert("artifactType".into(), json!("run-node"));
-                data.insert("title".into(), json!(title));
+                data.insert("title".into(), json!(render(&title, &st.variables)));
                 data.insert("actions".into(), json!(actions));
                 if let Some(d) = &description {
-                    data.insert("description".into(), json!(d));
+                    data.insert("description".into(), json!(render(d, &st.variables)));
                 }
                 if let Some(list) = &approvers {
                     data.insert("approversList".into(), json!(list));
@@ -381,9 +441,18 @@ fn advance(run: &Run, st: &mut RunState) -> Step {
                     Value::Object(data),
                     OpenKind::Approval { actions, approvers },
                 );
-                return Step::Stop;
             }
             NodeKind::Clarification { questions } => {
+                let questions: Vec<Value> = questions
+                    .iter()
+                    .map(|q| {
+                        let mut q = q.clone();
+                        if let Some(text) = q.get("question").and_then(Value::as_str) {
+                            q["question"] = json!(render(text, &st.variables));
+                        }
+                        q
+                    })
+                    .collect();
                 suspend(
                     run,
                     st,
@@ -392,7 +461,6 @@ fn advance(run: &Run, st: &mut RunState) -> Step {
                     json!({ "questions": questions }),
                     OpenKind::Clarification { questions },
                 );
-                return Step::Stop;
             }
         }
     }
@@ -417,21 +485,26 @@ fn suspend(run: &Run, st: &mut RunState, node_id: &str, kind: &str, data: Value,
         Some(node_id),
         json!({ "nodeId": node_id, "interruptId": interrupt_id, "kind": kind, "key": node_id }),
     );
-    st.status = if kind == "approval" {
-        RunStatus::WaitingApproval
-    } else {
-        RunStatus::WaitingInput
-    };
-    st.open = Some(OpenInterrupt {
+    st.open.push(OpenInterrupt {
         node_id: node_id.to_owned(),
         interrupt_id,
         kind: open,
         payload,
     });
+    st.settle_status();
 }
 
-/// Drive the run from its next node in a background task until it stops.
+/// Drive the run from its ready nodes in a background task until it stops. A run
+/// already being driven (e.g. a gate resolved while a parallel delay sleeps) is
+/// left to its driver, which picks the newly ready nodes up when it wakes.
 pub(crate) fn start_executor(run: Arc<Run>, shutdown: watch::Receiver<bool>) {
+    {
+        let mut st = run.lock();
+        if st.driving || st.status.is_terminal() {
+            return;
+        }
+        st.driving = true;
+    }
     tokio::spawn(drive(run, shutdown));
 }
 
@@ -439,7 +512,11 @@ async fn drive(run: Arc<Run>, mut shutdown: watch::Receiver<bool>) {
     loop {
         let step = {
             let mut st = run.lock();
-            advance(&run, &mut st)
+            let step = advance(&run, &mut st);
+            if matches!(step, Step::Stop) {
+                st.driving = false;
+            }
+            step
         };
         let (node_id, ms) = match step {
             Step::Stop => return,
@@ -454,10 +531,12 @@ async fn drive(run: Arc<Run>, mut shutdown: watch::Receiver<bool>) {
         }
         let mut st = run.lock();
         if st.status.is_terminal() {
+            st.driving = false;
             return;
         }
         if let Some(reason) = st.cancel_reason.clone() {
             run.record_cancelled(&mut st, &reason);
+            st.driving = false;
             return;
         }
         run.complete_node(&mut st, &node_id, json!({ "delayedMs": ms }));
@@ -471,6 +550,8 @@ pub(crate) struct NewRun {
     pub tags: Option<Value>,
     pub metadata: Option<Value>,
     pub configurable: Option<Value>,
+    /// `run.started.payload.transport` (`rest|mcp|a2a|ui`).
+    pub transport: &'static str,
 }
 
 /// Validate `inputs` against the workflow variables (type, bounds, required) and
@@ -557,18 +638,20 @@ pub(crate) fn create(
             tags: new.tags.clone(),
             metadata: new.metadata.clone(),
             configurable: new.configurable,
-            next_node: 0,
-            active_node: None,
-            open: None,
+            started_nodes: HashSet::new(),
+            done_nodes: HashSet::new(),
+            active: Vec::new(),
+            open: Vec::new(),
             cancel_reason: None,
             outputs: Map::new(),
+            driving: false,
         }),
         changes,
         cancel: Notify::new(),
     });
     {
         let mut st = run.lock();
-        let mut payload = json!({ "owner": owner, "transport": "rest" });
+        let mut payload = json!({ "owner": owner, "transport": new.transport });
         if let Some(t) = new.tags {
             payload["tags"] = t;
         }
@@ -591,8 +674,10 @@ pub(crate) fn cancel(run: &Run, reason: &str) -> Result<RunStatus, ApiError> {
         ));
     }
     if st.status.is_suspended() {
-        // Nothing is executing: cancel synchronously.
+        // Nothing is executing (at most a delay on a parallel branch, which the
+        // notify wakes): cancel synchronously.
         run.record_cancelled(&mut st, reason);
+        run.cancel.notify_one();
         return Ok(RunStatus::Cancelled);
     }
     // Executing: the executor records `run.cancelled` with the stored reason.
@@ -622,14 +707,11 @@ pub(crate) fn resolve(
         )));
     }
     let mut st = run.lock();
-    let open = match &st.open {
-        Some(o)
-            if o.node_id == node_id
-                && !st.status.is_terminal()
-                && expected_interrupt.is_none_or(|i| i == o.interrupt_id) =>
-        {
-            o.clone()
-        }
+    let found = st.open.iter().position(|o| {
+        o.node_id == node_id && expected_interrupt.is_none_or(|i| i == o.interrupt_id)
+    });
+    let open = match found {
+        Some(i) if !st.status.is_terminal() => st.open[i].clone(),
         _ => {
             return Err(ApiError::new(
                 409,
@@ -664,7 +746,7 @@ pub(crate) fn resolve(
                     ))
                 }
             };
-            st.open = None;
+            st.open.retain(|o| o.interrupt_id != open.interrupt_id);
             run.emit(
                 &mut st,
                 "interrupt.resolved",
@@ -697,8 +779,9 @@ pub(crate) fn resolve(
                     outputs["feedback"] = f;
                 }
                 run.complete_node(&mut st, node_id, outputs);
-                st.status = RunStatus::Running;
-                Ok((RunStatus::Running, true))
+                // Other gates on parallel branches may still be open.
+                st.settle_status();
+                Ok((st.status, true))
             } else {
                 let mut legacy = json!({
                     "nodeId": node_id,
@@ -728,7 +811,7 @@ pub(crate) fn resolve(
             };
             let interrupt_id = open.interrupt_id.clone();
             if obj.get("declined") == Some(&Value::Bool(true)) {
-                st.open = None;
+                st.open.retain(|o| o.interrupt_id != open.interrupt_id);
                 run.emit(
                     &mut st,
                     "interrupt.resolved",
@@ -758,7 +841,7 @@ pub(crate) fn resolve(
                 return Ok((RunStatus::Failed, false));
             }
             let answers = clarification_answers(obj, questions)?;
-            st.open = None;
+            st.open.retain(|o| o.interrupt_id != open.interrupt_id);
             run.emit(
                 &mut st,
                 "interrupt.resolved",
@@ -783,8 +866,8 @@ pub(crate) fn resolve(
                 st.variables.insert(k.clone(), v.clone());
             }
             run.complete_node(&mut st, node_id, json!({ "answers": answers }));
-            st.status = RunStatus::Running;
-            Ok((RunStatus::Running, true))
+            st.settle_status();
+            Ok((st.status, true))
         }
     }
 }

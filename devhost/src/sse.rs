@@ -19,6 +19,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use crate::api::{ApiError, Body};
 use crate::host::HostState;
 use crate::runs::{is_terminal_event, Run};
+use crate::{legacy, Flavor};
 
 const SUPPORTED: [&str; 4] = ["updates", "values", "messages", "debug"];
 
@@ -143,9 +144,12 @@ pub(crate) fn stream(
         keepalive: host.config.sse_keepalive,
         shutdown: host.shutdown.clone(),
         cursor: resume_after,
+        legacy: host.config.flavor == Flavor::Legacy,
     };
     tokio::spawn(task.run());
-    let body = StreamBody::new(ReceiverStream::new(rx)).boxed_unsync();
+    let body = StreamBody::new(ReceiverStream::new(rx))
+        .map_err(|never| match never {})
+        .boxed_unsync();
     let mut resp = Response::new(body);
     let h = resp.headers_mut();
     h.insert(
@@ -170,6 +174,8 @@ struct StreamTask {
     shutdown: tokio::sync::watch::Receiver<bool>,
     /// Sequence of the last event already delivered (or skipped by mode).
     cursor: i64,
+    /// Frames carry the legacy shapes (`jobId`, `state`, ...; legacy.rs).
+    legacy: bool,
 }
 
 impl StreamTask {
@@ -228,6 +234,7 @@ impl StreamTask {
         let carried: Vec<Value> = fresh
             .into_iter()
             .filter(|e| self.modes.carries(type_of(e)))
+            .map(|e| if self.legacy { legacy::event(e) } else { e })
             .collect();
         self.cursor = last;
         if carried.is_empty() {
@@ -249,6 +256,11 @@ impl StreamTask {
         let (snapshot, last) = {
             let st = self.run.lock();
             (self.run.snapshot(&st), st.events.len() as i64 - 1)
+        };
+        let snapshot = if self.legacy {
+            legacy::snapshot(snapshot)
+        } else {
+            snapshot
         };
         self.cursor = self.cursor.max(last);
         let id = (last >= 0).then_some(last);
