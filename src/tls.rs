@@ -113,10 +113,10 @@ pub fn client_config(
     let builder = rustls::ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()?
         .with_root_certificates(roots);
-    let mut cfg = match client {
+    // No ALPN here: the passthrough connector sets its own (and refuses a preset one), and
+    // without it the API client speaks HTTP/1.1, which every host serves.
+    Ok(match client {
         Some((cert, k)) => builder.with_client_auth_cert(certs(cert)?, key(k)?)?,
         None => builder.with_no_client_auth(),
-    };
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(cfg)
+    })
 }

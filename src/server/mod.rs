@@ -181,7 +181,18 @@ fn digest(bytes: &[u8]) -> u64 {
 }
 
 /// Routes one request.
-pub async fn route(state: Arc<AppState>, req: Request<Incoming>, peer: SocketAddr) -> Response {
+pub async fn route(state: Arc<AppState>, mut req: Request<Incoming>, peer: SocketAddr) -> Response {
+    // HTTP/2 carries the host in `:authority`, not in a Host header; give every consumer (the
+    // Host allow-list, serverUrls, X-Forwarded-Host) one place to read it.
+    if !req.headers().contains_key(http::header::HOST) {
+        if let Some(v) = req
+            .uri()
+            .authority()
+            .and_then(|a| http::HeaderValue::from_str(a.as_str()).ok())
+        {
+            req.headers_mut().insert(http::header::HOST, v);
+        }
+    }
     let path = req.uri().path();
     if path == state.cfg.mount.path {
         return crate::mcp::handle(state, req).await;
@@ -254,6 +265,10 @@ impl Server {
         let addr = listener.local_addr()?;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let poll = cfg.reload_poll;
+        let tls = match &cfg.tls {
+            Some((cert, key)) => Some(Arc::new(crate::tls::ServerTls::load(cert, key)?)),
+            None => None,
+        };
         let state = AppState::new(cfg, shutdown_rx.clone())?;
         let initial = source
             .as_ref()
@@ -265,11 +280,15 @@ impl Server {
             source,
             digest: std::sync::atomic::AtomicU64::new(initial),
         });
-        let watcher = live
-            .source
-            .is_some()
-            .then(|| tokio::spawn(watch_config(live.clone(), poll, shutdown_rx.clone())));
-        let task = tokio::spawn(accept_loop(listener, live.clone(), shutdown_rx));
+        let watcher = (live.source.is_some() || tls.is_some()).then(|| {
+            tokio::spawn(watch_config(
+                live.clone(),
+                tls.clone(),
+                poll,
+                shutdown_rx.clone(),
+            ))
+        });
+        let task = tokio::spawn(accept_loop(listener, live.clone(), tls, shutdown_rx));
         Ok(Server {
             addr,
             state,
@@ -303,7 +322,12 @@ impl Server {
 }
 
 /// Polls the configuration file and reloads on change; SIGHUP forces a reload.
-async fn watch_config(live: Arc<Live>, every: Duration, mut shutdown: watch::Receiver<bool>) {
+async fn watch_config(
+    live: Arc<Live>,
+    tls: Option<Arc<crate::tls::ServerTls>>,
+    every: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
     #[cfg(unix)]
     let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
     let mut tick = tokio::time::interval(every);
@@ -321,8 +345,18 @@ async fn watch_config(live: Arc<Live>, every: Duration, mut shutdown: watch::Rec
         #[cfg(not(unix))]
         let hangup = std::future::pending::<()>();
         tokio::select! {
-            _ = tick.tick() => { live.reload(false); }
-            _ = hangup => { live.reload(true); }
+            _ = tick.tick() => {
+                live.reload(false);
+                if let Some(t) = &tls {
+                    t.reload_if_changed();
+                }
+            }
+            _ = hangup => {
+                live.reload(true);
+                if let Some(t) = &tls {
+                    t.reload_if_changed();
+                }
+            }
             _ = shutdown.changed() => return,
         }
     }
@@ -343,7 +377,12 @@ fn tune_socket(stream: &tokio::net::TcpStream, dead_peer: Duration) {
     let _ = sock.set_tcp_user_timeout(Some(dead_peer));
 }
 
-async fn accept_loop(listener: TcpListener, live: Arc<Live>, mut shutdown: watch::Receiver<bool>) {
+async fn accept_loop(
+    listener: TcpListener,
+    live: Arc<Live>,
+    tls: Option<Arc<crate::tls::ServerTls>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let dead_peer = live.current().cfg.mount.dead_peer_timeout;
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let builder = auto::Builder::new(TokioExecutor::new());
@@ -366,13 +405,35 @@ async fn accept_loop(listener: TcpListener, live: Arc<Live>, mut shutdown: watch
                     let st = lv.current();
                     async move { Ok::<_, std::convert::Infallible>(route(st, req, peer).await) }
                 });
-                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
-                let conn = graceful.watch(conn.into_owned());
-                tokio::spawn(async move {
-                    if let Err(e) = conn.await {
-                        tracing::debug!(error = %e, "connection ended with an error");
+                match &tls {
+                    None => {
+                        let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
+                        let conn = graceful.watch(conn.into_owned());
+                        tokio::spawn(async move {
+                            if let Err(e) = conn.await {
+                                tracing::debug!(error = %e, "connection ended with an error");
+                            }
+                        });
                     }
-                });
+                    Some(t) => {
+                        // The handshake runs on the connection's own task, bounded, so a slow
+                        // or silent client never holds up the accept loop.
+                        let acceptor = t.acceptor();
+                        let builder = builder.clone();
+                        let watcher = graceful.watcher();
+                        tokio::spawn(async move {
+                            let tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await {
+                                Ok(Ok(s)) => s,
+                                Ok(Err(e)) => return tracing::debug!(error = %e, "TLS handshake failed"),
+                                Err(_) => return tracing::debug!("TLS handshake timed out"),
+                            };
+                            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), svc);
+                            if let Err(e) = watcher.watch(conn.into_owned()).await {
+                                tracing::debug!(error = %e, "connection ended with an error");
+                            }
+                        });
+                    }
+                }
             }
             _ = shutdown.changed() => break,
         }

@@ -9,4 +9,5 @@ mod passthrough;
 mod reload;
 mod support;
 mod tasks;
+mod tls;
 mod tools_call;
