@@ -279,18 +279,128 @@ async fn shutdown_answers_short_calls_and_cancels_the_ones_it_cuts() {
     stop.await.unwrap();
     drop(long);
     let wire = long_run.replace('/', "%2F");
-    let status = client
-        .get(format!("{host_url}/runs/{wire}"))
-        .header("Authorization", format!("Bearer {A}"))
-        .send()
-        .await
-        .unwrap()
-        .json::<Value>()
-        .await
-        .unwrap();
+    let status = as_v2(
+        client
+            .get(format!("{host_url}{}", rest_path(&format!("/runs/{wire}"))))
+            .header("Authorization", format!("Bearer {A}"))
+            .send()
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap(),
+    );
     assert!(
         ["cancelled", "cancelling"].contains(&status["status"].as_str().unwrap()),
         "cut at the drain deadline → cancelled: {status}"
     );
     host.shutdown().await;
+}
+
+#[tokio::test]
+async fn cancel_is_retried_until_the_host_accepts_it() {
+    let env = env().await;
+    let before = env.run_ids(A, "conformance-delay").await;
+    let mut s = raw_post(&env, &delay_call(8000, json!({})), "application/json", A).await;
+    let run_id = env.fresh_run(A, "conformance-delay", &before).await;
+    // The host fails the next two cancels with 503; the third must land.
+    env.host
+        .faults()
+        .fail_next(openwop_devhost::RouteClass::Cancel, 2, 503);
+    s.shutdown().await.unwrap();
+    drop(s);
+    assert_eq!(
+        env.wait_status(A, &run_id, &["cancelled", "completed"], 15)
+            .await,
+        "cancelled"
+    );
+    assert_eq!(
+        cancel_reason(&env, &run_id).await.as_deref(),
+        Some("mcp-request-cancelled")
+    );
+    assert_eq!(
+        env.host_cancels(&run_id).len(),
+        3,
+        "two refused attempts, then the accepted one"
+    );
+    let m = env
+        .http
+        .get(format!("{}/metrics", env.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(m.contains("openwop_sidecar_owned_run_cancels_total{phase=\"before_head\",outcome=\"cancelled\"} 1"), "{m}");
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn disconnect_during_an_mrtr_retry_cancels_the_run() {
+    let env = env().await;
+    let first = env
+        .call(
+            A,
+            "conformance-approval-delay",
+            json!({"delayMs": 8000}),
+            json!({"elicitation": {}}),
+        )
+        .await;
+    let res = first.result();
+    assert_eq!(res["resultType"], "input_required", "{}", first.text);
+    let key = res["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let body = body_of(
+        12,
+        "tools/call",
+        json!({"name":"conformance-approval-delay","arguments":{"delayMs": 8000},"requestState":res["requestState"],"inputResponses":{key: {"action":"accept","content":{"action":"accept"}}}}),
+        json!({"elicitation": {}}),
+    );
+    let mut s = raw_post(&env, &body, "application/json", A).await;
+    let run_id = env.run_ids(A, "conformance-approval-delay").await[0].clone();
+    // The retry resolved the gate and now waits on the delay: the run is running again.
+    env.wait_status(A, &run_id, &["running"], 5).await;
+    s.shutdown().await.unwrap();
+    drop(s);
+    assert_eq!(
+        env.wait_status(A, &run_id, &["cancelled", "completed"], 15)
+            .await,
+        "cancelled"
+    );
+    assert_eq!(
+        cancel_reason(&env, &run_id).await.as_deref(),
+        Some("mcp-request-cancelled")
+    );
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_run_already_terminal_gets_no_cancel_attempt() {
+    // The answer is built from a terminal run: nothing is owned any more, so even a client
+    // that vanishes while the bytes are in flight causes no cancel.
+    let env = env().await;
+    let mut s = raw_post(
+        &env,
+        &body_of(
+            1,
+            "tools/call",
+            json!({"name":"conformance-noop","arguments":{}}),
+            json!({}),
+        ),
+        "application/json",
+        A,
+    )
+    .await;
+    let answer = read_full_json(&mut s).await;
+    drop(s);
+    let run_id = run_id_of(&answer["result"]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(env.host_cancels(&run_id).is_empty());
+    env.shutdown().await;
 }

@@ -32,17 +32,38 @@ pub async fn env() -> Env {
     env_with(|_| {}).await
 }
 
+/// Which host the suite runs against: `OPENWOP_TEST_FLAVOR=legacy` fronts the devhost's legacy
+/// job API through `config/legacy-host.example.yaml` (issue 6: the same tests, both flavours).
+pub fn legacy() -> bool {
+    std::env::var("OPENWOP_TEST_FLAVOR").is_ok_and(|v| v == "legacy")
+}
+
 pub async fn env_with(f: impl FnOnce(&mut Config)) -> Env {
     let host_cfg = DevHostConfig {
         sse_keepalive: Duration::from_millis(500),
+        flavor: if legacy() {
+            openwop_devhost::Flavor::Legacy
+        } else {
+            openwop_devhost::Flavor::V2
+        },
         ..DevHostConfig::default()
     };
     let host = openwop_devhost::spawn(host_cfg, "127.0.0.1:0".parse().unwrap())
         .await
         .expect("devhost starts");
-    let mut cfg = Config::defaults();
-    cfg.listen = "127.0.0.1:0".parse().unwrap();
-    cfg.upstream.url = host.base_url();
+    let overrides = openwop_mcp_sidecar::config::Overrides {
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        upstream: Some(host.base_url()),
+    };
+    let mut cfg = if legacy() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/config/legacy-host.example.yaml"
+        );
+        Config::load(std::path::Path::new(path), &overrides).expect("the legacy example is valid")
+    } else {
+        Config::from_yaml_str("{}", "<test>", &overrides).unwrap()
+    };
     cfg.mcp.sse_keepalive = Duration::from_millis(200);
     cfg.ownership.cancel_deadline = Duration::from_secs(5);
     cfg.shutdown.drain_timeout = Duration::from_secs(2);
@@ -159,6 +180,7 @@ impl Env {
     }
 
     pub async fn rest_get(&self, key: &str, path: &str) -> (u16, Value) {
+        let path = rest_path(path);
         let r = self
             .http
             .get(format!("{}{path}", self.url))
@@ -168,10 +190,11 @@ impl Env {
             .await
             .unwrap();
         let s = r.status().as_u16();
-        (s, r.json().await.unwrap_or(Value::Null))
+        (s, as_v2(r.json().await.unwrap_or(Value::Null)))
     }
 
     pub async fn rest_post(&self, key: &str, path: &str, body: Value) -> (u16, Value) {
+        let path = rest_path(path);
         let r = self
             .http
             .post(format!("{}{path}", self.url))
@@ -182,7 +205,7 @@ impl Env {
             .await
             .unwrap();
         let s = r.status().as_u16();
-        (s, r.json().await.unwrap_or(Value::Null))
+        (s, as_v2(r.json().await.unwrap_or(Value::Null)))
     }
 
     /// `GET /runs/{id}` with the suite's `%2F` form.
@@ -386,4 +409,62 @@ fn rand_suffix() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
     N.fetch_add(1, Ordering::SeqCst)
+}
+
+/// A v2 REST path in the flavour under test (`/runs/…` → `/api/v1/jobs/…`, `%2F` ids).
+pub fn rest_path(v2: &str) -> String {
+    if !legacy() {
+        return v2.to_string();
+    }
+    match v2.strip_prefix("/runs") {
+        Some(rest) => format!("/api/v1/jobs{}", rest.replace("~2F", "%2F")),
+        None => v2.to_string(),
+    }
+}
+
+/// A legacy document read back in v2 names, so assertions are flavour-independent.
+pub fn as_v2(v: Value) -> Value {
+    if !legacy() {
+        return v;
+    }
+    fn status(s: &str) -> &str {
+        match s {
+            "PENDING" => "pending",
+            "RUNNING" => "running",
+            "NEEDS_APPROVAL" => "waiting-approval",
+            "NEEDS_INPUT" => "waiting-input",
+            "WAITING_EXTERNAL" => "waiting-external",
+            "PAUSED" => "paused",
+            "CANCELING" => "cancelling",
+            "SUCCEEDED" => "completed",
+            "ERROR" => "failed",
+            "CANCELED" => "cancelled",
+            other => other,
+        }
+    }
+    fn doc(mut v: Value) -> Value {
+        if let Some(o) = v.as_object_mut() {
+            for (from, to) in [
+                ("jobId", "runId"),
+                ("jobs", "runs"),
+                ("next", "nextCursor"),
+                ("failure", "error"),
+            ] {
+                if let Some(x) = o.remove(from) {
+                    o.insert(to.into(), x);
+                }
+            }
+            if let Some(st) = o.remove("state") {
+                o.insert("status".into(), json!(status(st.as_str().unwrap_or(""))));
+            }
+            if let Some(Value::Array(runs)) = o.remove("runs") {
+                o.insert(
+                    "runs".into(),
+                    Value::Array(runs.into_iter().map(doc).collect()),
+                );
+            }
+        }
+        v
+    }
+    doc(v)
 }
