@@ -92,6 +92,7 @@ pub struct StaticTool {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub listen: SocketAddr,
+    pub limits: Limits,
     /// Serve TLS on the listener with this certificate and key (PEM), reloaded on change.
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
     /// How often the configuration file is checked for changes (hot reload).
@@ -166,6 +167,25 @@ pub struct Ownership {
     /// How long the sidecar keeps retrying the cancel of an orphaned run.
     pub cancel_deadline: Duration,
     pub cancel_reason: String,
+}
+
+/// Bounds that keep one client, or many, from exhausting the sidecar (issue 10).
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest MCP request body (413 beyond it).
+    pub max_body_bytes: usize,
+    /// Deepest JSON nesting accepted in an MCP request (-32600 beyond it).
+    pub max_json_depth: usize,
+    /// Requests in flight at once; beyond it new ones are shed with 503 and Retry-After.
+    pub max_concurrent_requests: usize,
+    /// SSE answers and listen streams open at once; beyond it 503 and Retry-After.
+    pub max_streams: usize,
+    /// Time a client gets to send its request head (slow clients cannot pin connections).
+    pub header_read_timeout: Duration,
+    /// Time a client gets to send an MCP request body.
+    pub body_read_timeout: Duration,
+    /// Largest single event accepted on a host event stream.
+    pub max_upstream_event_bytes: usize,
 }
 
 #[derive(Debug, Clone)]

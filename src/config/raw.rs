@@ -37,6 +37,20 @@ pub struct RawConfig {
     #[serde(default)]
     pub reload: RawReload,
     pub tls: Option<RawTls>,
+    #[serde(default)]
+    pub limits: RawLimits,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawLimits {
+    pub max_body_bytes: Option<Spanned<u64>>,
+    pub max_json_depth: Option<Spanned<u64>>,
+    pub max_concurrent_requests: Option<Spanned<u64>>,
+    pub max_streams: Option<Spanned<u64>>,
+    pub header_read_timeout_ms: Option<Spanned<u64>>,
+    pub body_read_timeout_ms: Option<Spanned<u64>>,
+    pub max_upstream_event_bytes: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -651,8 +665,52 @@ impl RawConfig {
             Some(s) => Duration::from_millis(s.value),
             None => Duration::from_millis(2_000),
         };
+        let at_least = |v: &Option<Spanned<u64>>,
+                        min: u64,
+                        default: u64,
+                        what: &str|
+         -> Result<u64, ConfigError> {
+            match v {
+                Some(s) if s.value < min => {
+                    Err(err(loc(s), format!("limits.{what} must be at least {min}")))
+                }
+                Some(s) => Ok(s.value),
+                None => Ok(default),
+            }
+        };
+        let l = &self.limits;
+        let limits = Limits {
+            max_body_bytes: at_least(&l.max_body_bytes, 1024, 4 << 20, "maxBodyBytes")? as usize,
+            max_json_depth: at_least(&l.max_json_depth, 8, 64, "maxJsonDepth")? as usize,
+            max_concurrent_requests: at_least(
+                &l.max_concurrent_requests,
+                1,
+                8192,
+                "maxConcurrentRequests",
+            )? as usize,
+            max_streams: at_least(&l.max_streams, 1, 20_000, "maxStreams")? as usize,
+            header_read_timeout: Duration::from_millis(at_least(
+                &l.header_read_timeout_ms,
+                100,
+                10_000,
+                "headerReadTimeoutMs",
+            )?),
+            body_read_timeout: Duration::from_millis(at_least(
+                &l.body_read_timeout_ms,
+                100,
+                30_000,
+                "bodyReadTimeoutMs",
+            )?),
+            max_upstream_event_bytes: at_least(
+                &l.max_upstream_event_bytes,
+                1024,
+                1 << 20,
+                "maxUpstreamEventBytes",
+            )? as usize,
+        };
         Ok(Config {
             listen,
+            limits,
             tls,
             reload_poll,
             upstream,

@@ -90,6 +90,7 @@ impl HostError {
 #[derive(Clone)]
 pub struct HostClient {
     metrics: crate::telemetry::Metrics,
+    max_event: usize,
     http: reqwest::Client,
     base: Arc<str>,
     routes: Arc<Routes>,
@@ -115,6 +116,7 @@ impl HostClient {
             .build()?;
         Ok(HostClient {
             metrics,
+            max_event: cfg.limits.max_upstream_event_bytes,
             http,
             base: cfg.upstream.url.clone().into(),
             routes: cfg.routes.clone(),
@@ -489,7 +491,7 @@ impl HostClient {
         }
         Ok(EventStream {
             resp,
-            parser: SseParser::new(1 << 20),
+            parser: SseParser::new(self.max_event),
             pending: Default::default(),
             mapping: self.mapping.clone(),
         })

@@ -162,7 +162,14 @@ async fn blocking_answer(
     round: u32,
     mut guard: RunGuard,
 ) -> Response {
-    if !req.wants_sse() {
+    // No stream slot left (limits.maxStreams): the run is already ours, so answer as JSON
+    // rather than shed the request and orphan it.
+    let slot = if req.wants_sse() {
+        state.gates.streams.clone().try_acquire_owned().ok()
+    } else {
+        None
+    };
+    let Some(slot) = slot else {
         let cap = state.cfg.mcp.json_answer_cap;
         let msg = settle_and_project(&state, req, &tool, &args, &run_id, round, cap, None).await;
         if msg.terminal {
@@ -170,11 +177,17 @@ async fn blocking_answer(
             guard.release();
         }
         return guarded_json(&msg.message, guard);
-    }
+    };
     let (tx, rx) = mpsc::channel::<SseItem>(8);
     let metrics = state.metrics.clone();
     metrics.stream_opened();
-    let body = SseBody::new(rx, Box::new(move || metrics.stream_closed()));
+    let body = SseBody::new(
+        rx,
+        Box::new(move || {
+            drop(slot);
+            metrics.stream_closed();
+        }),
+    );
     let st = state.clone();
     let req_copy = McpRequest {
         id: req.id.clone(),

@@ -30,9 +30,6 @@ pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 pub const META_SUBSCRIPTION: &str = "io.modelcontextprotocol/subscriptionId";
 pub const TASKS_EXT: &str = "io.modelcontextprotocol/tasks";
 
-/// Largest MCP request body accepted (413 beyond it).
-const MAX_BODY: usize = 4 << 20;
-
 /// Per-process state of the mount (caches and the requestState key).
 pub struct Mount {
     pub(crate) tools: tools::Catalog,
@@ -123,23 +120,43 @@ pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response {
         return error_response(&Value::Null, &e);
     }
     let (parts, body) = req.into_parts();
-    let bytes = match Limited::new(body, MAX_BODY).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) => {
+    let max = cfg.limits.max_body_bytes;
+    let read = tokio::time::timeout(
+        cfg.limits.body_read_timeout,
+        Limited::new(body, max).collect(),
+    )
+    .await;
+    let bytes = match read {
+        Ok(Ok(b)) => b.to_bytes(),
+        Ok(Err(e))
             if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some()
-            {
-                return crate::body::json(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    &json!({"jsonrpc":"2.0","id":null,"error":{"code":error::INVALID_REQUEST,"message":format!("Invalid Request: the body exceeds {MAX_BODY} bytes")}}),
-                );
-            }
+                .is_some() =>
+        {
+            return crate::body::json(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &json!({"jsonrpc":"2.0","id":null,"error":{"code":error::INVALID_REQUEST,"message":format!("Invalid Request: the body exceeds {max} bytes")}}),
+            );
+        }
+        Ok(Err(_)) => {
             return error_response(
                 &Value::Null,
                 &McpError::InvalidRequest("the body could not be read".into()),
             );
         }
+        // A client that trickles its body cannot pin the request (issue 10).
+        Err(_) => {
+            return crate::body::json(
+                StatusCode::REQUEST_TIMEOUT,
+                &json!({"jsonrpc":"2.0","id":null,"error":{"code":error::INVALID_REQUEST,"message":"Invalid Request: the body was not sent in time"}}),
+            );
+        }
     };
+    if let Some(depth) = too_deep(&bytes, cfg.limits.max_json_depth) {
+        return error_response(
+            &Value::Null,
+            &McpError::InvalidRequest(format!("JSON nesting deeper than {depth} levels")),
+        );
+    }
     let parsed = match parse_envelope(&cfg, &parts.headers, &bytes) {
         Ok(Parsed::Request(r)) => *r,
         Ok(Parsed::Notification) => {
@@ -417,6 +434,35 @@ fn parse_envelope_inner(
         caller,
         headers: headers.clone(),
     })))
+}
+
+/// Nesting depth check before parsing (objects and arrays, outside strings): deep JSON is
+/// refused before it costs a recursive parse. `Some(limit)` when `bytes` nests deeper.
+fn too_deep(bytes: &[u8], limit: usize) -> Option<usize> {
+    let (mut depth, mut in_str, mut esc) = (0usize, false, false);
+    for &b in bytes {
+        if in_str {
+            match (esc, b) {
+                (true, _) => esc = false,
+                (false, b'\\') => esc = true,
+                (false, b'"') => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_str = true,
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > limit {
+                    return Some(limit);
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// RFC 0207 / W3C: a malformed traceparent is ignored (a new trace), never refused.

@@ -281,6 +281,9 @@ async fn listen_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response
         "method": "notifications/subscriptions/acknowledged",
         "params": { "_meta": { META_SUBSCRIPTION: sub_id }, "notifications": ack_notifications },
     });
+    let Ok(slot) = state.gates.streams.clone().try_acquire_owned() else {
+        return Ok(crate::server::shed(true));
+    };
     let (tx, rx) = mpsc::channel::<SseItem>(16);
     let metrics = state.metrics.clone();
     metrics.stream_opened();
@@ -288,6 +291,7 @@ async fn listen_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response
     let body = SseBody::new(
         rx,
         Box::new(move || {
+            drop(slot);
             metrics.stream_closed();
             metrics.listen_closed();
         }),

@@ -37,6 +37,7 @@ pub struct AppState {
     pub metrics: Metrics,
     /// Flips to true when shutdown begins (listen streams end with a final result).
     pub shutdown: watch::Receiver<bool>,
+    pub gates: Arc<Gates>,
 }
 
 /// What outlives configuration generations.
@@ -45,6 +46,13 @@ pub struct Shared {
     pub dispatcher: CancelDispatcher,
     pub metrics: Metrics,
     pub shutdown: watch::Receiver<bool>,
+    pub gates: Arc<Gates>,
+}
+
+/// Load-shedding gates, sized at start (a reload does not resize them).
+pub struct Gates {
+    pub requests: Arc<tokio::sync::Semaphore>,
+    pub streams: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
@@ -55,12 +63,19 @@ impl AppState {
             cfg.ownership.cancel_reason.clone(),
             metrics.clone(),
         );
+        let gates = Arc::new(Gates {
+            requests: Arc::new(tokio::sync::Semaphore::new(
+                cfg.limits.max_concurrent_requests,
+            )),
+            streams: Arc::new(tokio::sync::Semaphore::new(cfg.limits.max_streams)),
+        });
         AppState::build(
             cfg,
             &Shared {
                 dispatcher,
                 metrics,
                 shutdown,
+                gates,
             },
             None,
         )
@@ -85,6 +100,7 @@ impl AppState {
             dispatcher: shared.dispatcher.clone(),
             metrics: shared.metrics.clone(),
             shutdown: shared.shutdown.clone(),
+            gates: shared.gates.clone(),
         }))
     }
 
@@ -93,6 +109,7 @@ impl AppState {
             dispatcher: self.dispatcher.clone(),
             metrics: self.metrics.clone(),
             shutdown: self.shutdown.clone(),
+            gates: self.gates.clone(),
         }
     }
 }
@@ -194,8 +211,21 @@ pub async fn route(state: Arc<AppState>, mut req: Request<Incoming>, peer: Socke
         }
     }
     let path = req.uri().path();
+    // Health and metrics answer even when shedding, so probes see the truth.
+    let admin = matches!(path, "/healthz" | "/readyz" | "/metrics");
+    let _permit = if admin {
+        None
+    } else {
+        match state.gates.requests.clone().try_acquire_owned() {
+            Ok(p) => Some(p),
+            Err(_) => {
+                state.metrics.request("-", "shed");
+                return shed(path == state.cfg.mount.path);
+            }
+        }
+    };
     if path == state.cfg.mount.path {
-        return crate::mcp::handle(state, req).await;
+        return crate::mcp::handle(state.clone(), req).await;
     }
     match (req.method(), path) {
         (&Method::GET, "/healthz") => text(StatusCode::OK, "ok\n"),
@@ -224,6 +254,27 @@ pub async fn route(state: Arc<AppState>, mut req: Request<Incoming>, peer: Socke
         }
         _ => state.proxy.forward(req, Some(peer)).await,
     }
+}
+
+/// 503 with Retry-After: the sidecar is at its configured concurrency (issue 10).
+pub fn shed(mcp: bool) -> Response {
+    let mut r = if mcp {
+        crate::body::json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &serde_json::json!({"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"the sidecar is at capacity; retry later"}}),
+        )
+    } else {
+        crate::body::openwop_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "sidecar_overloaded",
+            "the sidecar is at capacity; retry later",
+        )
+    };
+    r.headers_mut().insert(
+        http::header::RETRY_AFTER,
+        http::HeaderValue::from_static("1"),
+    );
+    r
 }
 
 fn text(status: StatusCode, s: &str) -> Response {
@@ -385,7 +436,12 @@ async fn accept_loop(
 ) {
     let dead_peer = live.current().cfg.mount.dead_peer_timeout;
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // A client that trickles its request head cannot pin a connection (issue 10).
+    builder
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(live.current().cfg.limits.header_read_timeout);
     loop {
         tokio::select! {
             accepted = listener.accept() => {

@@ -1,0 +1,182 @@
+//! Issue 10 limits: body size, JSON depth, load shedding with Retry-After, slow clients.
+
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::support::*;
+
+fn mcp_headers() -> Vec<(&'static str, String)> {
+    vec![
+        ("MCP-Protocol-Version", V.to_string()),
+        ("Authorization", format!("Bearer {A}")),
+    ]
+}
+
+#[tokio::test]
+async fn oversized_bodies_and_deep_json_are_refused_precisely() {
+    let env = env_with(|c| {
+        c.limits.max_body_bytes = 2048;
+        c.limits.max_json_depth = 32;
+    })
+    .await;
+    let big = json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{},"pad":"x".repeat(4096)}});
+    let r = env.raw(&mcp_headers(), big.to_string()).await;
+    assert_eq!(
+        (r.status, r.error_code()),
+        (413, Some(-32600)),
+        "{}",
+        r.text
+    );
+    let deep = format!("{}{}", "[".repeat(40), "]".repeat(40));
+    let r = env.raw(&mcp_headers(), deep).await;
+    assert_eq!((r.status, r.error_code()), (400, Some(-32600)));
+    assert!(r.text.contains("nesting"), "{}", r.text);
+    // Brackets inside strings are data, not nesting.
+    let ok = body_of(1, "tools/list", json!({"note": "[".repeat(100)}), json!({}));
+    assert_eq!(env.raw(&mcp_headers(), ok.to_string()).await.status, 200);
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn beyond_the_concurrency_limit_requests_are_shed_with_retry_after() {
+    let env = env_with(|c| c.limits.max_concurrent_requests = 2).await;
+    let slow = || env.call(A, "conformance-delay", json!({"delayMs": 1200}), json!({}));
+    let probe = async {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let shed = env.rpc(Some(A), "tools/list", json!({}), json!({})).await;
+        let rest = env
+            .http
+            .get(format!("{}/runs", env.url))
+            .header("Authorization", format!("Bearer {A}"))
+            .send()
+            .await
+            .unwrap();
+        let health = env
+            .http
+            .get(format!("{}/healthz", env.url))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        (
+            shed,
+            rest.status().as_u16(),
+            rest.headers().get("retry-after").cloned(),
+            health,
+        )
+    };
+    let (a, b, (shed, rest, rest_retry, health)) = tokio::join!(slow(), slow(), probe);
+    assert_eq!(
+        (shed.status, shed.error_code()),
+        (503, Some(-32603)),
+        "{}",
+        shed.text
+    );
+    assert_eq!(shed.headers["retry-after"], "1");
+    assert_eq!(rest, 503);
+    assert!(rest_retry.is_some());
+    assert_eq!(health, 200, "probes answer while shedding");
+    assert_eq!(a.result()["isError"], false, "admitted requests complete");
+    assert_eq!(b.result()["isError"], false);
+    assert_eq!(
+        env.rpc(Some(A), "tools/list", json!({}), json!({}))
+            .await
+            .status,
+        200,
+        "capacity returns"
+    );
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn beyond_the_stream_limit_listens_are_shed_and_calls_answer_as_json() {
+    let env = env_with(|c| c.limits.max_streams = 1).await;
+    let body = body_of(
+        1,
+        "subscriptions/listen",
+        json!({"notifications":{}}),
+        json!({}),
+    );
+    let open = env
+        .http
+        .post(env.mcp_url())
+        .header("Authorization", format!("Bearer {A}"))
+        .header("MCP-Protocol-Version", V)
+        .header("Accept", "text/event-stream")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert!(open.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let second = env.raw(&mcp_headers(), body.to_string()).await;
+    assert_eq!(second.status, 503);
+    let r = env
+        .http
+        .post(env.mcp_url())
+        .header("Authorization", format!("Bearer {A}"))
+        .header("MCP-Protocol-Version", V)
+        .header("Accept", "text/event-stream, application/json")
+        .body(
+            body_of(
+                2,
+                "tools/call",
+                json!({"name":"conformance-noop","arguments":{}}),
+                json!({}),
+            )
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/json"),
+        "no stream slot: JSON instead"
+    );
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["result"]["isError"], false);
+    drop(open);
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn slow_clients_cannot_pin_connections() {
+    let env = env_with(|c| {
+        c.limits.header_read_timeout = Duration::from_millis(300);
+        c.limits.body_read_timeout = Duration::from_millis(300);
+    })
+    .await;
+    let addr = env.url.strip_prefix("http://").unwrap().to_string();
+    // A head that never ends: the connection is closed.
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    s.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await
+        .unwrap();
+    let mut buf = vec![0u8; 1024];
+    let n = tokio::time::timeout(Duration::from_secs(3), s.read(&mut buf))
+        .await
+        .expect("closed in time")
+        .unwrap_or(0);
+    let text = String::from_utf8_lossy(&buf[..n]);
+    assert!(n == 0 || text.starts_with("HTTP/1.1 408"), "{text}");
+    // A body that never arrives: 408.
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    s.write_all(format!("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {A}\r\nMCP-Protocol-Version: {V}\r\nContent-Length: 100\r\n\r\n{{\"jsonrpc\"").as_bytes()).await.unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(3), s.read(&mut buf))
+        .await
+        .expect("answered in time")
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 408"),
+        "{}",
+        String::from_utf8_lossy(&buf[..n])
+    );
+    env.shutdown().await;
+}
