@@ -49,6 +49,8 @@ enum Cmd {
     },
     /// Validate a configuration file: exit 0 when valid, 64 with file:line:column otherwise.
     CheckConfig { file: PathBuf },
+    /// Print the configuration file's JSON Schema (config/sidecar.schema.json).
+    ConfigSchema,
 }
 
 fn load(config: Option<&PathBuf>, ov: &Overrides) -> Result<Config, ExitCode> {
@@ -75,6 +77,10 @@ fn main() -> ExitCode {
                 ExitCode::from(EXIT_CONFIG)
             }
         };
+    }
+    if let Cmd::ConfigSchema = &cli.cmd {
+        println!("{:#}", openwop_mcp_sidecar::config::json_schema());
+        return ExitCode::SUCCESS;
     }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -122,7 +128,7 @@ fn main() -> ExitCode {
                     }
                 }
             }
-            Cmd::CheckConfig { .. } => unreachable!("handled above"),
+            Cmd::CheckConfig { .. } | Cmd::ConfigSchema => unreachable!("handled above"),
         }
     })
 }

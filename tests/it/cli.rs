@@ -197,3 +197,24 @@ async fn credentials_and_state_keys_never_reach_logs_or_errors() {
     }
     host.shutdown().await;
 }
+
+#[test]
+fn shipped_json_schema_is_the_one_generated_from_the_types() {
+    let out = Command::new(BIN).arg("config-schema").output().unwrap();
+    assert!(out.status.success());
+    let generated: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let shipped: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/config/sidecar.schema.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        generated, shipped,
+        "regenerate: openwop-mcp-sidecar config-schema > config/sidecar.schema.json"
+    );
+    // The schema refuses unknown keys like the parser does.
+    assert_eq!(generated["additionalProperties"], false);
+}
