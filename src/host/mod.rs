@@ -77,12 +77,23 @@ impl HostError {
         }
     }
     /// Transport faults and 5xx may be retried on safe or idempotency-keyed operations.
-    fn retriable(&self) -> bool {
+    /// Whether `op` may be sent again after this failure (on a route marked retryable).
+    /// Refused connections, damaged answers and 5xx are worth another try; a timeout only
+    /// where the request is idempotency-keyed (createRun): there a repeat is how the sidecar
+    /// learns the id of a run the host may already have created (openwop-rest.md §1.9), while
+    /// elsewhere it would only multiply a slow host's latency.
+    fn retriable(&self, op: Operation) -> bool {
         match self {
-            HostError::Unavailable(_) | HostError::Timeout => true,
+            HostError::Unavailable(_) | HostError::BadBody(_) => true,
             HostError::Status { status, .. } => status.is_server_error(),
-            HostError::BadBody(_) => false,
+            HostError::Timeout => op == Operation::CreateRun,
         }
+    }
+
+    /// The host may or may not have acted on the request (no answer, or a damaged one).
+    pub fn ambiguous(&self) -> bool {
+        matches!(self, HostError::Timeout | HostError::BadBody(_) | HostError::Unavailable(_))
+            || self.status().is_some_and(|s| s.is_server_error())
     }
 }
 
@@ -199,7 +210,7 @@ impl HostClient {
             self.metrics
                 .upstream(op.key(), &status, started.elapsed().as_secs_f64());
             match res {
-                Err(e) if retry && attempt < 2 && e.retriable() => {
+                Err(e) if retry && attempt < 2 && e.retriable(op) => {
                     attempt += 1;
                     tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt))).await;
                 }
@@ -445,7 +456,9 @@ impl HostClient {
             query.push(("afterSequence", a.to_string()));
         }
         let route_timeout = self.routes.get(Operation::PollEvents).timeout;
-        let total = route_timeout.max(Duration::from_secs(u64::from(timeout_s) + 5));
+        // The long-poll legitimately holds the answer for up to `timeout_s`; beyond that the
+        // route's own timeout applies.
+        let total = route_timeout + Duration::from_secs(u64::from(timeout_s.clamp(1, 60)));
         let (_, _, v) = self
             .send_json(Operation::PollEvents, || {
                 self.request(
@@ -482,7 +495,13 @@ impl HostClient {
         if let Some(id) = last_event_id {
             rb = rb.header("Last-Event-ID", id.to_string());
         }
-        let resp = rb.send().await.map_err(map_reqwest)?;
+        // Opening the stream is bounded by the route timeout (the stream itself is not), so
+        // a host that holds back the head cannot stall a wait: the caller falls back to polling.
+        let open = self.routes.get(Operation::StreamEvents).timeout;
+        let resp = tokio::time::timeout(open, rb.send())
+            .await
+            .map_err(|_| HostError::Timeout)?
+            .map_err(map_reqwest)?;
         let status = resp.status();
         if !status.is_success() {
             let headers = resp.headers().clone();

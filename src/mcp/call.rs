@@ -80,6 +80,7 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
     }
 
     let mut guard = RunGuard::new(state.dispatcher.clone(), state.host.clone());
+    let key = random_id(24);
     let mut templates = vec![&state.cfg.tools.create_run];
     if let Some(t) = &tool.create_run {
         templates.push(t);
@@ -102,7 +103,15 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
             let result = json!({ "resultType": "complete", "content": [{ "type": "text", "text": text.to_string() }], "isError": true });
             return Ok(super::result_response(&state.cfg, &req.id, result));
         }
-        Err(e) => return Err(McpError::from_host(&e)),
+        Err(e) => {
+            if e.ambiguous() {
+                // The host may have created the run although no usable answer came back.
+                // Replaying the same Idempotency-Key finds it (or creates it) so it can be
+                // cancelled: the client is told the call failed, so no run may outlive it.
+                reconcile_lost_create(&state, &req.caller, &tool.workflow_id, &args, &key);
+            }
+            return Err(McpError::from_host(&e));
+        }
     };
     // RFC 0198 §G.12: from here until the answer's last byte, this request owns the run.
     guard.own(&created.run_id, &req.caller);
@@ -112,6 +121,35 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
         return Ok(task_answer(&state, req, &created.run_id, created.status, guard).await);
     }
     Ok(blocking_answer(state, req, tool, args, created.run_id, 1, guard).await)
+}
+
+/// Replays a createRun whose outcome is unknown with the same Idempotency-Key until the host
+/// answers (bounded by the cancel deadline), then cancels the run it names.
+fn reconcile_lost_create(state: &Arc<AppState>, caller: &Caller, workflow_id: &str, args: &Value, key: &str) {
+    let st = state.clone();
+    let (caller, workflow_id, args, key) = (caller.clone(), workflow_id.to_string(), args.clone(), key.to_string());
+    state.dispatcher.track(async move {
+        let deadline = Instant::now() + st.cfg.ownership.cancel_deadline;
+        let mut backoff = Duration::from_millis(100);
+        let mut templates = vec![&st.cfg.tools.create_run];
+        let tool_template = st.cfg.tools.overrides.get(&workflow_id).and_then(|o| o.create_run.as_ref());
+        if let Some(t) = tool_template {
+            templates.push(t);
+        }
+        while Instant::now() + backoff < deadline {
+            tokio::time::sleep(backoff).await;
+            match st.host.create_run(&caller, &workflow_id, &args, &templates, &key).await {
+                Ok(created) => {
+                    tracing::info!(run_id = %created.run_id, "found the run of a lost createRun answer; cancelling it");
+                    st.dispatcher.dispatch(st.host.clone(), created.run_id, caller, "lost_create");
+                    return;
+                }
+                Err(e) if !e.ambiguous() => return,
+                Err(_) => backoff = (backoff * 2).min(Duration::from_secs(2)),
+            }
+        }
+        tracing::warn!(workflow_id = %workflow_id, "a createRun answer was lost and the run could not be found before the cancel deadline");
+    });
 }
 
 /// `CreateTaskResult`: the run is durably readable once the host answered 201 (§1.3), so the
@@ -172,6 +210,11 @@ async fn blocking_answer(
     let Some(slot) = slot else {
         let cap = state.cfg.mcp.json_answer_cap;
         let msg = settle_and_project(&state, req, &tool, &args, &run_id, round, cap, None).await;
+        if let Some(e) = msg.failure {
+            give_up_run(&state, &req.caller, &run_id);
+            guard.release();
+            return error_response(&req.id, &e);
+        }
         if msg.terminal {
             // Nothing left to own: a late disconnect must not even try a cancel.
             guard.release();
@@ -201,6 +244,9 @@ async fn blocking_answer(
         let cap = st.cfg.mcp.sse_answer_cap;
         let msg =
             settle_and_project(&st, &req_copy, &tool, &args, &run_id, round, cap, Some(&tx)).await;
+        if msg.failure.is_some() {
+            give_up_run(&st, &req_copy.caller, &run_id);
+        }
         let frame = message_frame(&msg.message.to_string());
         let _ = tx.send(SseItem::Final(frame)).await;
     });
@@ -210,6 +256,8 @@ async fn blocking_answer(
 struct Projected {
     message: Value,
     terminal: bool,
+    /// The run could not be followed to an answer: the error the client gets.
+    failure: Option<McpError>,
 }
 
 /// Waits (bounded by `cap`) and builds the JSON-RPC message answering the call.
@@ -237,10 +285,10 @@ async fn settle_and_project(
                     _ = tick.tick() => {
                         if tx.send(SseItem::Frame(keepalive_frame())).await.is_err() {
                             // The client is gone; the guard in the dropped body cancels the run.
-                            return Projected { message: Value::Null, terminal: false };
+                            return Projected { message: Value::Null, terminal: false, failure: None };
                         }
                     }
-                    _ = tx.closed() => return Projected { message: Value::Null, terminal: false },
+                    _ = tx.closed() => return Projected { message: Value::Null, terminal: false, failure: None },
                 }
             }
         }
@@ -249,6 +297,7 @@ async fn settle_and_project(
         Err(e) => Projected {
             message: super::respond::envelope_error(&req.id, &e),
             terminal: false,
+            failure: Some(e),
         },
         Ok((run, events)) => {
             let terminal = run.status.is_terminal();
@@ -256,9 +305,17 @@ async fn settle_and_project(
             Projected {
                 message: envelope_result(&req.id, with_server_info(&state.cfg, result)),
                 terminal,
+                failure: None,
             }
         }
     }
+}
+
+/// The run this request owns could not be followed to an answer (the host failed mid-call):
+/// the client gets an error, so nobody will hold a handle to the run, and it is cancelled
+/// like a dropped request's (RFC 0198 §G.12: no orphan runs).
+fn give_up_run(state: &AppState, caller: &Caller, run_id: &str) {
+    state.dispatcher.dispatch(state.host.clone(), run_id.to_string(), caller.clone(), "follow_failed");
 }
 
 /// Follows the run until it is terminal or waits on something, or `cap` passes. The host's
@@ -556,9 +613,6 @@ async fn retry(
         .ok_or_else(|| refused("its interrupt is no longer open"))?
         .clone();
     let effect = effect_of(&interrupt, answer).map_err(McpError::InvalidParams)?;
-    if !keys.consume(&claims) {
-        return Err(refused("already used"));
-    }
     // The retry continues the run, so it owns it until its answer is delivered (§G.12).
     let mut guard = RunGuard::new(state.dispatcher.clone(), state.host.clone());
     guard.own(&claims.r, &req.caller);
@@ -570,7 +624,12 @@ async fn retry(
                 .resolve_interrupt(&req.caller, &claims.r, &interrupt.node_id, &resume, &key)
                 .await
             {
-                Ok(_) => {}
+                // Spent only once the host took the answer: a retry that failed on a host
+                // fault can be sent again with the same requestState (the host's single
+                // resolution stays the real single-use guarantee).
+                Ok(_) => {
+                    keys.consume(&claims);
+                }
                 Err(HostError::Status { status, .. }) if status == http::StatusCode::CONFLICT => {
                     guard.release();
                     return Err(refused("its interrupt is no longer open"));
@@ -582,6 +641,7 @@ async fn retry(
             }
         }
         Effect::CancelRun => {
+            keys.consume(&claims);
             let _ = state
                 .host
                 .cancel_run(&req.caller, &claims.r, Some("mcp-elicitation-cancelled"))
