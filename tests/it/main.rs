@@ -3,6 +3,7 @@
 mod cli;
 mod discovery;
 mod envelope;
+mod faults;
 mod limits;
 mod mrtr;
 mod ownership;

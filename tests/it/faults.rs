@@ -1,0 +1,1930 @@
+//! Issue 10 "Upstream faults": every fault the devhost can inject (devhost/src/faults.rs),
+//! seen through the real sidecar. Each fault must give a precise JSON-RPC or HTTP error within
+//! the configured timeouts, never a panic or a hung request, and an owned run must still be
+//! cancelled once the host is back within `ownership.cancelDeadline`.
+//!
+//! Every test prints its observations as `FAULT| fault | route | request | client sees |
+//! took | owned run` rows (run with `--nocapture`); docs/faults.md is filled from them.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, Once};
+use std::time::{Duration, Instant};
+
+use openwop_devhost::{Fault, FaultKind, RouteClass};
+use openwop_mcp_sidecar::config::Config;
+use serde_json::{json, Value};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::support::*;
+
+/// The per-attempt timeout the fault tests configure for every host route.
+const T: Duration = Duration::from_millis(300);
+/// Retry backoff of a retried route: 50 ms, then 100 ms (src/host/mod.rs).
+const BACKOFF: Duration = Duration::from_millis(150);
+/// What the test machine may add on top of a computed bound.
+const SLACK: Duration = Duration::from_millis(700);
+/// No request may take longer than this, whatever the fault.
+const HANG: Duration = Duration::from_secs(30);
+
+const GENERIC: &str = "the host failed to serve the request";
+const RATE: &str = "the host is rate limiting; retry later";
+
+// ---------------------------------------------------------------------------------------------
+// Harness
+// ---------------------------------------------------------------------------------------------
+
+/// Panics raised outside the test code (the sidecar's or the devhost's tasks): a fault must
+/// never make either panic, even where no client would notice.
+static PANICS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn watch_panics() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let file = info.location().map(|l| l.file()).unwrap_or("");
+            if !file.starts_with("tests/") && !file.contains("/tests/") {
+                PANICS
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(format!("{info}"));
+            }
+            previous(info);
+        }));
+    });
+}
+
+fn assert_no_panic() {
+    let p = PANICS.lock().unwrap_or_else(|e| e.into_inner());
+    assert!(p.is_empty(), "the sidecar or the devhost panicked: {p:#?}");
+}
+
+/// Every host route gets the per-attempt timeout `t`.
+fn timeouts(c: &mut Config, t: Duration) {
+    c.upstream.request_timeout = t;
+    let routes = Arc::make_mut(&mut c.routes);
+    for route in routes.by_op.values_mut() {
+        route.timeout = t;
+    }
+}
+
+/// A sidecar whose host routes all time out after [`T`].
+async fn fault_env(f: impl FnOnce(&mut Config)) -> Env {
+    watch_panics();
+    env_with(|c| {
+        timeouts(c, T);
+        f(c);
+    })
+    .await
+}
+
+/// Runs `f`, failing the test if it takes longer than `limit` (a hung request).
+async fn timed<F: Future>(limit: Duration, what: &str, f: F) -> (F::Output, Duration) {
+    let t = Instant::now();
+    match tokio::time::timeout(limit, f).await {
+        Ok(v) => (v, t.elapsed()),
+        Err(_) => panic!("{what}: no answer within {limit:?}: the request hung"),
+    }
+}
+
+/// One observation for docs/faults.md.
+fn row(fault: &str, route: &str, request: &str, seen: &str, took: Duration, owned: &str) {
+    eprintln!(
+        "FAULT| {fault} | {route} | {request} | {seen} | {} ms | {owned}",
+        took.as_millis()
+    );
+}
+
+/// What the client saw, in one line.
+fn seen(r: &Rpc) -> String {
+    let retry_after = r
+        .headers
+        .get("retry-after")
+        .map(|v| format!(" Retry-After: {}", v.to_str().unwrap_or("?")))
+        .unwrap_or_default();
+    match r.error_code() {
+        Some(code) => format!(
+            "HTTP {}{retry_after}, {code} \"{}\"",
+            r.status,
+            r.body["error"]["message"].as_str().unwrap_or("")
+        ),
+        None => {
+            let res = r.result();
+            let what = match res["resultType"].as_str() {
+                Some("task") => format!("CreateTaskResult status {}", res["status"]),
+                Some("complete") if res.get("isError").is_some() => {
+                    format!("CallToolResult isError {}", res["isError"])
+                }
+                Some("complete") if res.get("status").is_some() => {
+                    format!("task status {}", res["status"])
+                }
+                Some("complete") if res.get("tools").is_some() => "tools".to_string(),
+                Some(other) => other.to_string(),
+                None => format!("{}", r.body),
+            };
+            format!("HTTP {}{retry_after}, result {what}", r.status)
+        }
+    }
+}
+
+/// `-32603` with the generic message, HTTP 200, and nothing of the host in the answer.
+fn assert_internal(r: &Rpc, what: &str) {
+    assert_eq!(
+        (r.status, r.error_code()),
+        (200, Some(-32603)),
+        "{what}: {}",
+        r.text
+    );
+    assert_eq!(r.body["error"]["message"], GENERIC, "{what}: {}", r.text);
+    assert_no_leak(r, what);
+}
+
+/// No upstream detail (address, OS error, host error code or body) reaches the MCP client.
+fn assert_no_leak(r: &Rpc, what: &str) {
+    let lower = r.text.to_ascii_lowercase();
+    for bad in [
+        "127.0.0.1",
+        "refused",
+        "connection",
+        "injected",
+        "devhost",
+        "runner_unavailable",
+        "internal_error",
+        "rate_limited",
+        "truncated",
+        "tcp",
+        "os error",
+    ] {
+        assert!(!lower.contains(bad), "{what} leaks {bad:?}: {}", r.text);
+    }
+    assert!(r.body["error"].get("data").is_none(), "{what}: {}", r.text);
+}
+
+fn assert_rate_limited(r: &Rpc, retry_after: &str, what: &str) {
+    assert_eq!(
+        (r.status, r.error_code()),
+        (429, Some(-32603)),
+        "{what}: {}",
+        r.text
+    );
+    assert_eq!(r.body["error"]["message"], RATE, "{what}");
+    assert_eq!(
+        r.headers.get("retry-after").and_then(|v| v.to_str().ok()),
+        Some(retry_after),
+        "{what}: Retry-After passes through"
+    );
+    assert_no_leak(r, what);
+}
+
+/// The ack of tasks/update and tasks/cancel.
+fn assert_ack(r: &Rpc, what: &str) {
+    assert_eq!(r.status, 200, "{what}: {}", r.text);
+    assert_eq!(
+        r.result(),
+        &json!({"resultType": "complete"}),
+        "{what}: {}",
+        r.text
+    );
+}
+
+/// A port nothing listens on.
+fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    drop(l);
+    port
+}
+
+/// A TCP forwarder between the sidecar and the devhost that can take the host "down"
+/// (its port closed: connection refused, open connections cut) and bring it back on the
+/// same port, so an outage can end while the sidecar keeps its configuration.
+struct Outage {
+    up: watch::Sender<bool>,
+}
+
+impl Outage {
+    fn down(&self) {
+        self.up.send_replace(false);
+    }
+    fn up(&self) {
+        self.up.send_replace(true);
+    }
+}
+
+async fn forward(
+    addr: std::net::SocketAddr,
+    target: Arc<Mutex<String>>,
+    mut up: watch::Receiver<bool>,
+) {
+    let mut listener = Some(TcpListener::bind(addr).await.unwrap());
+    loop {
+        match listener.take() {
+            Some(l) => {
+                let mut conns = JoinSet::new();
+                loop {
+                    tokio::select! {
+                        a = l.accept() => if let Ok((mut inbound, _)) = a {
+                            let to = target.lock().unwrap().clone();
+                            conns.spawn(async move {
+                                if let Ok(mut out) = TcpStream::connect(to).await {
+                                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                                }
+                            });
+                        },
+                        Some(_) = conns.join_next(), if !conns.is_empty() => {}
+                        r = up.changed() => {
+                            if r.is_err() {
+                                return;
+                            }
+                            if !*up.borrow() {
+                                break;
+                            }
+                        }
+                    }
+                }
+                drop(l);
+                conns.shutdown().await;
+            }
+            None => {
+                while !*up.borrow_and_update() {
+                    if up.changed().await.is_err() {
+                        return;
+                    }
+                }
+                listener = Some(TcpListener::bind(addr).await.unwrap());
+            }
+        }
+    }
+}
+
+/// A fault env whose sidecar reaches the devhost through an [`Outage`] forwarder.
+async fn outage_env(f: impl FnOnce(&mut Config)) -> (Env, Outage) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    drop(l);
+    let target = Arc::new(Mutex::new(String::new()));
+    let (tx, rx) = watch::channel(true);
+    tokio::spawn(forward(addr, target.clone(), rx));
+    let t = target.clone();
+    let env = fault_env(move |c| {
+        *t.lock().unwrap() = c.upstream.url.trim_start_matches("http://").to_string();
+        c.upstream.url = format!("http://{addr}");
+        f(c);
+    })
+    .await;
+    (env, Outage { up: tx })
+}
+
+/// A fault on every request of `route` until [`openwop_devhost::Faults::clear`].
+fn always(env: &Env, route: RouteClass, status: u16) {
+    env.host.faults().add(Fault {
+        route,
+        kind: FaultKind::Status {
+            status,
+            retry_after: None,
+        },
+        times: None,
+    });
+}
+
+fn count(env: &Env, route: RouteClass) -> u64 {
+    env.host.faults().count(route)
+}
+
+async fn metrics(env: &Env) -> String {
+    env.http
+        .get(format!("{}/metrics", env.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// The value of one sample line of `/metrics` (0 when absent).
+async fn metric(env: &Env, sample: &str) -> f64 {
+    metrics(env)
+        .await
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(sample)
+                .map(|v| v.trim().parse().unwrap_or(0.0))
+        })
+        .unwrap_or(0.0)
+}
+
+fn cancel_sample(outcome: &str) -> String {
+    format!(
+        "openwop_sidecar_owned_run_cancels_total{{phase=\"before_head\",outcome=\"{outcome}\"}} "
+    )
+}
+
+async fn readyz(env: &Env) -> u16 {
+    env.http
+        .get(format!("{}/readyz", env.url))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+async fn tasked(env: &Env, tool: &str, args: Value) -> String {
+    let r = env.call(A, tool, args, task_caps()).await;
+    assert_eq!(r.result()["resultType"], "task", "{}", r.text);
+    r.result()["taskId"].as_str().unwrap().to_string()
+}
+
+/// A task of `conformance-approval` waiting on its gate, and the key of its input request.
+async fn waiting_task(env: &Env) -> (String, String) {
+    let task = tasked(env, "conformance-approval", json!({})).await;
+    let b = env
+        .poll_task(A, &task, |r| r["status"] == "input_required", 10)
+        .await;
+    let key = b["result"]["inputRequests"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no inputRequests: {b}"))
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    (task, key)
+}
+
+fn approve(task: &str, key: &str) -> Value {
+    json!({"taskId": task, "inputResponses": { key: {"action":"accept","content":{"action":"accept"}} }})
+}
+
+async fn get(env: &Env, task: &str) -> Rpc {
+    env.rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
+        .await
+}
+
+/// A blocking `tools/call` answered as SSE (first Accept entry `text/event-stream`).
+async fn sse_call(env: &Env, tool: &str, args: Value) -> Rpc {
+    let body = body_of(
+        9,
+        "tools/call",
+        json!({"name": tool, "arguments": args}),
+        json!({}),
+    );
+    let resp = env
+        .http
+        .post(env.mcp_url())
+        .header("Authorization", format!("Bearer {A}"))
+        .header("Content-Type", "application/json")
+        .header("Accept", "text/event-stream, application/json")
+        .header("MCP-Protocol-Version", V)
+        .header("Mcp-Method", "tools/call")
+        .header("Mcp-Name", tool)
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("sidecar answers");
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let text = resp.text().await.unwrap_or_default();
+    let body = sse_messages(&text)
+        .into_iter()
+        .rev()
+        .find(|m| m.get("id").is_some())
+        .unwrap_or(Value::Null);
+    Rpc {
+        status,
+        headers,
+        text,
+        body,
+    }
+}
+
+/// Writes one raw blocking `tools/call` and returns the open socket (closed by the test).
+async fn raw_call(env: &Env, tool: &str, args: Value) -> TcpStream {
+    let addr = env.url.strip_prefix("http://").unwrap().to_string();
+    let mut s = TcpStream::connect(&addr).await.unwrap();
+    let b = body_of(
+        11,
+        "tools/call",
+        json!({"name": tool, "arguments": args}),
+        json!({}),
+    )
+    .to_string();
+    let req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json\r\nMCP-Protocol-Version: {V}\r\nMcp-Method: tools/call\r\nMcp-Name: {tool}\r\nAuthorization: Bearer {A}\r\nContent-Length: {}\r\n\r\n{b}",
+        b.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    s
+}
+
+async fn cancel_reason(env: &Env, run_id: &str) -> Option<String> {
+    env.events(A, run_id)
+        .await
+        .iter()
+        .find(|e| e["type"] == "run.cancelled")
+        .and_then(|e| e["payload"]["reason"].as_str().map(str::to_string))
+}
+
+/// Starts a long blocking call, waits for its run, then closes the connection: the run is
+/// owned and must be cancelled. Returns the run id and when the client went away.
+async fn orphan_a_run(env: &Env) -> (String, Instant) {
+    let before = env.run_ids(A, "conformance-cancellable").await;
+    let mut s = raw_call(env, "conformance-cancellable", json!({"delayMs": 20000})).await;
+    let run_id = env.fresh_run(A, "conformance-cancellable", &before).await;
+    env.wait_status(A, &run_id, &["running"], 5).await;
+    s.shutdown().await.unwrap();
+    drop(s);
+    (run_id, Instant::now())
+}
+
+/// How a run created by a failed request ended up: what the table's last column says.
+async fn fate(env: &Env, run_id: &str) -> String {
+    let status = env.status(A, run_id).await;
+    match cancel_reason(env, run_id).await {
+        Some(reason) => format!("{status} ({reason})"),
+        None => status,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Connection refused
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn connection_refused_is_502_on_rest_and_a_generic_32603_on_mcp() {
+    let port = closed_port();
+    let env = fault_env(|c| c.upstream.url = format!("http://127.0.0.1:{port}")).await;
+    let fault = "connection refused (closed port)";
+
+    let ((s, v), took) = timed(HANG, "passthrough", env.rest_get(A, "/runs")).await;
+    assert_eq!(
+        (s, v["error"].as_str()),
+        (502, Some("upstream_unavailable"))
+    );
+    assert!(!v.to_string().contains(&port.to_string()), "{v}");
+    row(
+        fault,
+        "any passthrough path",
+        "GET /runs",
+        &format!(
+            "HTTP 502 {{\"error\":\"upstream_unavailable\"}} \"{}\"",
+            v["message"].as_str().unwrap_or("")
+        ),
+        took,
+        "n/a",
+    );
+    assert!(took < Duration::from_secs(2), "{took:?}");
+
+    let task = openwop_mcp_sidecar::wire_id::project("acme/r-0123456789abcdef0123");
+    let cases: Vec<(&str, &str, Value, Value)> = vec![
+        ("discovery", "server/discover", json!({}), json!({})),
+        ("discovery", "tools/list", json!({}), json!({})),
+        (
+            "discovery",
+            "tools/call",
+            json!({"name": "conformance-noop", "arguments": {}}),
+            json!({}),
+        ),
+        ("getRun", "tasks/get", json!({"taskId": task}), task_caps()),
+        (
+            "getRun",
+            "tasks/cancel",
+            json!({"taskId": task}),
+            task_caps(),
+        ),
+        (
+            "getRun",
+            "tasks/update",
+            json!({"taskId": task, "inputResponses": {}}),
+            task_caps(),
+        ),
+    ];
+    for (route, method, params, caps) in cases {
+        let (r, took) = timed(HANG, method, env.rpc(Some(A), method, params, caps)).await;
+        assert_internal(&r, method);
+        // Three attempts (retry: true) refused at once, 50 + 100 ms apart.
+        assert!(took < BACKOFF + SLACK, "{method}: {took:?}");
+        row(fault, route, method, &seen(&r), took, "n/a (no run)");
+    }
+
+    let (status, took) = timed(HANG, "/readyz", readyz(&env)).await;
+    assert_eq!(status, 503);
+    row(fault, "discovery", "GET /readyz", "HTTP 503", took, "n/a");
+    assert_no_panic();
+    env.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Answers slower than the timeouts
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn slow_reads_time_out_with_32603_after_three_attempts() {
+    let env = fault_env(|c| c.upstream.ready_timeout = Duration::from_millis(500)).await;
+    let fault = "answer held back 2 s (delay), route timeout 300 ms";
+    let (task, _) = waiting_task(&env).await;
+    let noop = tasked(&env, "conformance-noop", json!({})).await;
+    env.poll_task(A, &noop, |r| r["status"] == "completed", 10)
+        .await;
+
+    env.host
+        .faults()
+        .delay(RouteClass::GetRun, Duration::from_secs(2));
+    let n = count(&env, RouteClass::GetRun);
+    let (r, took) = timed(HANG, "tasks/get", get(&env, &noop)).await;
+    assert_internal(&r, "tasks/get");
+    assert_eq!(count(&env, RouteClass::GetRun) - n, 3, "retried twice");
+    assert!(took >= T * 3, "{took:?}");
+    assert!(took < T * 3 + BACKOFF + SLACK, "{took:?}");
+    row(fault, "getRun", "tasks/get", &seen(&r), took, "n/a");
+    env.host.faults().clear();
+
+    env.host
+        .faults()
+        .delay(RouteClass::Discovery, Duration::from_secs(2));
+    let (r, took) = timed(
+        HANG,
+        "tools/list",
+        env.rpc(Some(B), "tools/list", json!({}), json!({})),
+    )
+    .await;
+    assert_internal(&r, "tools/list");
+    assert!(took < T * 3 + BACKOFF + SLACK, "{took:?}");
+    row(fault, "discovery", "tools/list", &seen(&r), took, "n/a");
+    let (status, took) = timed(HANG, "/readyz", readyz(&env)).await;
+    assert_eq!(status, 503);
+    assert!(took < Duration::from_millis(500) + SLACK, "{took:?}");
+    row(
+        fault,
+        "discovery",
+        "GET /readyz (readyTimeout 500 ms)",
+        "HTTP 503",
+        took,
+        "n/a",
+    );
+    env.host.faults().clear();
+
+    env.host
+        .faults()
+        .delay(RouteClass::Cancel, Duration::from_secs(2));
+    let (r, took) = timed(
+        HANG,
+        "tasks/cancel",
+        env.rpc(
+            Some(A),
+            "tasks/cancel",
+            json!({"taskId": task}),
+            task_caps(),
+        ),
+    )
+    .await;
+    assert_internal(&r, "tasks/cancel");
+    assert!(took < T * 4 + BACKOFF + SLACK, "{took:?}");
+    row(
+        fault,
+        "cancel",
+        "tasks/cancel",
+        &seen(&r),
+        took,
+        "run cancelled (the held-back cancel took effect)",
+    );
+    env.host.faults().clear();
+    assert_eq!(
+        env.wait_status(A, &unproject(&task), &["cancelled"], 5)
+            .await,
+        "cancelled"
+    );
+    assert_no_panic();
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn slow_passthrough_is_relayed_however_slow() {
+    // Passthrough requests have no request timeout (upstream.requestTimeoutMs bounds the
+    // sidecar's own host API calls only): a slow host answer is relayed when it comes.
+    let env = fault_env(|_| {}).await;
+    env.host
+        .faults()
+        .delay(RouteClass::ListRuns, Duration::from_secs(2));
+    let ((s, v), took) = timed(HANG, "passthrough", env.rest_get(A, "/runs")).await;
+    env.host.faults().clear();
+    assert_eq!(s, 200, "{v}");
+    assert!(took >= Duration::from_secs(2), "{took:?}");
+    row(
+        "answer held back 2 s (delay), route timeout 300 ms",
+        "listRuns (passthrough)",
+        "GET /runs",
+        "HTTP 200, the host's answer unchanged",
+        took,
+        "n/a",
+    );
+    assert_no_panic();
+    env.shutdown().await;
+}
+
+#[tokio::test]
+#[ignore = "sidecar bug: a slow events poll is bounded by max(route timeout, long-poll + 5 s), not by the pollEvents route timeout: tasks/get on a waiting task answers -32603 only after 3 x 6 s"]
+async fn slow_events_poll_times_out_within_the_route_timeout() {
+    let env = fault_env(|_| {}).await;
+    let fault = "answer held back 10 s (delay), route timeout 300 ms";
+    let (task, _) = waiting_task(&env).await;
+    env.host
+        .faults()
+        .delay(RouteClass::Poll, Duration::from_secs(10));
+    let (r, took) = timed(HANG, "tasks/get", get(&env, &task)).await;
+    row(
+        fault,
+        "poll",
+        "tasks/get (input_required task)",
+        &seen(&r),
+        took,
+        "n/a",
+    );
+    assert_internal(&r, "tasks/get");
+    // tasks/get asks for a 1 s long-poll: 3 attempts of (1 s + route timeout) at most.
+    let bound = (Duration::from_secs(1) + T) * 3 + BACKOFF + SLACK;
+    assert!(took < bound, "took {took:?}, wanted under {bound:?}");
+    env.host.faults().clear();
+    assert_no_panic();
+    env.shutdown().await;
+}
+
+#[tokio::test]
+#[ignore = "sidecar bug: opening the host event stream is not bounded by the streamEvents route timeout: a held-back stream head delays an 800 ms blocking call to the 5 s answer cap, and a listen gets no notification until the stream answers"]
+async fn slow_event_stream_open_falls_back_to_polling_within_the_route_timeout() {
+    let env = fault_env(|_| {}).await;
+    let fault = "event stream head held back 8 s (delay), route timeout 300 ms";
+    let mut problems = Vec::new();
+    env.host
+        .faults()
+        .delay(RouteClass::Stream, Duration::from_secs(8));
+    let (r, took) = timed(
+        HANG,
+        "tools/call",
+        env.call(A, "conformance-delay", json!({"delayMs": 800}), json!({})),
+    )
+    .await;
+    row(
+        fault,
+        "stream",
+        "tools/call conformance-delay 800 ms (JSON)",
+        &seen(&r),
+        took,
+        "completed",
+    );
+    assert_eq!(r.result()["isError"], false, "{}", r.text);
+    // The run ends after 800 ms; the stream should be given up after its route timeout.
+    let bound = Duration::from_millis(800) + T + SLACK + SLACK;
+    if took > bound {
+        problems.push(format!(
+            "blocking call answered after {took:?}, wanted under {bound:?}"
+        ));
+    }
+
+    // A listen follows the same stream: without a bound on its head, nothing is notified.
+    let task = tasked(&env, "conformance-delay", json!({"delayMs": 800})).await;
+    let (msgs, took) = timed(
+        HANG,
+        "subscriptions/listen",
+        env.listen(A, vec![task.clone()], Duration::from_secs(5)),
+    )
+    .await;
+    let done = msgs
+        .iter()
+        .any(|m| m["method"] == "notifications/tasks" && m["params"]["status"] == "completed");
+    let ended = msgs
+        .last()
+        .is_some_and(|m| m["result"]["resultType"] == "complete");
+    row(
+        fault,
+        "stream",
+        "subscriptions/listen (one 800 ms task), read for 5 s",
+        &format!(
+            "SSE: {} messages, completed notified: {done}, final result: {ended}",
+            msgs.len()
+        ),
+        took,
+        "completed",
+    );
+    if !(done && ended) {
+        problems.push(format!("listen: no completion within 5 s: {msgs:?}"));
+    }
+    env.host.faults().clear();
+    assert!(problems.is_empty(), "{problems:#?}");
+    assert_no_panic();
+    env.shutdown().await;
+}
+
+#[tokio::test]
+#[ignore = "sidecar bug: a createRun whose answer is lost (timeout, invalid JSON) after the host created the run answers -32603 and leaves that run running: nobody knows its id, nothing cancels it"]
+async fn lost_create_run_answer_leaves_no_run_behind() {
+    let env = fault_env(|c| c.ownership.cancel_deadline = Duration::from_secs(3)).await;
+    let mut problems = Vec::new();
+    for (fault, damage) in [
+        ("answer held back 2 s (delay), route timeout 300 ms", 0),
+        ("truncated JSON answer (badJson)", 1),
+        ("connection reset after 5 body bytes x3", 2),
+    ] {
+        let before = env.run_ids(A, "conformance-cancellable").await;
+        match damage {
+            0 => env
+                .host
+                .faults()
+                .delay(RouteClass::CreateRun, Duration::from_secs(2)),
+            1 => env.host.faults().bad_json_next(RouteClass::CreateRun, 1),
+            _ => env.host.faults().reset_next(RouteClass::CreateRun, 3, 5),
+        }
+        let (r, took) = timed(
+            HANG,
+            "tools/call",
+            env.call(
+                A,
+                "conformance-cancellable",
+                json!({"delayMs": 20000}),
+                task_caps(),
+            ),
+        )
+        .await;
+        env.host.faults().clear();
+        assert_internal(&r, "tools/call");
+        let created = env.run_ids(A, "conformance-cancellable").await;
+        let fresh: Vec<&String> = created.iter().filter(|i| !before.contains(i)).collect();
+        assert_eq!(fresh.len(), 1, "one run for all attempts (Idempotency-Key)");
+        let run_id = fresh[0].clone();
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        let fate = fate(&env, &run_id).await;
+        row(
+            fault,
+            "createRun",
+            "tools/call (tasked)",
+            &seen(&r),
+            took,
+            &format!("run created; after the cancel deadline: {fate}"),
+        );
+        if env.status(A, &run_id).await != "cancelled" {
+            problems.push(format!(
+                "{fault}: the run the client never heard of is {fate}"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+    assert_no_panic();
+    env.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5xx
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn create_run_5xx_is_retried_and_persistent_5xx_is_32603() {
+    let env = fault_env(|_| {}).await;
+    // Warm the catalog so only createRun is counted.
+    let _ = env.rpc(Some(A), "tools/list", json!({}), json!({})).await;
+
+    let before = env.run_ids(A, "conformance-noop").await;
+    env.host.faults().fail_next(RouteClass::CreateRun, 2, 503);
+    let n = count(&env, RouteClass::CreateRun);
+    let (r, took) = timed(
+        HANG,
+        "tools/call",
+        env.call(A, "conformance-noop", json!({}), json!({})),
+    )
+    .await;
+    assert_eq!(r.result()["isError"], false, "{}", r.text);
+    assert_eq!(
+        count(&env, RouteClass::CreateRun) - n,
+        3,
+        "2 failures, then success"
+    );
+    let after = env.run_ids(A, "conformance-noop").await;
+    assert_eq!(after.len(), before.len() + 1, "exactly one run");
+    row(
+        "503 x2",
+        "createRun",
+        "tools/call (blocking)",
+        &seen(&r),
+        took,
+        "run completed",
+    );
+
+    for status in [503, 500] {
+        let before = env.run_ids(A, "conformance-noop").await;
+        env.host
+            .faults()
+            .fail_next(RouteClass::CreateRun, 3, status);
+        let n = count(&env, RouteClass::CreateRun);
+        let (r, took) = timed(
+            HANG,
+            "tools/call",
+            env.call(A, "conformance-noop", json!({}), json!({})),
+        )
+        .await;
+        assert_internal(&r, "tools/call");
+        assert_eq!(count(&env, RouteClass::CreateRun) - n, 3, "three attempts");
+        assert_eq!(env.run_ids(A, "conformance-noop").await, before, "no run");
+        assert!(took < BACKOFF + SLACK, "{took:?}");
+        row(
+            &format!("{status} x3 (persistent)"),
+            "createRun",
+            "tools/call (blocking)",
+            &seen(&r),
+            took,
+            "no run created",
+        );
+    }
+    // The same through the tasked path.
+    env.host.faults().fail_next(RouteClass::CreateRun, 3, 502);
+    let (r, took) = timed(
+        HANG,
+        "tools/call",
+        env.call(A, "conformance-noop", json!({}), task_caps()),
+    )
+    .await;
+    assert_internal(&r, "tasked tools/call");
+    row(
+        "502 x3 (persistent)",
+        "createRun",
+        "tools/call (tasked)",
+        &seen(&r),
+        took,
+        "no run created",
+    );
+    assert_no_panic();
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn get_run_5xx_is_retried_and_persistent_5xx_is_32603() {
+    let env = fault_env(|_| {}).await;
+    let task = tasked(&env, "conformance-noop", json!({})).await;
+    env.poll_task(A, &task, |r| r["status"] == "completed", 10)
+        .await;
+
+    env.host.faults().fail_next(RouteClass::GetRun, 2, 503);
+    let n = count(&env, RouteClass::GetRun);
+    let (r, took) = timed(HANG, "tasks/get", get(&env, &task)).await;
+    assert_eq!(r.result()["status"], "completed", "{}", r.text);
+    assert_eq!(count(&env, RouteClass::GetRun) - n, 3);
+    row("503 x2", "getRun", "tasks/get", &seen(&r), took, "n/a");
+
+    env.host.faults().fail_next(RouteClass::GetRun, 3, 500);
+    let n = count(&env, RouteClass::GetRun);
+    let (r, took) = timed(HANG, "tasks/get", get(&env, &task)).await;
+    assert_internal(&r, "tasks/get");
+    assert_eq!(count(&env, RouteClass::GetRun) - n, 3);
+    row(
+        "500 x3 (persistent)",
+        "getRun",
+        "tasks/get",
+        &seen(&r),
+        took,
+        "n/a",
+    );
+
+    // A tasked call still answers its task when the read after createRun fails: the run is
+    // durable once created.
+    env.host.faults().fail_next(RouteClass::GetRun, 3, 503);
+    let (r, took) = timed(
+        HANG,
+        "tools/call",
+        env.call(A, "conformance-noop", json!({}), task_caps()),
+    )
+    .await;
+    assert_eq!(r.result()["resultType"], "task", "{}", r.text);
+    row(
+        "503 x3 (persistent)",
+        "getRun",
+        "tools/call (tasked)",
+        &seen(&r),
+        took,
+        "run completed",
+    );
+
+    // A blocking call whose final read fails: -32603 (the run itself completed).
+    let before = env.run_ids(A, "conformance-delay").await;
+    always(&env, RouteClass::GetRun, 503);
+    let (r, took) = timed(
+        HANG,
+        "tools/call",
+        env.call(A, "conformance-delay", json!({"delayMs": 300}), json!({})),
+    )
+    .await;
+    env.host.faults().clear();
+    assert_internal(&r, "blocking tools/call");
+    let run_id = env.fresh_run(A, "conformance-delay", &before).await;
+    let fate = fate(&env, &run_id).await;
+    row(
+        "503 persistent",
+        "getRun",
+        "tools/call (blocking, 300 ms run)",
+        &seen(&r),
+        took,
+        &fate,
+    );
+    assert_no_panic();
+    env.shutdown().await;
+}
+
+#[tokio::test]
+#[ignore = "sidecar bug: a blocking tools/call that fails after createRun (events poll 503 once the stream broke; host outage mid-call) answers -32603 without the run id and releases the run uncancelled: the run keeps going and nobody knows it"]
+async fn blocking_call_failing_after_create_run_does_not_lose_the_run() {
+    let mut problems = Vec::new();
+    {
+        let env = fault_env(|c| c.ownership.cancel_deadline = Duration::from_secs(3)).await;
+        let before = env.run_ids(A, "conformance-cancellable").await;
+        env.host.faults().cut_stream_next(1, 0);
+        always(&env, RouteClass::Poll, 503);
+        let (r, took) = timed(
+            HANG,
+            "tools/call",
+            env.call(
+                A,
+                "conformance-cancellable",
+                json!({"delayMs": 20000}),
+                json!({}),
+            ),
+        )
+        .await;
+        env.host.faults().clear();
+        let run_id = env.fresh_run(A, "conformance-cancellable", &before).await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let fate = fate(&env, &run_id).await;
+        row(
+            "stream cut + 503 persistent",
+            "stream + poll",
+            "tools/call (blocking)",
+            &seen(&r),
+            took,
+            &format!("after the cancel deadline: {fate}"),
+        );
+        assert_internal(&r, "tools/call");
+        if !r.text.contains(&run_id) && env.status(A, &run_id).await != "cancelled" {
+            problems.push(format!(
+                "poll 503: the run is neither named nor cancelled: {fate}"
+            ));
+        }
+        env.shutdown().await;
+    }
+    {
+        let (env, outage) =
+            outage_env(|c| c.ownership.cancel_deadline = Duration::from_secs(3)).await;
+        let before = env.run_ids(A, "conformance-cancellable").await;
+        let call = timed(HANG, "tools/call", async {
+            let r = env
+                .call(
+                    A,
+                    "conformance-cancellable",
+                    json!({"delayMs": 20000}),
+                    json!({}),
+                )
+                .await;
+            (r, Instant::now())
+        });
+        let cut = async {
+            let run_id = env.fresh_run(A, "conformance-cancellable", &before).await;
+            env.wait_status(A, &run_id, &["running"], 5).await;
+            outage.down();
+            let at = Instant::now();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            outage.up();
+            (run_id, at)
+        };
+        let (((r, answered_at), _), (run_id, down_at)) = tokio::join!(call, cut);
+        let took = answered_at.saturating_duration_since(down_at);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let fate = fate(&env, &run_id).await;
+        row(
+            "host down (connection refused) 1 s mid-call",
+            "stream + poll",
+            "tools/call (blocking)",
+            &seen(&r),
+            took,
+            &format!("host back, after the cancel deadline: {fate}"),
+        );
+        assert_internal(&r, "tools/call");
+        if !r.text.contains(&run_id) && env.status(A, &run_id).await != "cancelled" {
+            problems.push(format!(
+                "outage: the run is neither named nor cancelled: {fate}"
+            ));
+        }
+        env.shutdown().await;
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+    assert_no_panic();
+}
+
+// ---------------------------------------------------------------------------------------------
+// 429 with Retry-After
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn rate_limits_pass_through_as_429_with_retry_after() {
+    let env = fault_env(|_| {}).await;
+    let fault = "429 + Retry-After";
+
+    env.host
+        .faults()
+        .rate_limit_next(RouteClass::Discovery, 1, 2);
+    let (r, took) = timed(
+        HANG,
+        "tools/list",
+        env.rpc(Some(A), "tools/list", json!({}), json!({})),
+    )
+    .await;
+    assert_rate_limited(&r, "2", "tools/list");
+    row(fault, "discovery", "tools/list", &seen(&r), took, "n/a");
+
+    let n = count(&env, RouteClass::CreateRun);
+    env.host
+        .faults()
+        .rate_limit_next(RouteClass::CreateRun, 1, 7);
+    let (r, took) = timed(
+        HANG,
+        "tools/call",
+        env.call(A, "conformance-noop", json!({}), json!({})),
+    )
+    .await;
+    assert_rate_limited(&r, "7", "tools/call");
+    assert_eq!(
+        count(&env, RouteClass::CreateRun) - n,
+        1,
+        "a 429 is not retried"
+    );
+    row(
+        fault,
+        "createRun",
+        "tools/call",
+        &seen(&r),
+        took,
+        "no run created",
+    );
+
+    let (task, key) = waiting_task(&env).await;
+    env.host.faults().rate_limit_next(RouteClass::GetRun, 1, 3);
+    let (r, took) = timed(HANG, "tasks/get", get(&env, &task)).await;
+    assert_rate_limited(&r, "3", "tasks/get");
+    row(fault, "getRun", "tasks/get", &seen(&r), took, "n/a");
+
+    env.host.faults().rate_limit_next(RouteClass::Poll, 1, 4);
+    let (r, took) = timed(HANG, "tasks/get", get(&env, &task)).await;
+    assert_rate_limited(&r, "4", "tasks/get (waiting)");
+    row(
+        fault,
+        "poll",
+        "tasks/get (input_required task)",
+        &seen(&r),
+        took,
+        "n/a",
+    );
+
+    env.host.faults().rate_limit_next(RouteClass::Resolve, 1, 5);
+    let (r, took) = timed(
+        HANG,
+        "tasks/update",
+        env.rpc(Some(A), "tasks/update", approve(&task, &key), task_caps()),
+    )
+    .await;
+    assert_rate_limited(&r, "5", "tasks/update");
+    row(
+        fault,
+        "resolve",
+        "tasks/update",
+        &seen(&r),
+        took,
+        "n/a (interrupt still open)",
+    );
+
+    env.host.faults().rate_limit_next(RouteClass::Cancel, 1, 6);
+    let (r, took) = timed(
+        HANG,
+        "tasks/cancel",
+        env.rpc(
+            Some(A),
+            "tasks/cancel",
+            json!({"taskId": task}),
+            task_caps(),
+        ),
+    )
+    .await;
+    assert_rate_limited(&r, "6", "tasks/cancel");
+    row(
+        fault,
+        "cancel",
+        "tasks/cancel",
+        &seen(&r),
+        took,
+        "n/a (run still waiting)",
+    );
+    assert_eq!(env.status(A, &unproject(&task)).await, "waiting-approval");
+    assert_no_panic();
+    env.shutdown().await;
+}
+
+#[tokio::test]
+#[ignore = "sidecar bug: a 429 on the events poll during a blocking tools/call (after createRun) answers HTTP 200 -32603 \"rate limiting\" without Retry-After, and the run is left running uncancelled"]
+async fn rate_limit_during_a_blocking_call_is_precise() {
+    let env = fault_env(|_| {}).await;
+    let before = env.run_ids(A, "conformance-cancellable").await;
+    env.host.faults().cut_stream_next(1, 0);
+    env.host.faults().rate_limit_next(RouteClass::Poll, 1, 5);
+    let (r, took) = timed(
+        HANG,
+        "tools/call",
+        env.call(
+            A,
+            "conformance-cancellable",
+            json!({"delayMs": 20000}),
+            json!({}),
+        ),
+    )
+    .await;
+    let run_id = env.fresh_run(A, "conformance-cancellable", &before).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let fate = fate(&env, &run_id).await;
+    row(
+        "stream cut + 429 Retry-After: 5",
+        "stream + poll",
+        "tools/call (blocking)",
+        &seen(&r),
+        took,
+        &fate,
+    );
+    // Either the sidecar waits the Retry-After out itself (the run is its own), or it tells the
+    // client precisely and gives the run up.
+    if r.error_code().is_some() {
+        assert_rate_limited(&r, "5", "tools/call");
+        assert_eq!(env.status(A, &run_id).await, "cancelled", "{fate}");
+    }
+    assert_no_panic();
+    env.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Connection reset mid-body, truncated JSON
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn reset_and_truncated_answers_on_reads_are_retried_or_32603() {
+    let env = fault_env(|_| {}).await;
+    let done = tasked(&env, "conformance-noop", json!({})).await;
+    env.poll_task(A, &done, |r| r["status"] == "completed", 10)
+        .await;
+    let (waiting, _) = waiting_task(&env).await;
+
+    // getRun: one reset is absorbed by the retry; three are not.
+    for (times, route, class, task) in [
+        (1, "getRun", RouteClass::GetRun, &done),
+        (3, "getRun", RouteClass::GetRun, &done),
+        (1, "poll", RouteClass::Poll, &waiting),
+        (3, "poll", RouteClass::Poll, &waiting),
+    ] {
+        env.host.faults().reset_next(class, times, 10);
+        let n = count(&env, class);
+        let (r, took) = timed(HANG, "tasks/get", get(&env, task)).await;
+        let attempts = count(&env, class) - n;
+        let fault = format!("connection reset after 10 body bytes x{times}");
+        let request = if class == RouteClass::Poll {
+            "tasks/get (input_required task)"
+        } else {
+            "tasks/get"
+        };
+        if times == 1 {
+            assert!(
+                r.body.get("error").is_none(),
+                "{fault} on {route}: {}",
+                r.text
+            );
+            assert_eq!(attempts, 2, "{fault}: retried once");
+        } else {
+            assert_internal(&r, &fault);
+            assert_eq!(attempts, 3, "{fault}: three attempts");
+        }
+        row(
+            &fault,
+            route,
+            request,
+            &format!("{} ({attempts} attempts)", seen(&r)),
+            took,
+            "n/a",
+        );
+        env.host.faults().clear();
+    }
+
+    // Truncated JSON with 200: not retried, -32603 at once.
+    for (route, class, task) in [
+        ("getRun", RouteClass::GetRun, &done),
+        ("poll", RouteClass::Poll, &waiting),
+    ] {
+        env.host.faults().bad_json_next(class, 1);
+        let n = count(&env, class);
+        let (r, took) = timed(HANG, "tasks/get", get(&env, task)).await;
+        let attempts = count(&env, class) - n;
+        assert_internal(&r, "truncated JSON");
+        assert_eq!(attempts, 1, "a 200 with a broken body is not retried");
+        let request = if class == RouteClass::Poll {
+            "tasks/get (input_required task)"
+        } else {
+            "tasks/get"
+        };
+        row(
+            "truncated JSON, 200 (badJson) x1",
+            route,
+            request,
+            &format!("{} ({attempts} attempt)", seen(&r)),
+            took,
+            "n/a",
+        );
+        assert!(took < SLACK, "{took:?}");
+        env.host.faults().clear();
+    }
+
+    // A reset createRun answer: the retry replays the Idempotency-Key, one run, success.
+    let before = env.run_ids(A, "conformance-noop").await;
+    env.host.faults().reset_next(RouteClass::CreateRun, 1, 5);
+    let (r, took) = timed(
+        HANG,
+        "tools/call",
+        env.call(A, "conformance-noop", json!({}), json!({})),
+    )
+    .await;
+    assert_eq!(r.result()["isError"], false, "{}", r.text);
+    let after = env.run_ids(A, "conformance-noop").await;
+    assert_eq!(after.len(), before.len() + 1, "one run despite the retry");
+    row(
+        "connection reset after 5 body bytes x1",
+        "createRun",
+        "tools/call (blocking)",
+        &seen(&r),
+        took,
+        "one run (Idempotency-Key replay), completed",
+    );
+
+    // A blocking call whose events poll breaks once (after the stream was cut).
+    for (fault, damage) in [
+        ("stream cut + poll reset x1", 0),
+        ("stream cut + poll badJson x1", 1),
+    ] {
+        env.host.faults().cut_stream_next(1, 0);
+        match damage {
+            0 => env.host.faults().reset_next(RouteClass::Poll, 1, 10),
+            _ => env.host.faults().bad_json_next(RouteClass::Poll, 1),
+        }
+        let before = env.run_ids(A, "conformance-delay").await;
+        let (r, took) = timed(
+            HANG,
+            "tools/call",
+            env.call(A, "conformance-delay", json!({"delayMs": 500}), json!({})),
+        )
+        .await;
+        env.host.faults().clear();
+        let run_id = env.fresh_run(A, "conformance-delay", &before).await;
+        env.wait_status(A, &run_id, &["completed", "cancelled"], 5)
+            .await;
+        let fate = fate(&env, &run_id).await;
+        row(
+            fault,
+            "stream + poll",
+            "tools/call (blocking, 500 ms run)",
+            &seen(&r),
+            took,
+            &fate,
+        );
+        if damage == 0 {
+            assert_eq!(r.result()["isError"], false, "{fault}: {}", r.text);
+        } else {
+            assert_internal(&r, fault);
+        }
+    }
+    assert_no_panic();
+    env.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Event stream cut mid-event
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn cut_event_stream_falls_back_to_polling() {
+    let env = fault_env(|_| {}).await;
+    for after in [0, 1, 2] {
+        env.host.faults().cut_stream_next(1, after);
+        let (s, p) = (
+            count(&env, RouteClass::Stream),
+            count(&env, RouteClass::Poll),
+        );
+        let (r, took) = timed(
+            HANG,
+            "tools/call",
+            env.call(A, "conformance-delay", json!({"delayMs": 800}), json!({})),
+        )
+        .await;
+        assert_eq!(r.result()["isError"], false, "{}", r.text);
+        assert!(r.result()["content"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("completed"));
+        assert_eq!(
+            count(&env, RouteClass::Stream) - s,
+            1,
+            "the stream is not reopened"
+        );
+        assert!(count(&env, RouteClass::Poll) > p, "the fallback polled");
+        assert!(env.host.faults().active().is_empty(), "the cut was used");
+        assert!(
+            took < Duration::from_millis(800) + SLACK + SLACK,
+            "{took:?}"
+        );
+        row(
+            &format!("stream cut mid-event after {after} event(s)"),
+            "stream",
+            "tools/call conformance-delay 800 ms (JSON)",
+            &seen(&r),
+            took,
+            "completed",
+        );
+    }
+    env.host.faults().cut_stream_next(1, 1);
+    let (r, took) = timed(
+        HANG,
+        "tools/call (SSE)",
+        sse_call(&env, "conformance-delay", json!({"delayMs": 800})),
+    )
+    .await;
+    assert_eq!(r.result()["isError"], false, "{}", r.text);
+    row(
+        "stream cut mid-event after 1 event",
+        "stream",
+        "tools/call conformance-delay 800 ms (SSE)",
+        &seen(&r),
+        took,
+        "completed",
+    );
+
+    // A listen whose task stream is cut keeps following the task by polling.
+    let task = tasked(&env, "conformance-delay", json!({"delayMs": 800})).await;
+    env.host.faults().cut_stream_next(1, 0);
+    let (msgs, took) = timed(
+        HANG,
+        "subscriptions/listen",
+        env.listen(A, vec![task.clone()], Duration::from_secs(10)),
+    )
+    .await;
+    let last = msgs.last().cloned().unwrap_or(Value::Null);
+    assert_eq!(last["result"]["resultType"], "complete", "{msgs:#?}");
+    assert!(
+        msgs.iter()
+            .any(|m| m["method"] == "notifications/tasks" && m["params"]["status"] == "completed"),
+        "{msgs:#?}"
+    );
+    row(
+        "stream cut mid-event after 0 events",
+        "stream",
+        "subscriptions/listen (one 800 ms task)",
+        "SSE: notifications/tasks completed, then the final result",
+        took,
+        "completed",
+    );
+    assert_no_panic();
+    env.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Discovery down at start-up
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn discovery_down_at_start_up_then_recovering() {
+    let env = fault_env(|c| c.upstream.ready_timeout = Duration::from_millis(500)).await;
+    assert_eq!(
+        count(&env, RouteClass::Discovery),
+        0,
+        "nothing asked the host yet"
+    );
+    always(&env, RouteClass::Discovery, 503);
+    let fault = "503 on every discovery (host starting)";
+
+    let (status, took) = timed(HANG, "/readyz", readyz(&env)).await;
+    assert_eq!(status, 503);
+    row(fault, "discovery", "GET /readyz", "HTTP 503", took, "n/a");
+    for method in ["server/discover", "tools/list"] {
+        let (r, took) = timed(HANG, method, env.rpc(Some(A), method, json!({}), json!({}))).await;
+        assert_internal(&r, method);
+        row(fault, "discovery", method, &seen(&r), took, "n/a");
+    }
+    let (r, took) = timed(
+        HANG,
+        "tools/call",
+        env.call(A, "conformance-noop", json!({}), json!({})),
+    )
+    .await;
+    assert_internal(&r, "tools/call");
+    row(
+        fault,
+        "discovery",
+        "tools/call",
+        &seen(&r),
+        took,
+        "no run created",
+    );
+    let (resp, took) = timed(
+        HANG,
+        "GET /.well-known/openwop",
+        env.http
+            .get(format!("{}/.well-known/openwop", env.url))
+            .send(),
+    )
+    .await;
+    let resp = resp.unwrap();
+    let status = resp.status().as_u16();
+    let body: Value = resp.json().await.unwrap_or(Value::Null);
+    assert!(status >= 500, "{status} {body}");
+    row(
+        fault,
+        "discovery",
+        "GET /.well-known/openwop",
+        &format!("HTTP {status} {}", body["error"]),
+        took,
+        "n/a",
+    );
+
+    // The host comes up: nothing of the failure was cached.
+    env.host.faults().clear();
+    let (status, took) = timed(HANG, "/readyz", readyz(&env)).await;
+    assert_eq!(status, 200);
+    row(
+        "discovery recovered",
+        "discovery",
+        "GET /readyz",
+        "HTTP 200",
+        took,
+        "n/a",
+    );
+    let (r, took) = timed(
+        HANG,
+        "tools/list",
+        env.rpc(Some(A), "tools/list", json!({}), json!({})),
+    )
+    .await;
+    assert!(
+        r.result()["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty()),
+        "{}",
+        r.text
+    );
+    row(
+        "discovery recovered",
+        "discovery",
+        "tools/list",
+        &seen(&r),
+        took,
+        "n/a",
+    );
+    let r = env.call(A, "conformance-noop", json!({}), json!({})).await;
+    assert_eq!(r.result()["isError"], false, "{}", r.text);
+    assert_no_panic();
+    env.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Owned-run cancels while the host fails them
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn owned_run_cancel_is_delivered_once_the_host_accepts_it() {
+    let env = fault_env(|c| c.ownership.cancel_deadline = Duration::from_secs(5)).await;
+    // The fault must be in place before the first attempt: the dispatcher starts at once.
+    env.host.faults().fail_next(RouteClass::Cancel, 3, 503);
+    let (run_id, gone) = orphan_a_run(&env).await;
+    let (status, _) = timed(
+        HANG,
+        "cancel",
+        env.wait_status(A, &run_id, &["cancelled", "completed"], 10),
+    )
+    .await;
+    let took = gone.elapsed();
+    assert_eq!(status, "cancelled");
+    assert_eq!(
+        cancel_reason(&env, &run_id).await.as_deref(),
+        Some("mcp-request-cancelled")
+    );
+    let attempts = env.host_cancels(&run_id).len();
+    assert!(attempts >= 2, "{attempts}");
+    assert!(
+        took < Duration::from_secs(5),
+        "within the cancel deadline: {took:?}"
+    );
+    assert_eq!(metric(&env, &cancel_sample("cancelled")).await, 1.0);
+    row(
+        "503 on the next 3 cancels",
+        "cancel",
+        "client disconnects from a blocking tools/call",
+        &format!("(client gone) {attempts} cancel attempts, metric outcome=\"cancelled\""),
+        took,
+        "cancelled (mcp-request-cancelled)",
+    );
+    assert_no_panic();
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn owned_run_cancel_survives_a_slow_host() {
+    let env = fault_env(|c| c.ownership.cancel_deadline = Duration::from_secs(5)).await;
+    env.host
+        .faults()
+        .delay(RouteClass::Cancel, Duration::from_secs(2));
+    let (run_id, gone) = orphan_a_run(&env).await;
+    // The host is slow for a second, then answers in time again.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    env.host.faults().clear();
+    let (status, _) = timed(
+        HANG,
+        "cancel",
+        env.wait_status(A, &run_id, &["cancelled", "completed"], 10),
+    )
+    .await;
+    assert_eq!(status, "cancelled");
+    assert_eq!(
+        cancel_reason(&env, &run_id).await.as_deref(),
+        Some("mcp-request-cancelled")
+    );
+    // Let the dispatcher finish: its last attempt meets a terminal run.
+    let mut outcome = String::new();
+    for _ in 0..100 {
+        for o in ["cancelled", "already_terminal", "refused", "gave_up"] {
+            if metric(&env, &cancel_sample(o)).await > 0.0 {
+                outcome = o.to_string();
+            }
+        }
+        if !outcome.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let took = gone.elapsed();
+    let attempts = env.host_cancels(&run_id).len();
+    assert!(
+        ["cancelled", "already_terminal"].contains(&outcome.as_str()),
+        "{outcome}"
+    );
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    row(
+        "cancel answers held back 2 s for 1 s (delay), route timeout 300 ms",
+        "cancel",
+        "client disconnects from a blocking tools/call",
+        &format!("(client gone) {attempts} cancel attempts, metric outcome=\"{outcome}\""),
+        took,
+        "cancelled (mcp-request-cancelled)",
+    );
+    assert_no_panic();
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn owned_run_cancel_refused_past_the_deadline_is_counted_as_gave_up() {
+    let deadline = Duration::from_secs(1);
+    let env = fault_env(|c| c.ownership.cancel_deadline = deadline).await;
+    always(&env, RouteClass::Cancel, 503);
+    let (run_id, gone) = orphan_a_run(&env).await;
+    let sample = cancel_sample("gave_up");
+    let mut took = Duration::ZERO;
+    for _ in 0..200 {
+        if metric(&env, &sample).await == 1.0 {
+            took = gone.elapsed();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(
+        !took.is_zero(),
+        "no gave_up outcome: {}",
+        metrics(&env).await
+    );
+    assert!(took < deadline + SLACK, "{took:?}");
+    let attempts = env.host_cancels(&run_id).len();
+    let status = env.status(A, &run_id).await;
+    assert_eq!(status, "running", "nobody cancelled it");
+    row(
+        "503 on every cancel, cancel deadline 1 s",
+        "cancel",
+        "client disconnects from a blocking tools/call",
+        &format!("(client gone) {attempts} cancel attempts, metric outcome=\"gave_up\" 1"),
+        took,
+        "not cancelled (still running), counted as gave_up",
+    );
+    env.host.faults().clear();
+    assert_no_panic();
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn owned_run_cancel_is_delivered_when_the_host_comes_back_from_an_outage() {
+    let (env, outage) = outage_env(|c| c.ownership.cancel_deadline = Duration::from_secs(5)).await;
+    let before = env.run_ids(A, "conformance-cancellable").await;
+    let mut s = raw_call(&env, "conformance-cancellable", json!({"delayMs": 20000})).await;
+    let run_id = env.fresh_run(A, "conformance-cancellable", &before).await;
+    env.wait_status(A, &run_id, &["running"], 5).await;
+    // Host down and client gone in the same instant: no await in between, so the sidecar sees
+    // the client's FIN before its own host calls fail.
+    outage.down();
+    s.shutdown().await.unwrap();
+    drop(s);
+    let gone = Instant::now();
+    let fault = "host down (connection refused) for 1 s";
+
+    let task = openwop_mcp_sidecar::wire_id::project(&run_id);
+    let (r, took) = timed(HANG, "tasks/get", get(&env, &task)).await;
+    assert_internal(&r, "tasks/get during the outage");
+    row(fault, "getRun", "tasks/get", &seen(&r), took, "n/a");
+    let ((st, v), took) = timed(HANG, "passthrough", env.rest_get(A, "/runs")).await;
+    assert_eq!(
+        (st, v["error"].as_str()),
+        (502, Some("upstream_unavailable"))
+    );
+    row(
+        fault,
+        "any passthrough path",
+        "GET /runs",
+        "HTTP 502 upstream_unavailable",
+        took,
+        "n/a",
+    );
+
+    tokio::time::sleep(Duration::from_secs(1).saturating_sub(gone.elapsed())).await;
+    outage.up();
+    let (status, _) = timed(
+        HANG,
+        "cancel",
+        env.wait_status(A, &run_id, &["cancelled", "completed"], 10),
+    )
+    .await;
+    let took = gone.elapsed();
+    assert_eq!(status, "cancelled");
+    assert_eq!(
+        cancel_reason(&env, &run_id).await.as_deref(),
+        Some("mcp-request-cancelled")
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "within the cancel deadline: {took:?}"
+    );
+    let mut outcome = 0.0;
+    for _ in 0..40 {
+        outcome = metric(&env, &cancel_sample("cancelled")).await;
+        if outcome == 1.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(outcome, 1.0, "{}", metrics(&env).await);
+    let attempts = env.host_cancels(&run_id).len();
+    row(
+        fault,
+        "cancel",
+        "client disconnects from a blocking tools/call during the outage",
+        &format!("(client gone) refused attempts, then {attempts} reaching the host; metric outcome=\"cancelled\""),
+        took,
+        "cancelled (mcp-request-cancelled) once the host is back",
+    );
+    assert_no_panic();
+    env.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// tasks/update and tasks/cancel when resolve and cancel fail
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn tasks_update_is_32603_on_resolve_5xx_and_acked_on_4xx() {
+    let env = fault_env(|_| {}).await;
+    let (task, key) = waiting_task(&env).await;
+    let run_id = unproject(&task);
+
+    for status in [503, 500] {
+        env.host.faults().fail_next(RouteClass::Resolve, 1, status);
+        let n = count(&env, RouteClass::Resolve);
+        let (r, took) = timed(
+            HANG,
+            "tasks/update",
+            env.rpc(Some(A), "tasks/update", approve(&task, &key), task_caps()),
+        )
+        .await;
+        assert_internal(&r, "tasks/update");
+        assert_eq!(
+            count(&env, RouteClass::Resolve) - n,
+            1,
+            "resolve is never retried"
+        );
+        assert_eq!(env.status(A, &run_id).await, "waiting-approval");
+        row(
+            &format!("{status} x1"),
+            "resolve",
+            "tasks/update (accept)",
+            &seen(&r),
+            took,
+            "n/a (interrupt still open)",
+        );
+    }
+    for status in [400, 403, 404, 409] {
+        env.host.faults().fail_next(RouteClass::Resolve, 1, status);
+        let (r, took) = timed(
+            HANG,
+            "tasks/update",
+            env.rpc(Some(A), "tasks/update", approve(&task, &key), task_caps()),
+        )
+        .await;
+        assert_ack(&r, &format!("resolve {status}"));
+        assert_eq!(env.status(A, &run_id).await, "waiting-approval");
+        row(
+            &format!("{status} x1"),
+            "resolve",
+            "tasks/update (accept)",
+            &seen(&r),
+            took,
+            "n/a (interrupt still open)",
+        );
+    }
+    // The action "cancel" on an input request cancels the run: a 5xx cancel is -32603.
+    env.host.faults().fail_next(RouteClass::Cancel, 3, 503);
+    let (r, took) = timed(
+        HANG,
+        "tasks/update",
+        env.rpc(
+            Some(A),
+            "tasks/update",
+            json!({"taskId": task, "inputResponses": { key.clone(): {"action": "cancel"} }}),
+            task_caps(),
+        ),
+    )
+    .await;
+    assert_internal(&r, "tasks/update cancel");
+    assert_eq!(env.status(A, &run_id).await, "waiting-approval");
+    row(
+        "503 x3 (persistent)",
+        "cancel",
+        "tasks/update (action cancel)",
+        &seen(&r),
+        took,
+        "n/a (run still waiting)",
+    );
+
+    // The host healthy again: the same answer resolves the interrupt.
+    let r = env
+        .rpc(Some(A), "tasks/update", approve(&task, &key), task_caps())
+        .await;
+    assert_ack(&r, "healthy");
+    env.wait_status(A, &run_id, &["completed"], 5).await;
+    assert_no_panic();
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn tasks_cancel_is_32603_on_cancel_5xx_and_acked_on_4xx() {
+    let env = fault_env(|_| {}).await;
+    let (task, _) = waiting_task(&env).await;
+    let run_id = unproject(&task);
+
+    env.host.faults().fail_next(RouteClass::Cancel, 3, 503);
+    let n = count(&env, RouteClass::Cancel);
+    let (r, took) = timed(
+        HANG,
+        "tasks/cancel",
+        env.rpc(
+            Some(A),
+            "tasks/cancel",
+            json!({"taskId": task}),
+            task_caps(),
+        ),
+    )
+    .await;
+    assert_internal(&r, "tasks/cancel");
+    assert_eq!(count(&env, RouteClass::Cancel) - n, 3);
+    assert_eq!(env.status(A, &run_id).await, "waiting-approval");
+    row(
+        "503 x3 (persistent)",
+        "cancel",
+        "tasks/cancel",
+        &seen(&r),
+        took,
+        "n/a (run still waiting: no false ack)",
+    );
+
+    for status in [400, 403, 404, 409] {
+        env.host.faults().fail_next(RouteClass::Cancel, 1, status);
+        let (r, took) = timed(
+            HANG,
+            "tasks/cancel",
+            env.rpc(
+                Some(A),
+                "tasks/cancel",
+                json!({"taskId": task}),
+                task_caps(),
+            ),
+        )
+        .await;
+        assert_ack(&r, &format!("cancel {status}"));
+        assert_eq!(env.status(A, &run_id).await, "waiting-approval");
+        row(
+            &format!("{status} x1"),
+            "cancel",
+            "tasks/cancel",
+            &seen(&r),
+            took,
+            "run not cancelled (host refused)",
+        );
+    }
+
+    env.host.faults().fail_next(RouteClass::Cancel, 2, 503);
+    let n = count(&env, RouteClass::Cancel);
+    let (r, took) = timed(
+        HANG,
+        "tasks/cancel",
+        env.rpc(
+            Some(A),
+            "tasks/cancel",
+            json!({"taskId": task}),
+            task_caps(),
+        ),
+    )
+    .await;
+    assert_ack(&r, "retried cancel");
+    assert_eq!(count(&env, RouteClass::Cancel) - n, 3);
+    env.wait_status(A, &run_id, &["cancelled"], 5).await;
+    row(
+        "503 x2",
+        "cancel",
+        "tasks/cancel",
+        &seen(&r),
+        took,
+        "cancelled (third attempt)",
+    );
+    assert_no_panic();
+    env.shutdown().await;
+}
+
+#[tokio::test]
+#[ignore = "sidecar bug: an MRTR retry whose resolve answers 5xx consumes the requestState before resolving, so the client cannot retry it (\"already used\") and the waiting run is left behind uncancelled"]
+async fn mrtr_retry_with_a_failed_resolve_can_be_retried() {
+    let env = fault_env(|_| {}).await;
+    let caps = json!({"elicitation": {}});
+    let first = env
+        .call(A, "conformance-approval", json!({}), caps.clone())
+        .await;
+    let res = first.result().clone();
+    assert_eq!(res["resultType"], "input_required", "{}", first.text);
+    let key = res["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let params = json!({
+        "name": "conformance-approval",
+        "arguments": {},
+        "requestState": res["requestState"],
+        "inputResponses": { key: {"action": "accept", "content": {"action": "accept"}} },
+    });
+    env.host.faults().fail_next(RouteClass::Resolve, 1, 503);
+    let (r, took) = timed(
+        HANG,
+        "MRTR retry",
+        env.rpc(Some(A), "tools/call", params.clone(), caps.clone()),
+    )
+    .await;
+    let run_id = env.run_ids(A, "conformance-approval").await[0].clone();
+    row(
+        "503 x1",
+        "resolve",
+        "tools/call MRTR retry (accept)",
+        &seen(&r),
+        took,
+        &fate(&env, &run_id).await,
+    );
+    assert_internal(&r, "MRTR retry");
+    let (again, took) = timed(
+        HANG,
+        "MRTR retry again",
+        env.rpc(Some(A), "tools/call", params, caps),
+    )
+    .await;
+    row(
+        "host healthy again",
+        "resolve",
+        "the same MRTR retry, sent again",
+        &seen(&again),
+        took,
+        &fate(&env, &run_id).await,
+    );
+    assert!(
+        again.body.get("error").is_none() || env.status(A, &run_id).await == "cancelled",
+        "the client can neither retry nor is the run released: {}",
+        again.text
+    );
+    assert_no_panic();
+    env.shutdown().await;
+}
