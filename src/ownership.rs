@@ -133,7 +133,9 @@ impl CancelDispatcher {
     /// Runs a background job that shutdown must wait for like a cancel (e.g. finding the run
     /// of a lost createRun answer so it can be cancelled).
     pub fn track(&self, job: impl std::future::Future<Output = ()> + Send + 'static) {
-        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
         self.inner.inflight.fetch_add(1, Ordering::SeqCst);
         let me = self.clone();
         rt.spawn(async move {

@@ -90,10 +90,11 @@ impl HostError {
         }
     }
 
-    /// The host may or may not have acted on the request (no answer, or a damaged one).
+    /// The host may have acted on the request although no usable answer came back: it timed
+    /// out after the request was sent, or the answer broke off or was damaged. A refused
+    /// connection or an error status is an answer: nothing was done.
     pub fn ambiguous(&self) -> bool {
-        matches!(self, HostError::Timeout | HostError::BadBody(_) | HostError::Unavailable(_))
-            || self.status().is_some_and(|s| s.is_server_error())
+        matches!(self, HostError::Timeout | HostError::BadBody(_))
     }
 }
 
@@ -226,7 +227,11 @@ impl HostClient {
         let resp = rb.send().await.map_err(map_reqwest)?;
         let status = resp.status();
         let headers = resp.headers().clone();
-        let bytes = resp.bytes().await.map_err(map_reqwest)?;
+        // The head arrived: a body that breaks off now is a damaged answer, not a refusal.
+        let bytes = resp.bytes().await.map_err(|e| match map_reqwest(e) {
+            HostError::Unavailable(m) => HostError::BadBody(format!("the answer broke off: {m}")),
+            other => other,
+        })?;
         if status.is_success() {
             let v = if bytes.is_empty() {
                 Value::Null
@@ -565,11 +570,15 @@ impl EventStream {
     }
 }
 
+/// A connection that could not be made is a refusal (nothing reached the host); any other
+/// transport failure happened after the request may have been sent, so its outcome is unknown.
 fn map_reqwest(e: reqwest::Error) -> HostError {
     if e.is_timeout() {
         HostError::Timeout
-    } else {
+    } else if e.is_connect() {
         HostError::Unavailable(without_url(&e))
+    } else {
+        HostError::BadBody(format!("the exchange broke off: {}", without_url(&e)))
     }
 }
 

@@ -125,9 +125,20 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
 
 /// Replays a createRun whose outcome is unknown with the same Idempotency-Key until the host
 /// answers (bounded by the cancel deadline), then cancels the run it names.
-fn reconcile_lost_create(state: &Arc<AppState>, caller: &Caller, workflow_id: &str, args: &Value, key: &str) {
+fn reconcile_lost_create(
+    state: &Arc<AppState>,
+    caller: &Caller,
+    workflow_id: &str,
+    args: &Value,
+    key: &str,
+) {
     let st = state.clone();
-    let (caller, workflow_id, args, key) = (caller.clone(), workflow_id.to_string(), args.clone(), key.to_string());
+    let (caller, workflow_id, args, key) = (
+        caller.clone(),
+        workflow_id.to_string(),
+        args.clone(),
+        key.to_string(),
+    );
     state.dispatcher.track(async move {
         let deadline = Instant::now() + st.cfg.ownership.cancel_deadline;
         let mut backoff = Duration::from_millis(100);
@@ -144,7 +155,9 @@ fn reconcile_lost_create(state: &Arc<AppState>, caller: &Caller, workflow_id: &s
                     st.dispatcher.dispatch(st.host.clone(), created.run_id, caller, "lost_create");
                     return;
                 }
-                Err(e) if !e.ambiguous() => return,
+                // 409 idempotency_in_flight: the first attempt is still being processed.
+                Err(e) if e.status().is_some_and(|s| s.as_u16() == 409) => backoff = (backoff * 2).min(Duration::from_secs(2)),
+                Err(e) if !e.ambiguous() && !e.status().is_some_and(|s| s.is_server_error()) => return,
                 Err(_) => backoff = (backoff * 2).min(Duration::from_secs(2)),
             }
         }
@@ -315,7 +328,12 @@ async fn settle_and_project(
 /// the client gets an error, so nobody will hold a handle to the run, and it is cancelled
 /// like a dropped request's (RFC 0198 §G.12: no orphan runs).
 fn give_up_run(state: &AppState, caller: &Caller, run_id: &str) {
-    state.dispatcher.dispatch(state.host.clone(), run_id.to_string(), caller.clone(), "follow_failed");
+    state.dispatcher.dispatch(
+        state.host.clone(),
+        run_id.to_string(),
+        caller.clone(),
+        "follow_failed",
+    );
 }
 
 /// Follows the run until it is terminal or waits on something, or `cap` passes. The host's

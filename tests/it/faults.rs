@@ -522,7 +522,7 @@ async fn connection_refused_is_502_on_rest_and_a_generic_32603_on_mcp() {
 // ---------------------------------------------------------------------------------------------
 
 #[tokio::test]
-async fn slow_reads_time_out_with_32603_after_three_attempts() {
+async fn slow_reads_time_out_with_32603_within_one_route_timeout() {
     let env = fault_env(|c| c.upstream.ready_timeout = Duration::from_millis(500)).await;
     let fault = "answer held back 2 s (delay), route timeout 300 ms";
     let (task, _) = waiting_task(&env).await;
@@ -536,9 +536,11 @@ async fn slow_reads_time_out_with_32603_after_three_attempts() {
     let n = count(&env, RouteClass::GetRun);
     let (r, took) = timed(HANG, "tasks/get", get(&env, &noop)).await;
     assert_internal(&r, "tasks/get");
-    assert_eq!(count(&env, RouteClass::GetRun) - n, 3, "retried twice");
-    assert!(took >= T * 3, "{took:?}");
-    assert!(took < T * 3 + BACKOFF + SLACK, "{took:?}");
+    // A timed-out read is not repeated: a slow host is not made slower (only createRun, which
+    // is idempotency-keyed, repeats after a timeout to learn its run's id).
+    assert_eq!(count(&env, RouteClass::GetRun) - n, 1, "not retried");
+    assert!(took >= T, "{took:?}");
+    assert!(took < T + SLACK, "{took:?}");
     row(fault, "getRun", "tasks/get", &seen(&r), took, "n/a");
     env.host.faults().clear();
 
@@ -552,7 +554,7 @@ async fn slow_reads_time_out_with_32603_after_three_attempts() {
     )
     .await;
     assert_internal(&r, "tools/list");
-    assert!(took < T * 3 + BACKOFF + SLACK, "{took:?}");
+    assert!(took < T + SLACK, "{took:?}");
     row(fault, "discovery", "tools/list", &seen(&r), took, "n/a");
     let (status, took) = timed(HANG, "/readyz", readyz(&env)).await;
     assert_eq!(status, 503);
@@ -626,7 +628,7 @@ async fn slow_passthrough_is_relayed_however_slow() {
 }
 
 #[tokio::test]
-#[ignore = "sidecar bug: a slow events poll is bounded by max(route timeout, long-poll + 5 s), not by the pollEvents route timeout: tasks/get on a waiting task answers -32603 only after 3 x 6 s"]
+
 async fn slow_events_poll_times_out_within_the_route_timeout() {
     let env = fault_env(|_| {}).await;
     let fault = "answer held back 10 s (delay), route timeout 300 ms";
@@ -653,7 +655,7 @@ async fn slow_events_poll_times_out_within_the_route_timeout() {
 }
 
 #[tokio::test]
-#[ignore = "sidecar bug: opening the host event stream is not bounded by the streamEvents route timeout: a held-back stream head delays an 800 ms blocking call to the 5 s answer cap, and a listen gets no notification until the stream answers"]
+
 async fn slow_event_stream_open_falls_back_to_polling_within_the_route_timeout() {
     let env = fault_env(|_| {}).await;
     let fault = "event stream head held back 8 s (delay), route timeout 300 ms";
@@ -719,7 +721,7 @@ async fn slow_event_stream_open_falls_back_to_polling_within_the_route_timeout()
 }
 
 #[tokio::test]
-#[ignore = "sidecar bug: a createRun whose answer is lost (timeout, invalid JSON) after the host created the run answers -32603 and leaves that run running: nobody knows its id, nothing cancels it"]
+#[ignore = "open: the sidecar now replays the createRun Idempotency-Key, finds the run and its cancel is answered 200 by the devhost, yet the run stays running — suspected devhost race between a damaged create answer and a cancel; see the issue note"]
 async fn lost_create_run_answer_leaves_no_run_behind() {
     let env = fault_env(|c| c.ownership.cancel_deadline = Duration::from_secs(3)).await;
     let mut problems = Vec::new();
@@ -749,11 +751,19 @@ async fn lost_create_run_answer_leaves_no_run_behind() {
         )
         .await;
         env.host.faults().clear();
-        assert_internal(&r, "tools/call");
         let created = env.run_ids(A, "conformance-cancellable").await;
         let fresh: Vec<&String> = created.iter().filter(|i| !before.contains(i)).collect();
         assert_eq!(fresh.len(), 1, "one run for all attempts (Idempotency-Key)");
         let run_id = fresh[0].clone();
+        // Either the repeated createRun (same Idempotency-Key) recovered the answer and the
+        // client holds the task, or the client was told the call failed and the run is
+        // cancelled: never a run nobody knows about.
+        let answered = r.result()["resultType"] == "task";
+        if answered {
+            assert_eq!(unproject(r.result()["taskId"].as_str().unwrap()), run_id);
+        } else {
+            assert_internal(&r, "tools/call");
+        }
         tokio::time::sleep(Duration::from_secs(4)).await;
         let fate = fate(&env, &run_id).await;
         row(
@@ -764,10 +774,26 @@ async fn lost_create_run_answer_leaves_no_run_behind() {
             took,
             &format!("run created; after the cancel deadline: {fate}"),
         );
-        if env.status(A, &run_id).await != "cancelled" {
+        let status = env.status(A, &run_id).await;
+        if answered && status == "cancelled" {
+            problems.push(format!(
+                "{fault}: the task the client holds was cancelled: {fate}"
+            ));
+        }
+        if !answered && status != "cancelled" {
             problems.push(format!(
                 "{fault}: the run the client never heard of is {fate}"
             ));
+        }
+        if answered {
+            let _ = env
+                .rpc(
+                    Some(A),
+                    "tasks/cancel",
+                    json!({"taskId": r.result()["taskId"]}),
+                    task_caps(),
+                )
+                .await;
         }
     }
     assert!(problems.is_empty(), "{problems:#?}");
@@ -930,7 +956,7 @@ async fn get_run_5xx_is_retried_and_persistent_5xx_is_32603() {
 }
 
 #[tokio::test]
-#[ignore = "sidecar bug: a blocking tools/call that fails after createRun (events poll 503 once the stream broke; host outage mid-call) answers -32603 without the run id and releases the run uncancelled: the run keeps going and nobody knows it"]
+
 async fn blocking_call_failing_after_create_run_does_not_lose_the_run() {
     let mut problems = Vec::new();
     {
@@ -1125,7 +1151,6 @@ async fn rate_limits_pass_through_as_429_with_retry_after() {
 }
 
 #[tokio::test]
-#[ignore = "sidecar bug: a 429 on the events poll during a blocking tools/call (after createRun) answers HTTP 200 -32603 \"rate limiting\" without Retry-After, and the run is left running uncancelled"]
 async fn rate_limit_during_a_blocking_call_is_precise() {
     let env = fault_env(|_| {}).await;
     let before = env.run_ids(A, "conformance-cancellable").await;
@@ -1214,7 +1239,7 @@ async fn reset_and_truncated_answers_on_reads_are_retried_or_32603() {
         env.host.faults().clear();
     }
 
-    // Truncated JSON with 200: not retried, -32603 at once.
+    // Truncated JSON with 200: a damaged answer is read again, like a reset one.
     for (route, class, task) in [
         ("getRun", RouteClass::GetRun, &done),
         ("poll", RouteClass::Poll, &waiting),
@@ -1223,8 +1248,12 @@ async fn reset_and_truncated_answers_on_reads_are_retried_or_32603() {
         let n = count(&env, class);
         let (r, took) = timed(HANG, "tasks/get", get(&env, task)).await;
         let attempts = count(&env, class) - n;
-        assert_internal(&r, "truncated JSON");
-        assert_eq!(attempts, 1, "a 200 with a broken body is not retried");
+        assert!(
+            r.body.get("error").is_none(),
+            "truncated JSON x1 on {route}: {}",
+            r.text
+        );
+        assert_eq!(attempts, 2, "a 200 with a broken body is read again");
         let request = if class == RouteClass::Poll {
             "tasks/get (input_required task)"
         } else {
@@ -1234,11 +1263,11 @@ async fn reset_and_truncated_answers_on_reads_are_retried_or_32603() {
             "truncated JSON, 200 (badJson) x1",
             route,
             request,
-            &format!("{} ({attempts} attempt)", seen(&r)),
+            &format!("{} ({attempts} attempts)", seen(&r)),
             took,
             "n/a",
         );
-        assert!(took < SLACK, "{took:?}");
+        assert!(took < BACKOFF + SLACK, "{took:?}");
         env.host.faults().clear();
     }
 
@@ -1293,11 +1322,9 @@ async fn reset_and_truncated_answers_on_reads_are_retried_or_32603() {
             took,
             &fate,
         );
-        if damage == 0 {
-            assert_eq!(r.result()["isError"], false, "{fault}: {}", r.text);
-        } else {
-            assert_internal(&r, fault);
-        }
+        // A reset or damaged poll answer is read again: the call still gets its answer.
+        let _ = damage;
+        assert_eq!(r.result()["isError"], false, "{fault}: {}", r.text);
     }
     assert_no_panic();
     env.shutdown().await;
@@ -1867,7 +1894,6 @@ async fn tasks_cancel_is_32603_on_cancel_5xx_and_acked_on_4xx() {
 }
 
 #[tokio::test]
-#[ignore = "sidecar bug: an MRTR retry whose resolve answers 5xx consumes the requestState before resolving, so the client cannot retry it (\"already used\") and the waiting run is left behind uncancelled"]
 async fn mrtr_retry_with_a_failed_resolve_can_be_retried() {
     let env = fault_env(|_| {}).await;
     let caps = json!({"elicitation": {}});
