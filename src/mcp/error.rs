@@ -103,7 +103,13 @@ impl McpError {
                 None,
             ),
             McpError::InvalidRequest(m) => (INVALID_REQUEST, format!("Invalid Request: {m}"), None),
-            McpError::MetaMissing(m) => (INVALID_PARAMS, m.clone(), None),
+            // mcp-tasks.md §2.5: a legacy-shaped request (e.g. an old client's `initialize`)
+            // is refused naming the versions this server speaks, so the client can tell why.
+            McpError::MetaMissing(m) => (
+                INVALID_PARAMS,
+                format!("{m} (this server speaks MCP 2026-07-28 without initialize; start with server/discover)"),
+                Some(json!({ "supported": ["2026-07-28"] })),
+            ),
             McpError::HeaderMismatch(m) => (HEADER_MISMATCH, format!("Header mismatch: {m}"), None),
             McpError::UnsupportedVersion {
                 requested,
