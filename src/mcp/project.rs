@@ -32,14 +32,37 @@ fn text_result(body: Value, is_error: bool) -> Value {
     })
 }
 
+/// The run variable a workflow publishes its answer text in.
+pub const TEXT_VARIABLE: &str = "text";
+
 /// The CallToolResult of a terminal run (§3.5: failed and cancelled runs are isError results,
 /// never JSON-RPC errors; the text names the run in its bound form).
+///
+/// Answer text: a completed run whose variables hold a string `text` published an answer for
+/// its caller; that text is the first content block, followed by the usual JSON block
+/// (`{runId, status, variables}`, also `structuredContent`). Runs without it keep the JSON
+/// block alone.
 pub fn terminal_result(run: &RunSnapshot) -> Value {
     match run.status {
-        RunStatus::Completed => text_result(
-            json!({ "runId": run.run_id, "status": "completed", "variables": run.variables.clone().or(run.inputs.clone()).unwrap_or(json!({})) }),
-            false,
-        ),
+        RunStatus::Completed => {
+            let variables = run
+                .variables
+                .clone()
+                .or(run.inputs.clone())
+                .unwrap_or(json!({}));
+            let answer = variables
+                .get(TEXT_VARIABLE)
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            let mut r = text_result(
+                json!({ "runId": run.run_id, "status": "completed", "variables": variables }),
+                false,
+            );
+            if let (Some(text), Some(content)) = (answer, r["content"].as_array_mut()) {
+                content.insert(0, json!({ "type": "text", "text": text }));
+            }
+            r
+        }
         _ => {
             let mut body = json!({ "runId": run.run_id, "status": run.status.as_str() });
             if let Some(e) = &run.error {
@@ -200,6 +223,28 @@ mod tests {
         assert_eq!(d["result"]["isError"], true);
         assert_eq!(d["result"]["resultType"], "complete");
         assert!(d["ttlMs"].is_null());
+    }
+
+    #[test]
+    fn a_published_text_variable_is_the_first_content_block() {
+        let m = crate::config::Mapping::default();
+        let r = RunSnapshot::from_json(json!({"runId":"acme/r-0123456789abcdefghijklmn","workflowId":"greet","status":"completed","variables":{"name":"Ada","text":"Hello, Ada!"}}), &m).unwrap();
+        let res = terminal_result(&r);
+        assert_eq!(
+            res["content"][0],
+            json!({"type":"text","text":"Hello, Ada!"})
+        );
+        let body: Value =
+            serde_json::from_str(res["content"][1]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(body["runId"], "acme/r-0123456789abcdefghijklmn");
+        assert_eq!(res["structuredContent"]["variables"]["text"], "Hello, Ada!");
+        // Without it (or when it is not a string) the JSON block stays alone and first.
+        for vars in [json!({"name":"Ada"}), json!({"text":{"not":"a string"}})] {
+            let r = RunSnapshot::from_json(json!({"runId":"acme/r-0123456789abcdefghijklmn","workflowId":"w","status":"completed","variables":vars}), &m).unwrap();
+            let res = terminal_result(&r);
+            assert_eq!(res["content"].as_array().unwrap().len(), 1);
+            assert!(res["content"][0]["text"].as_str().unwrap().starts_with('{'));
+        }
     }
 
     #[test]

@@ -1,9 +1,29 @@
 //! Issue 8: behaviours the official MCP conformance suite checks through the demo host's
 //! fixture workflows named after its tools (tests/conformance/, docs/conformance.md).
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::support::*;
+
+#[tokio::test]
+async fn a_published_text_variable_is_the_answer_text() {
+    // tasks-* (greet), tools-call-simple-text: the run's `text` variable is content[0].
+    let env = env().await;
+    let r = env
+        .call(A, "greet", json!({"name": "sep-2243"}), json!({}))
+        .await;
+    let res = r.result();
+    assert_eq!(res["isError"], false, "{}", r.text);
+    assert_eq!(
+        res["content"][0],
+        json!({"type": "text", "text": "Hello, sep-2243!"})
+    );
+    // The JSON block still follows, and structuredContent names the run.
+    let body: Value = serde_json::from_str(res["content"][1]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(body["status"], "completed");
+    assert_eq!(res["structuredContent"]["runId"], body["runId"]);
+    env.shutdown().await;
+}
 
 #[tokio::test]
 async fn workflow_declared_task_support_is_honoured() {
