@@ -11,7 +11,9 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::elicit::{effect_of, input_request, Effect, Modes};
-use super::project::{create_task_result, pending_result, terminal_result, times};
+use super::project::{
+    create_task_result, host_fault_error, is_host_fault, pending_result, terminal_result, times,
+};
 use super::request_state::{random_id, stable_json};
 use super::respond::{
     envelope_result, error_response, guarded_json, sse_response, with_server_info, SseBody, SseItem,
@@ -249,6 +251,11 @@ async fn settle_and_project(
         Err(e) => Projected {
             message: super::respond::envelope_error(&req.id, &e),
             terminal: false,
+        },
+        Ok((run, _)) if is_host_fault(&run) => Projected {
+            // A protocol-level failure answers as the JSON-RPC error it is (mcp-tasks.md §3.3).
+            message: json!({ "jsonrpc": "2.0", "id": req.id, "error": host_fault_error(&run) }),
+            terminal: true,
         },
         Ok((run, events)) => {
             let terminal = run.status.is_terminal();
@@ -537,6 +544,12 @@ async fn retry(
     if run.status.is_terminal() {
         if !keys.consume(&claims) {
             return Err(refused("already used"));
+        }
+        if is_host_fault(&run) {
+            return Ok(super::respond::json_rpc_error(
+                &req.id,
+                host_fault_error(&run),
+            ));
         }
         return Ok(super::result_response(
             &state.cfg,

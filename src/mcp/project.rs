@@ -6,6 +6,44 @@ use crate::config::IdEncoding;
 use crate::host::{RunSnapshot, RunStatus};
 use crate::wire_id;
 
+/// The OpenWOP error code of a host fault (openwop-rest.md error catalogue: `internal_error`,
+/// 500). A run that ended on it did not fail at its own task: the host raised an error while
+/// running it, which is what MCP calls a protocol-level error, not a tool error.
+pub const HOST_FAULT_CODE: &str = "internal_error";
+
+/// A failed run whose `error.code` is the host-fault code: its task is `failed` with a
+/// JSON-RPC error (mcp-tasks.md §5.4: `failed` is reserved for JSON-RPC errors), and a
+/// blocking call answers the JSON-RPC error. Every other failed run is a tool error
+/// (`completed` + `isError`).
+pub fn is_host_fault(run: &RunSnapshot) -> bool {
+    matches!(run.status, RunStatus::Failed)
+        && run
+            .error
+            .as_ref()
+            .and_then(|e| e.get("code"))
+            .and_then(Value::as_str)
+            == Some(HOST_FAULT_CODE)
+}
+
+/// The JSON-RPC error of a host-fault run (its message, never details or upstream bodies).
+pub fn host_fault_error(run: &RunSnapshot) -> Value {
+    let message = run
+        .error
+        .as_ref()
+        .and_then(|e| e.get("message"))
+        .and_then(Value::as_str)
+        .unwrap_or("the host failed while running the workflow");
+    json!({ "code": super::error::INTERNAL_ERROR, "message": format!("Internal error: {message}") })
+}
+
+/// MCP Task.status of a run (§3.7 table, plus the host-fault row).
+pub fn run_task_status(run: &RunSnapshot) -> &'static str {
+    if is_host_fault(run) {
+        return "failed";
+    }
+    task_status(&run.status)
+}
+
 /// MCP Task.status for a run status (§3.7 table; total over RunSnapshot.status).
 pub fn task_status(s: &RunStatus) -> &'static str {
     match s {
@@ -135,7 +173,7 @@ pub fn task_fields(
     let mut m = Map::new();
     // RFC 0198 §C.5: the taskId is the run id in its wire form, nothing else.
     m.insert("taskId".into(), json!(ids.encode(&run.run_id)));
-    m.insert("status".into(), json!(task_status(&run.status)));
+    m.insert("status".into(), json!(run_task_status(run)));
     // Content-free (§3.7 fields): the status only, never run internals.
     m.insert(
         "statusMessage".into(),
@@ -175,7 +213,10 @@ pub fn detailed_task(
             Value::Object(input_requests.unwrap_or_default()),
         );
     }
-    if matches!(run.status, RunStatus::Completed | RunStatus::Failed) {
+    if is_host_fault(run) {
+        // A protocol-level error: `error`, never `result` (mcp-tasks.md §5.5 failed).
+        m.insert("error".into(), host_fault_error(run));
+    } else if matches!(run.status, RunStatus::Completed | RunStatus::Failed) {
         // The inlined result carries resultType: ext-tasks 0.2.2 rejects it otherwise
         // (spec/README.md conflict table).
         m.insert("result".into(), terminal_result(run));
@@ -245,6 +286,24 @@ mod tests {
             assert_eq!(res["content"].as_array().unwrap().len(), 1);
             assert!(res["content"][0]["text"].as_str().unwrap().starts_with('{'));
         }
+    }
+
+    #[test]
+    fn a_host_fault_is_a_failed_task_with_a_json_rpc_error() {
+        let m = crate::config::Mapping::default();
+        let r = RunSnapshot::from_json(json!({"runId":"acme/r-0123456789abcdefghijklmn","workflowId":"w","status":"failed","error":{"code":"internal_error","message":"boom"}}), &m).unwrap();
+        let d = detailed_task(&r, &times(&r, None), 500, None, IdEncoding::Tilde);
+        assert_eq!(d["status"], "failed");
+        assert_eq!(d["error"]["code"], -32603);
+        assert!(d["error"]["message"].as_str().unwrap().contains("boom"));
+        assert!(d.get("result").is_none());
+        // Any other failure code stays a tool error.
+        let t = times(&run("failed"), None);
+        let d = detailed_task(&run("failed"), &t, 500, None, IdEncoding::Tilde);
+        assert_eq!(
+            (d["status"].as_str(), d.get("error")),
+            (Some("completed"), None)
+        );
     }
 
     #[test]

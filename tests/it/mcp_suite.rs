@@ -53,3 +53,44 @@ async fn workflow_declared_task_support_is_honoured() {
     assert_eq!(r.result()["resultType"], "task", "{}", r.text);
     env.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_host_fault_is_a_failed_task_and_a_json_rpc_error() {
+    // tasks-lifecycle sep-2663-tasks-get-status-failed.
+    let env = env().await;
+    let r = env
+        .call(A, "protocol_error_job", json!({}), task_caps())
+        .await;
+    let task = r.result()["taskId"].as_str().expect("a task").to_string();
+    let b = env
+        .poll_task(
+            A,
+            &task,
+            |t| ["completed", "failed", "cancelled"].contains(&t["status"].as_str().unwrap_or("")),
+            10,
+        )
+        .await;
+    let t = &b["result"];
+    assert_eq!(t["status"], "failed", "{b}");
+    assert_eq!(t["error"]["code"], -32603);
+    assert!(t["error"]["message"].is_string());
+    assert!(t.get("result").is_none(), "{b}");
+    // Blocking: the JSON-RPC error itself.
+    let r = env
+        .call(A, "protocol_error_job", json!({}), json!({}))
+        .await;
+    assert_eq!(
+        (r.status, r.error_code()),
+        (200, Some(-32603)),
+        "{}",
+        r.text
+    );
+    // A tool error stays a completed task with isError (failing_job fails with tool_error).
+    let r = env.call(A, "failing_job", json!({}), task_caps()).await;
+    let task = r.result()["taskId"].as_str().unwrap().to_string();
+    let b = env
+        .poll_task(A, &task, |t| t["status"] == "completed", 10)
+        .await;
+    assert_eq!(b["result"]["result"]["isError"], true, "{b}");
+    env.shutdown().await;
+}
