@@ -164,16 +164,20 @@ async fn blocking_answer(
     round: u32,
     mut guard: RunGuard,
 ) -> Response {
+    // A request that asked for progress gets the SSE answer whenever it accepts one, so the
+    // progress can travel before the result (mcp-tasks.md §1.4).
+    let progress_token = req.progress_token().filter(|_| req.accepts_sse());
     // No stream slot left (limits.maxStreams): the run is already ours, so answer as JSON
     // rather than shed the request and orphan it.
-    let slot = if req.wants_sse() {
+    let slot = if req.wants_sse() || progress_token.is_some() {
         state.gates.streams.clone().try_acquire_owned().ok()
     } else {
         None
     };
     let Some(slot) = slot else {
         let cap = state.cfg.mcp.json_answer_cap;
-        let msg = settle_and_project(&state, req, &tool, &args, &run_id, round, cap, None).await;
+        let msg =
+            settle_and_project(&state, req, &tool, &args, &run_id, round, cap, None, None).await;
         if msg.terminal {
             // Nothing left to own: a late disconnect must not even try a cancel.
             guard.release();
@@ -201,8 +205,19 @@ async fn blocking_answer(
     };
     tokio::spawn(async move {
         let cap = st.cfg.mcp.sse_answer_cap;
-        let msg =
-            settle_and_project(&st, &req_copy, &tool, &args, &run_id, round, cap, Some(&tx)).await;
+        let progress = progress_token.map(|token| Progress::new(tx.clone(), token));
+        let msg = settle_and_project(
+            &st,
+            &req_copy,
+            &tool,
+            &args,
+            &run_id,
+            round,
+            cap,
+            Some(&tx),
+            progress.as_ref(),
+        )
+        .await;
         let frame = message_frame(&msg.message.to_string());
         let _ = tx.send(SseItem::Final(frame)).await;
     });
@@ -212,6 +227,52 @@ async fn blocking_answer(
 struct Projected {
     message: Value,
     terminal: bool,
+}
+
+/// `notifications/progress` for a request that sent `_meta.progressToken`: one per
+/// `node.completed` event of its run, `progress` = the number of nodes completed so far (it
+/// strictly increases; the total is not known up front), `message` = the node. Sent on the
+/// request's own SSE stream before its result (mcp-tasks.md §1.4).
+pub struct Progress {
+    tx: mpsc::Sender<SseItem>,
+    token: Value,
+    done: std::sync::atomic::AtomicU64,
+}
+
+impl Progress {
+    fn new(tx: mpsc::Sender<SseItem>, token: Value) -> Progress {
+        Progress {
+            tx,
+            token,
+            done: Default::default(),
+        }
+    }
+
+    fn seen(&self, ev: &RunEvent) {
+        if ev.kind != "node.completed" {
+            return;
+        }
+        let n = self.done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let node = ev
+            .node_id
+            .clone()
+            .or_else(|| {
+                ev.payload
+                    .get("nodeId")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .unwrap_or_default();
+        let note = json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/progress",
+            "params": { "progressToken": self.token, "progress": n, "message": format!("node {node} completed") },
+        });
+        // Progress is advisory: a full channel (a slow reader) drops it rather than stall the run.
+        let _ = self
+            .tx
+            .try_send(SseItem::Frame(message_frame(&note.to_string())));
+    }
 }
 
 /// Waits (bounded by `cap`) and builds the JSON-RPC message answering the call.
@@ -225,11 +286,12 @@ async fn settle_and_project(
     round: u32,
     cap: Duration,
     keepalive: Option<&mpsc::Sender<SseItem>>,
+    progress: Option<&Progress>,
 ) -> Projected {
     let waited = match keepalive {
-        None => wait_settled(state, &req.caller, run_id, cap).await,
+        None => wait_settled(state, &req.caller, run_id, cap, progress).await,
         Some(tx) => {
-            let wait = wait_settled(state, &req.caller, run_id, cap);
+            let wait = wait_settled(state, &req.caller, run_id, cap, progress);
             tokio::pin!(wait);
             let mut tick = tokio::time::interval(state.cfg.mcp.sse_keepalive);
             tick.tick().await;
@@ -277,13 +339,14 @@ pub async fn wait_settled(
     caller: &Caller,
     run_id: &str,
     cap: Duration,
+    progress: Option<&Progress>,
 ) -> Result<(RunSnapshot, Vec<RunEvent>), McpError> {
     let deadline = Instant::now() + cap;
     let mut events: Vec<RunEvent> = Vec::new();
     let settled = if cap.is_zero() {
         false
     } else {
-        match follow_stream(state, caller, run_id, deadline, &mut events).await {
+        match follow_stream(state, caller, run_id, deadline, &mut events, progress).await {
             Ok(settled) => settled,
             Err(e) if is_fatal(&e) => return Err(McpError::from_host(&e)),
             Err(_) => false,
@@ -291,7 +354,16 @@ pub async fn wait_settled(
     };
     if !settled {
         let after = events.last().map(|e| e.sequence);
-        follow_poll(state, caller, run_id, deadline, after, &mut events).await?;
+        follow_poll(
+            state,
+            caller,
+            run_id,
+            deadline,
+            after,
+            &mut events,
+            progress,
+        )
+        .await?;
     }
     let run = state
         .host
@@ -333,6 +405,7 @@ async fn follow_stream(
     run_id: &str,
     deadline: Instant,
     events: &mut Vec<RunEvent>,
+    progress: Option<&Progress>,
 ) -> Result<bool, HostError> {
     let remaining = deadline.saturating_duration_since(Instant::now());
     let Ok(opened) =
@@ -373,6 +446,9 @@ async fn follow_stream(
             Ok(Ok(Some(ev))) => {
                 let cue = is_cue(&ev);
                 let terminal = ev.is_terminal();
+                if let Some(p) = progress {
+                    p.seen(&ev);
+                }
                 events.push(ev);
                 if terminal {
                     return Ok(true);
@@ -401,6 +477,7 @@ async fn follow_poll(
     deadline: Instant,
     mut after: Option<i64>,
     events: &mut Vec<RunEvent>,
+    progress: Option<&Progress>,
 ) -> Result<(), McpError> {
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
@@ -419,6 +496,9 @@ async fn follow_poll(
             Ok(Ok(page)) => {
                 if let Some(last) = page.events.last() {
                     after = Some(last.sequence);
+                }
+                if let Some(p) = progress {
+                    page.events.iter().for_each(|e| p.seen(e));
                 }
                 events.extend(page.events);
                 if page.is_terminal || page.status.settles_blocking_wait() {
@@ -532,7 +612,8 @@ async fn retry(
         .map_err(|_| refused("its run is not readable"))?;
     let Some(answer) = responses.get(&claims.n) else {
         // mcp-tasks.md §3.4: re-ask when the required response is missing, never error.
-        let (run, events) = wait_settled(&state, &req.caller, &claims.r, Duration::ZERO).await?;
+        let (run, events) =
+            wait_settled(&state, &req.caller, &claims.r, Duration::ZERO, None).await?;
         let result = outcome(&state, req, tool, args, &run, &events, claims.k);
         return Ok(super::result_response(&state.cfg, &req.id, result));
     };

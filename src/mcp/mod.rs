@@ -99,6 +99,31 @@ impl McpRequest {
             .unwrap_or(false)
     }
 
+    /// Whether any `Accept` entry allows `text/event-stream`.
+    pub fn accepts_sse(&self) -> bool {
+        self.headers
+            .get_all(http::header::ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|e| {
+                e.split(';')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .eq_ignore_ascii_case("text/event-stream")
+            })
+    }
+
+    /// `_meta.progressToken` (a string or an integer), when the request asked for progress.
+    pub fn progress_token(&self) -> Option<Value> {
+        self.params
+            .get("_meta")
+            .and_then(|m| m.get("progressToken"))
+            .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
+            .cloned()
+    }
+
     pub fn str_param(&self, k: &str) -> Option<&str> {
         self.params.get(k).and_then(Value::as_str)
     }

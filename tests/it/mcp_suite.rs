@@ -94,3 +94,61 @@ async fn a_host_fault_is_a_failed_task_and_a_json_rpc_error() {
     assert_eq!(b["result"]["result"]["isError"], true, "{b}");
     env.shutdown().await;
 }
+
+#[tokio::test]
+async fn progress_token_gets_progress_notifications_before_the_result() {
+    // tools-call-with-progress: progress on the request's SSE stream, one per completed node.
+    let env = env().await;
+    let body = json!({
+        "jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": { "name": "test_tool_with_progress", "arguments": {}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": V,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "progressToken": "progress-test-1" } }
+    });
+    let headers = [
+        ("MCP-Protocol-Version", V.to_string()),
+        ("Mcp-Method", "tools/call".to_string()),
+        ("Mcp-Name", "test_tool_with_progress".to_string()),
+        ("Authorization", format!("Bearer {A}")),
+    ];
+    // The client lists JSON first: the progress token alone makes the answer SSE.
+    let r = env.raw(&headers, body.to_string()).await;
+    assert!(
+        r.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream"),
+        "{:?}",
+        r.headers
+    );
+    let msgs = sse_messages(&r.text);
+    let progress: Vec<&Value> = msgs
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .collect();
+    assert!(progress.len() >= 3, "{}", r.text);
+    let values: Vec<u64> = progress
+        .iter()
+        .map(|p| {
+            assert_eq!(p["params"]["progressToken"], "progress-test-1");
+            p["params"]["progress"].as_u64().unwrap()
+        })
+        .collect();
+    assert!(values.windows(2).all(|w| w[0] < w[1]), "{values:?}");
+    let last = msgs.last().unwrap();
+    assert_eq!(last["id"], 9);
+    assert_eq!(last["result"]["isError"], false, "{}", r.text);
+    // Without a token, the same call is a plain JSON answer.
+    let mut plain = body.clone();
+    plain["params"]["_meta"]
+        .as_object_mut()
+        .unwrap()
+        .remove("progressToken");
+    let r = env.raw(&headers, plain.to_string()).await;
+    assert!(r.headers["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("application/json"));
+    env.shutdown().await;
+}
