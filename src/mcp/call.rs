@@ -60,8 +60,6 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
         .get(&name)
         .ok_or_else(|| McpError::InvalidParams(format!("unknown tool {name}")))?
         .clone();
-    validate_arguments(&tool, &args).map_err(McpError::InvalidParams)?;
-    let args = Value::Object(args);
     let declared = state.cfg.tasks.enabled && req.declares_tasks();
     // mcp-tasks.md §5.2: a tool that can only run as a task refuses a client without the
     // extension with -32021; one that must not is always answered synchronously.
@@ -71,10 +69,35 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
         ));
     }
     let tasked = declared && tool.task != TaskSupport::Never;
-
+    // The arguments as the client sends them on every round: requestState digests bind these.
+    let sent = Value::Object(args.clone());
+    let mut args = args;
+    let mut round = 1;
     if let Some(token) = req.params.get("requestState") {
-        return retry(state, req, &tool, &args, token, tasked).await;
+        // A token of an argument round (no run yet) continues below; any other goes to the
+        // run's MRTR retry, which verifies it (and refuses it) in the documented order.
+        let keys = &state.mount.state_key;
+        match keys
+            .verify(token, &req.caller, &tool.name, &sent)
+            .ok()
+            .filter(|c| c.r.is_empty())
+        {
+            None => return retry(state, req, &tool, &sent, token, tasked).await,
+            Some(claims) => {
+                if !keys.consume(&claims) {
+                    return Err(McpError::InvalidParams(
+                        "requestState refused: already used".into(),
+                    ));
+                }
+                round = claims.k + 1;
+            }
+        }
     }
+    if let Some(answer) = gather_arguments(&state, req, &tool, &sent, &mut args, round)? {
+        return Ok(answer);
+    }
+    validate_arguments(&tool, &args).map_err(McpError::InvalidParams)?;
+    let args = Value::Object(args);
     // §3.5 step 3: a workflow that can suspend needs elicitation unless the client takes a
     // task (then input travels through tasks/update). Capabilities are never assumed.
     if !tasked && tool.can_suspend && !req.declares_elicitation() {
@@ -113,7 +136,104 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
     if tasked {
         return Ok(task_answer(&state, req, &created.run_id, created.status, guard).await);
     }
-    Ok(blocking_answer(state, req, tool, args, created.run_id, 1, guard).await)
+    Ok(blocking_answer(state, req, tool, sent, created.run_id, round, guard).await)
+}
+
+/// Required arguments the caller left out, asked for before any run exists (an MRTR round
+/// before the task, mcp-tasks.md §5.9): a missing required variable without a default whose
+/// type is a form primitive (string, number, integer, boolean) is one `elicitation/create`
+/// form request keyed by the variable's name, when the request declared form elicitation.
+/// `inputResponses` under those keys fill the arguments (with or without the requestState
+/// of the round that asked); a declined or cancelled one ends the call with a tool error and
+/// no run. `Ok(None)`: nothing left to ask, `args` holds the answers. Without form
+/// elicitation nothing is asked and validation refuses the call with -32602 as before.
+fn gather_arguments(
+    state: &AppState,
+    req: &McpRequest,
+    tool: &ToolDef,
+    sent: &Value,
+    args: &mut Map<String, Value>,
+    round: u32,
+) -> Result<Option<Response>, McpError> {
+    if !Modes::of(&req.caps).form {
+        return Ok(None);
+    }
+    let schema = &tool.wire["inputSchema"]["properties"];
+    let askable = |v: &&super::tools::Variable| {
+        v.required
+            && !v.has_default
+            && args.get(&v.name).is_none_or(Value::is_null)
+            && matches!(
+                v.ty.as_deref(),
+                Some("string" | "number" | "integer" | "boolean")
+            )
+    };
+    let missing: Vec<super::tools::Variable> =
+        tool.variables.iter().filter(askable).cloned().collect();
+    if missing.is_empty() {
+        return Ok(None);
+    }
+    let responses = req.params.get("inputResponses").and_then(Value::as_object);
+    let mut requests = Map::new();
+    for v in &missing {
+        if let Some(answer) = responses.and_then(|r| r.get(&v.name)) {
+            match answer.get("action").and_then(Value::as_str) {
+                Some("accept") => {
+                    if let Some(value) = answer
+                        .get("content")
+                        .and_then(|c| c.get(&v.name))
+                        .filter(|x| !x.is_null())
+                    {
+                        args.insert(v.name.clone(), value.clone());
+                        continue;
+                    }
+                }
+                Some("decline" | "cancel") => {
+                    let body = json!({ "tool": tool.name, "status": "declined", "message": format!("the caller did not provide the required argument '{}'; no run was started", v.name) });
+                    let result = json!({ "resultType": "complete", "content": [{ "type": "text", "text": body.to_string() }], "structuredContent": body, "isError": true });
+                    return Ok(Some(super::result_response(&state.cfg, &req.id, result)));
+                }
+                _ => return Err(McpError::InvalidParams(
+                    "Invalid params: inputResponses entries are ElicitResults with a string action"
+                        .into(),
+                )),
+            }
+        }
+        let mut property = schema.get(&v.name).cloned().unwrap_or_else(|| json!({}));
+        property["type"] = json!(v.ty);
+        let message = property
+            .get("description")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("{} needs '{}'", tool.name, v.name));
+        let mut properties = Map::new();
+        properties.insert(v.name.clone(), property);
+        requests.insert(
+            v.name.clone(),
+            json!({ "method": "elicitation/create", "params": {
+                "mode": "form",
+                "message": message,
+                "requestedSchema": { "type": "object", "properties": properties, "required": [v.name] },
+            } }),
+        );
+    }
+    if requests.is_empty() {
+        return Ok(None);
+    }
+    if round > state.cfg.mcp.mrtr_max_rounds {
+        return Err(McpError::InvalidParams(format!(
+            "Invalid arguments for tool {}: missing required '{}'",
+            tool.name,
+            requests.keys().next().map(String::as_str).unwrap_or("")
+        )));
+    }
+    let token = state
+        .mount
+        .state_key
+        .issue(&req.caller, &tool.name, sent, "", "", round);
+    let result =
+        json!({ "resultType": "input_required", "inputRequests": requests, "requestState": token });
+    Ok(Some(super::result_response(&state.cfg, &req.id, result)))
 }
 
 /// `CreateTaskResult`: the run is durably readable once the host answered 201 (§1.3), so the

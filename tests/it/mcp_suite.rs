@@ -152,3 +152,136 @@ async fn progress_token_gets_progress_notifications_before_the_result() {
         .starts_with("application/json"));
     env.shutdown().await;
 }
+
+#[tokio::test]
+async fn missing_required_arguments_are_asked_for_before_any_run() {
+    // tasks-mrtr-composition: MRTR rounds before the task; the answer becomes the argument.
+    let env = env().await;
+    let form = json!({ "elicitation": {} });
+    let before = env.run_ids(A, "greet").await;
+    let r1 = env.call(A, "greet", json!({}), form.clone()).await;
+    let res = r1.result();
+    assert_eq!(res["resultType"], "input_required", "{}", r1.text);
+    let ask = &res["inputRequests"]["name"];
+    assert_eq!(ask["method"], "elicitation/create");
+    assert_eq!(ask["params"]["mode"], "form");
+    assert_eq!(ask["params"]["message"], "Who to greet.");
+    assert_eq!(
+        ask["params"]["requestedSchema"]["properties"]["name"]["type"],
+        "string"
+    );
+    assert_eq!(
+        ask["params"]["requestedSchema"]["required"],
+        json!(["name"])
+    );
+    assert_eq!(
+        env.run_ids(A, "greet").await,
+        before,
+        "no run before the answer"
+    );
+    let token = res["requestState"].as_str().unwrap().to_string();
+    let retry = |token: &str, answer: Value| json!({ "name": "greet", "arguments": {}, "requestState": token, "inputResponses": { "name": answer } });
+    let accept = json!({"action": "accept", "content": {"name": "Ada"}});
+    let r2 = env
+        .rpc(
+            Some(A),
+            "tools/call",
+            retry(&token, accept.clone()),
+            form.clone(),
+        )
+        .await;
+    assert_eq!(
+        r2.result()["content"][0]["text"],
+        "Hello, Ada!",
+        "{}",
+        r2.text
+    );
+    // The round's state is single use, and a tampered one is refused.
+    let again = env
+        .rpc(
+            Some(A),
+            "tools/call",
+            retry(&token, accept.clone()),
+            form.clone(),
+        )
+        .await;
+    assert_eq!(again.error_code(), Some(-32602), "{}", again.text);
+    let tampered = env
+        .rpc(
+            Some(A),
+            "tools/call",
+            retry(&format!("{token}x"), accept.clone()),
+            form.clone(),
+        )
+        .await;
+    assert_eq!(tampered.error_code(), Some(-32602), "{}", tampered.text);
+    // Answers keyed by the argument also count on a first call; a decline starts nothing.
+    let r = env
+        .rpc(
+            Some(A),
+            "tools/call",
+            json!({ "name": "greet", "arguments": {}, "inputResponses": { "name": {"action": "accept", "content": {"name": "Bo"}} } }),
+            form.clone(),
+        )
+        .await;
+    assert_eq!(r.result()["content"][0]["text"], "Hello, Bo!", "{}", r.text);
+    let n = env.run_ids(A, "greet").await.len();
+    let r = env
+        .rpc(
+            Some(A),
+            "tools/call",
+            json!({ "name": "greet", "arguments": {}, "inputResponses": { "name": {"action": "decline"} } }),
+            form.clone(),
+        )
+        .await;
+    assert_eq!(r.result()["isError"], true, "{}", r.text);
+    assert_eq!(env.run_ids(A, "greet").await.len(), n);
+    // Without form elicitation nothing is asked: -32602 as before.
+    let r = env.call(A, "greet", json!({}), json!({})).await;
+    assert_eq!(r.error_code(), Some(-32602), "{}", r.text);
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_final_argument_round_of_a_task_tool_answers_the_task() {
+    // tasks-mrtr-composition: round 1 input_required without taskId, round 2 CreateTaskResult
+    // without requestState, and the task's result carries the answer.
+    let env = env_with(|cfg| {
+        cfg.tools.overrides.insert(
+            "greet".into(),
+            openwop_mcp_sidecar::config::ToolOverride {
+                title: None,
+                description: None,
+                input_schema: None,
+                task: openwop_mcp_sidecar::config::TaskSupport::Must,
+                create_run: None,
+            },
+        );
+    })
+    .await;
+    let r1 = env.call(A, "greet", json!({}), task_caps()).await;
+    assert_eq!(r1.result()["resultType"], "input_required", "{}", r1.text);
+    assert!(r1.result().get("taskId").is_none());
+    let token = r1.result()["requestState"].as_str().unwrap();
+    let r2 = env
+        .rpc(
+            Some(A),
+            "tools/call",
+            json!({ "name": "greet", "arguments": {}, "requestState": token,
+                    "inputResponses": { "name": {"action": "accept", "content": {"name": "Alice"}} } }),
+            task_caps(),
+        )
+        .await;
+    let res = r2.result();
+    assert_eq!(res["resultType"], "task", "{}", r2.text);
+    assert!(res.get("requestState").is_none() && res.get("inputRequests").is_none());
+    let task = res["taskId"].as_str().unwrap();
+    let b = env
+        .poll_task(A, task, |t| t["status"] == "completed", 10)
+        .await;
+    assert_eq!(
+        b["result"]["result"]["content"][0]["text"], "Hello, Alice!",
+        "{b}"
+    );
+    env.shutdown().await;
+}
