@@ -391,20 +391,42 @@ fn parse_envelope_inner(
         }
         _ => {}
     }
-    if let Some(m) = header("mcp-method") {
-        if m != method {
+    match header("mcp-method") {
+        Some(m) if m != method => {
             return Err((
                 id_for_errors,
                 McpError::HeaderMismatch(format!("Mcp-Method '{m}' != body method '{method}'")),
             ));
         }
+        // mcp-tasks.md §1.2: Mcp-Method is required on every request (its absence is a
+        // header failure like a mismatch; notifications have no header rules).
+        None if !is_notification => {
+            return Err((
+                id_for_errors,
+                McpError::HeaderMismatch("the Mcp-Method header is required".into()),
+            ));
+        }
+        _ => {}
+    }
+    // The body value Mcp-Name mirrors: required for these methods when the body carries it.
+    let named = match method.as_str() {
+        "tools/call" | "prompts/get" => params.get("name").and_then(Value::as_str),
+        "resources/read" => params.get("uri").and_then(Value::as_str),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => {
+            params.get("taskId").and_then(Value::as_str)
+        }
+        _ => None,
+    };
+    if named.is_some() && !is_notification && headers.get("mcp-name").is_none() {
+        return Err((
+            id_for_errors,
+            McpError::HeaderMismatch(format!("the Mcp-Name header is required for {method}")),
+        ));
     }
     if let Some(raw) = headers.get("mcp-name") {
         let expected = match method.as_str() {
-            "tools/call" | "prompts/get" => params.get("name").and_then(Value::as_str),
-            "resources/read" => params.get("uri").and_then(Value::as_str),
             m if m.starts_with("tasks/") => params.get("taskId").and_then(Value::as_str),
-            _ => None,
+            _ => named,
         };
         let got = decode_header_value(raw);
         if let Some(exp) = expected {

@@ -131,12 +131,21 @@ async fn credentials_and_state_keys_never_reach_logs_or_errors() {
     };
     let http = reqwest::Client::new();
     let post = |key: &str, body: serde_json::Value| {
-        http.post(format!("{base}/mcp"))
+        let method = body["method"].as_str().unwrap_or("").to_string();
+        let name = body["params"]["name"]
+            .as_str()
+            .or(body["params"]["taskId"].as_str())
+            .map(str::to_string);
+        let mut rb = http
+            .post(format!("{base}/mcp"))
             .header("Authorization", format!("Bearer {key}"))
             .header("MCP-Protocol-Version", "2026-07-28")
-            .header("Content-Type", "application/json")
-            .json(&body)
-            .send()
+            .header("Mcp-Method", method)
+            .header("Content-Type", "application/json");
+        if let Some(n) = name {
+            rb = rb.header("Mcp-Name", n);
+        }
+        rb.json(&body).send()
     };
     let meta = json!({"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}});
     let bad_key = "sekrit-bearer-token-9f8e7d";
