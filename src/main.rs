@@ -53,6 +53,8 @@ enum Cmd {
     },
     /// Validate a configuration file: exit 0 when valid, 64 with file:line:column otherwise.
     CheckConfig { file: PathBuf },
+    /// Print the configuration file's JSON Schema (config/sidecar.schema.json).
+    ConfigSchema,
 }
 
 fn load(config: Option<&PathBuf>, ov: &Overrides) -> Result<Config, ExitCode> {
@@ -79,6 +81,10 @@ fn main() -> ExitCode {
                 ExitCode::from(EXIT_CONFIG)
             }
         };
+    }
+    if let Cmd::ConfigSchema = &cli.cmd {
+        println!("{:#}", openwop_mcp_sidecar::config::json_schema());
+        return ExitCode::SUCCESS;
     }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -130,7 +136,7 @@ fn main() -> ExitCode {
                     }
                 }
             }
-            Cmd::CheckConfig { .. } => unreachable!("handled above"),
+            Cmd::CheckConfig { .. } | Cmd::ConfigSchema => unreachable!("handled above"),
         }
     })
 }

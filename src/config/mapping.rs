@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 use serde_saphyr::Spanned;
@@ -214,7 +215,7 @@ impl Mapping {
 }
 
 /// The YAML form of the mapping (keys under `host:` besides `routes`).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawMapping {
     #[serde(default)]
@@ -230,7 +231,7 @@ pub struct RawMapping {
 }
 
 /// JSON pointers, each optional (the v2 default applies); unknown keys are refused.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawFields {
     pub run_id: Option<String>,
@@ -293,7 +294,7 @@ impl RawFields {
 }
 
 /// Request body field names, each optional (the v2 default applies).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawBodies {
     pub create_run_workflow_id: Option<String>,
@@ -313,21 +314,25 @@ impl RawBodies {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawIds {
+    #[schemars(with = "Option<String>")]
     pub path: Option<Spanned<String>>,
+    #[schemars(with = "Option<String>")]
     pub task_id: Option<Spanned<String>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawErrorRule {
     /// `404`, or `4xx` / `5xx`.
+    #[schemars(with = "Value")]
     pub status: Spanned<Value>,
     pub code: Option<String>,
     pub challenge: Option<String>,
     #[serde(rename = "as")]
+    #[schemars(with = "String")]
     pub class: Spanned<String>,
 }
 

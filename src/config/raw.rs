@@ -6,15 +6,17 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 use super::routes::{parse_template, Operation, Route, Routes};
 use super::*;
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawConfig {
+    #[schemars(with = "Option<String>")]
     pub listen: Option<Spanned<String>>,
     #[serde(default)]
     pub upstream: RawUpstream,
@@ -41,92 +43,114 @@ pub struct RawConfig {
     pub limits: RawLimits,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawLimits {
+    #[schemars(with = "Option<u64>")]
     pub max_body_bytes: Option<Spanned<u64>>,
+    #[schemars(with = "Option<u64>")]
     pub max_json_depth: Option<Spanned<u64>>,
+    #[schemars(with = "Option<u64>")]
     pub max_concurrent_requests: Option<Spanned<u64>>,
+    #[schemars(with = "Option<u64>")]
     pub max_streams: Option<Spanned<u64>>,
+    #[schemars(with = "Option<u64>")]
     pub header_read_timeout_ms: Option<Spanned<u64>>,
+    #[schemars(with = "Option<u64>")]
     pub body_read_timeout_ms: Option<Spanned<u64>>,
+    #[schemars(with = "Option<u64>")]
     pub max_upstream_event_bytes: Option<Spanned<u64>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawTls {
+    #[schemars(with = "String")]
     pub cert_file: Spanned<String>,
+    #[schemars(with = "String")]
     pub key_file: Spanned<String>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawReload {
+    #[schemars(with = "Option<u64>")]
     pub poll_interval_ms: Option<Spanned<u64>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawUpstream {
+    #[schemars(with = "Option<String>")]
     pub url: Option<Spanned<String>>,
+    #[schemars(with = "Option<String>")]
     pub ca_file: Option<Spanned<String>>,
+    #[schemars(with = "Option<String>")]
     pub client_cert_file: Option<Spanned<String>>,
+    #[schemars(with = "Option<String>")]
     pub client_key_file: Option<Spanned<String>>,
     pub connect_timeout_ms: Option<u64>,
     pub request_timeout_ms: Option<u64>,
     pub ready_timeout_ms: Option<u64>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawMount {
+    #[schemars(with = "Option<String>")]
     pub path: Option<Spanned<String>>,
+    #[schemars(with = "Option<String>")]
     pub public_url: Option<Spanned<String>>,
     pub allowed_hosts: Option<Vec<String>>,
     pub allowed_origins: Option<Vec<String>>,
+    #[schemars(with = "Option<u64>")]
     pub dead_peer_timeout_ms: Option<Spanned<u64>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawMcp {
+    #[schemars(with = "Option<Vec<String>>")]
     pub revisions: Option<Spanned<Vec<String>>>,
+    #[schemars(with = "Option<String>")]
     pub refreshed_at: Option<Spanned<String>>,
     pub server_name: Option<String>,
     pub discover_ttl_ms: Option<u64>,
     pub tools_list_ttl_ms: Option<u64>,
     pub json_answer_cap_ms: Option<u64>,
     pub sse_answer_cap_ms: Option<u64>,
+    #[schemars(with = "Option<u64>")]
     pub sse_keepalive_ms: Option<Spanned<u64>>,
+    #[schemars(with = "Option<u32>")]
     pub mrtr_max_rounds: Option<Spanned<u32>>,
     pub request_state_ttl_seconds: Option<u64>,
     /// Name of an environment variable holding the requestState HMAC key.
     pub request_state_key_env: Option<String>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawTasks {
     pub enabled: Option<bool>,
+    #[schemars(with = "Option<u64>")]
     pub poll_interval_ms: Option<Spanned<u64>>,
     pub max_listen_task_ids: Option<usize>,
     pub listen_poll_interval_ms: Option<u64>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawOwnership {
     pub cancel_deadline_ms: Option<u64>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawShutdown {
     pub drain_timeout_ms: Option<u64>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawHost {
     #[serde(default)]
@@ -143,9 +167,10 @@ pub struct RawHost {
     pub errors: Vec<super::mapping::RawErrorRule>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawTools {
+    #[schemars(with = "Option<String>")]
     pub source: Option<Spanned<String>>,
     pub include: Option<Vec<String>>,
     #[serde(default)]
@@ -157,17 +182,18 @@ pub struct RawTools {
     pub create_run: Option<RawCreateTemplate>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawToolOverride {
     pub title: Option<String>,
     pub description: Option<String>,
     pub input_schema: Option<serde_json::Value>,
+    #[schemars(with = "Option<String>")]
     pub task: Option<Spanned<String>>,
     pub create_run: Option<RawCreateTemplate>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawStaticTool {
     pub name: String,
@@ -175,12 +201,13 @@ pub struct RawStaticTool {
     pub title: Option<String>,
     pub description: Option<String>,
     pub input_schema: Option<serde_json::Value>,
+    #[schemars(with = "Option<String>")]
     pub task: Option<Spanned<String>>,
     #[serde(default)]
     pub can_suspend: bool,
 }
 
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawCreateTemplate {
     #[serde(default)]
@@ -189,7 +216,7 @@ pub struct RawCreateTemplate {
 }
 
 /// One optional override per operation; an unknown operation name is a parse error with a location.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawRoutes {
     pub discovery: Option<RawRoute>,
@@ -221,10 +248,12 @@ impl RawRoutes {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawRoute {
+    #[schemars(with = "Option<String>")]
     pub method: Option<Spanned<String>>,
+    #[schemars(with = "Option<String>")]
     pub path: Option<Spanned<String>>,
     pub timeout_ms: Option<u64>,
     pub retry: Option<bool>,
@@ -232,10 +261,11 @@ pub struct RawRoute {
     pub headers: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawLogging {
     pub level: Option<String>,
+    #[schemars(with = "Option<String>")]
     pub format: Option<Spanned<String>>,
 }
 

@@ -275,3 +275,24 @@ fn demo_anonymous_serves_callers_without_a_credential() {
     let _ = child.wait();
     assert_eq!(status, 401);
 }
+
+#[test]
+fn shipped_json_schema_is_the_one_generated_from_the_types() {
+    let out = Command::new(BIN).arg("config-schema").output().unwrap();
+    assert!(out.status.success());
+    let generated: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let shipped: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/config/sidecar.schema.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        generated, shipped,
+        "regenerate: openwop-mcp-sidecar config-schema > config/sidecar.schema.json"
+    );
+    // The schema refuses unknown keys like the parser does.
+    assert_eq!(generated["additionalProperties"], false);
+}
