@@ -62,6 +62,7 @@ DEMO_OUT="$LOG_DIR/demo.stdout"
 DEMO_ERR="$LOG_DIR/demo.stderr"
 DEMO_PID=""
 SUITE_PID=""
+LOGS_ANNOUNCED=""
 
 stop_within() {
   local i
@@ -84,7 +85,7 @@ cleanup() {
     stop_within 5 "$DEMO_PID"
   fi
   if [[ $rc -ne 0 || -n "${CONFORMANCE_KEEP_LOGS:-}" ]]; then
-    log "demo and suite logs kept in $LOG_DIR"
+    [[ -n "$LOGS_ANNOUNCED" ]] || log "demo and suite logs kept in $LOG_DIR"
   else
     rm -rf "$LOG_DIR"
   fi
@@ -153,6 +154,11 @@ else
 fi
 
 # --- the verdict ------------------------------------------------------------------------------
+# Said before the report, so that its `N passed, M failed` stays the last line printed.
+if [[ $failures -ne 0 || -n "${CONFORMANCE_KEEP_LOGS:-}" ]]; then
+  log "demo and suite logs kept in $LOG_DIR"
+  LOGS_ANNOUNCED=1
+fi
 report_args=("$RESULTS" --expected "$EXPECTED" --revision "$REVISION" --suite-version "$("$NODE" "$SUITE_JS" --version)")
 if [[ -n "${CONFORMANCE_WRITE_DOC:-}" ]]; then
   report_args+=(--write "$REPO_ROOT/docs/conformance.md")
