@@ -3,9 +3,15 @@
 use crate::config::Config;
 use crate::server::Server;
 
-/// Runs until SIGINT/SIGTERM.
-pub async fn run(mut cfg: Config) -> anyhow::Result<()> {
-    let host_cfg = openwop_devhost::DevHostConfig::default();
+/// Runs until SIGINT/SIGTERM. With `anonymous`, the demo host lets requests without
+/// `Authorization` act as tenant `anon:public` (the sidecar relays the absence of a
+/// credential; the host decides), so credential-less clients such as the MCP conformance
+/// runner can use the mount.
+pub async fn run(mut cfg: Config, anonymous: bool) -> anyhow::Result<()> {
+    let host_cfg = openwop_devhost::DevHostConfig {
+        anonymous,
+        ..Default::default()
+    };
     let host = openwop_devhost::spawn(host_cfg.clone(), "127.0.0.1:0".parse()?).await?;
     cfg.upstream.url = host.base_url();
     let server = Server::start(cfg).await?;
@@ -25,6 +31,12 @@ pub async fn run(mut cfg: Config) -> anyhow::Result<()> {
         println!(
             "    Authorization: Bearer {:<20} tenant {:<8} subject {}",
             k.key, k.tenant, k.subject_id
+        );
+    }
+    if anonymous {
+        println!(
+            "    (no Authorization)  tenant {:<8} (anonymous-caller mode)",
+            openwop_devhost::ANONYMOUS_TENANT
         );
     }
     println!("  try:");

@@ -46,6 +46,10 @@ enum Cmd {
         /// Optional configuration file for the sidecar (its upstream is replaced by the demo host).
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Start the demo host in anonymous-caller mode: requests without Authorization act
+        /// as tenant anon:public (for credential-less clients such as the MCP conformance suite).
+        #[arg(long)]
+        anonymous: bool,
     },
     /// Validate a configuration file: exit 0 when valid, 64 with file:line:column otherwise.
     CheckConfig { file: PathBuf },
@@ -108,7 +112,11 @@ fn main() -> ExitCode {
                 let source = config.map(|path| ConfigSource { path, overrides });
                 serve(cfg, source).await
             }
-            Cmd::Demo { listen, config } => {
+            Cmd::Demo {
+                listen,
+                config,
+                anonymous,
+            } => {
                 let cfg = match load(
                     config.as_ref(),
                     &Overrides {
@@ -120,7 +128,7 @@ fn main() -> ExitCode {
                     Err(code) => return code,
                 };
                 telemetry::init_logging(&cfg.logging.level, cfg.logging.json);
-                match openwop_mcp_sidecar::demo::run(cfg).await {
+                match openwop_mcp_sidecar::demo::run(cfg, anonymous).await {
                     Ok(()) => ExitCode::SUCCESS,
                     Err(e) => {
                         eprintln!("error: {e:#}");

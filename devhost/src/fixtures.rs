@@ -803,21 +803,22 @@ fn mcp_suite_fixtures() -> Vec<Workflow> {
                 "Opens two clarifications at once (name, confirm); completes when both are answered.",
             )
         },
-        // tasks-mrtr-composition: MRTR round for a name, then a task whose result
-        // contains it.
+        // tasks-mrtr-composition: the name is a required variable, so the sidecar gathers it
+        // with an MRTR round before the run exists (a Tasks client must get the task once the
+        // run exists, openwop-rest.md §3.7), then the task's result contains it.
         Workflow {
             nodes: vec![
-                clarification("user_name", "Ask name", name_question("name", "What is your name?")),
                 sleep_node("work", 1000),
                 text_output("Hello, {{name}}! Your task is done."),
             ],
+            variables: vec![string_var("name", "What is your name?", None)],
             metadata: mcp_meta("required"),
             settings: json!({ "timeout": 0 }),
             safety_tier: "read",
             ..base(
                 "test_tool_with_task",
                 "test_tool_with_task",
-                "Asks for a name, works for a second, then greets by name.",
+                "Takes a name, works for a second, then greets by name.",
             )
         },
         // input-required-result-basic-elicitation / -missing-input-response /

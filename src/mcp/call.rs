@@ -11,7 +11,9 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::elicit::{effect_of, input_request, Effect, Modes};
-use super::project::{create_task_result, pending_result, terminal_result, times};
+use super::project::{
+    create_task_result, host_fault_error, is_host_fault, pending_result, terminal_result, times,
+};
 use super::request_state::{random_id, stable_json};
 use super::respond::{
     envelope_result, error_response, guarded_json, sse_response, with_server_info, SseBody, SseItem,
@@ -58,8 +60,6 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
         .get(&name)
         .ok_or_else(|| McpError::InvalidParams(format!("unknown tool {name}")))?
         .clone();
-    validate_arguments(&tool, &args).map_err(McpError::InvalidParams)?;
-    let args = Value::Object(args);
     let declared = state.cfg.tasks.enabled && req.declares_tasks();
     // mcp-tasks.md §5.2: a tool that can only run as a task refuses a client without the
     // extension with -32021; one that must not is always answered synchronously.
@@ -69,10 +69,35 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
         ));
     }
     let tasked = declared && tool.task != TaskSupport::Never;
-
+    // The arguments as the client sends them on every round: requestState digests bind these.
+    let sent = Value::Object(args.clone());
+    let mut args = args;
+    let mut round = 1;
     if let Some(token) = req.params.get("requestState") {
-        return retry(state, req, &tool, &args, token, tasked).await;
+        // A token of an argument round (no run yet) continues below; any other goes to the
+        // run's MRTR retry, which verifies it (and refuses it) in the documented order.
+        let keys = &state.mount.state_key;
+        match keys
+            .verify(token, &req.caller, &tool.name, &sent)
+            .ok()
+            .filter(|c| c.r.is_empty())
+        {
+            None => return retry(state, req, &tool, &sent, token, tasked).await,
+            Some(claims) => {
+                if !keys.consume(&claims) {
+                    return Err(McpError::InvalidParams(
+                        "requestState refused: already used".into(),
+                    ));
+                }
+                round = claims.k + 1;
+            }
+        }
     }
+    if let Some(answer) = gather_arguments(&state, req, &tool, &sent, &mut args, round)? {
+        return Ok(answer);
+    }
+    validate_arguments(&tool, &args).map_err(McpError::InvalidParams)?;
+    let args = Value::Object(args);
     // §3.5 step 3: a workflow that can suspend needs elicitation unless the client takes a
     // task (then input travels through tasks/update). Capabilities are never assumed.
     if !tasked && tool.can_suspend && !req.declares_elicitation() {
@@ -120,7 +145,104 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
     if tasked {
         return Ok(task_answer(&state, req, &created.run_id, created.status, guard).await);
     }
-    Ok(blocking_answer(state, req, tool, args, created.run_id, 1, guard).await)
+    Ok(blocking_answer(state, req, tool, sent, created.run_id, round, guard).await)
+}
+
+/// Required arguments the caller left out, asked for before any run exists (an MRTR round
+/// before the task, mcp-tasks.md §5.9): a missing required variable without a default whose
+/// type is a form primitive (string, number, integer, boolean) is one `elicitation/create`
+/// form request keyed by the variable's name, when the request declared form elicitation.
+/// `inputResponses` under those keys fill the arguments (with or without the requestState
+/// of the round that asked); a declined or cancelled one ends the call with a tool error and
+/// no run. `Ok(None)`: nothing left to ask, `args` holds the answers. Without form
+/// elicitation nothing is asked and validation refuses the call with -32602 as before.
+fn gather_arguments(
+    state: &AppState,
+    req: &McpRequest,
+    tool: &ToolDef,
+    sent: &Value,
+    args: &mut Map<String, Value>,
+    round: u32,
+) -> Result<Option<Response>, McpError> {
+    if !Modes::of(&req.caps).form {
+        return Ok(None);
+    }
+    let schema = &tool.wire["inputSchema"]["properties"];
+    let askable = |v: &&super::tools::Variable| {
+        v.required
+            && !v.has_default
+            && args.get(&v.name).is_none_or(Value::is_null)
+            && matches!(
+                v.ty.as_deref(),
+                Some("string" | "number" | "integer" | "boolean")
+            )
+    };
+    let missing: Vec<super::tools::Variable> =
+        tool.variables.iter().filter(askable).cloned().collect();
+    if missing.is_empty() {
+        return Ok(None);
+    }
+    let responses = req.params.get("inputResponses").and_then(Value::as_object);
+    let mut requests = Map::new();
+    for v in &missing {
+        if let Some(answer) = responses.and_then(|r| r.get(&v.name)) {
+            match answer.get("action").and_then(Value::as_str) {
+                Some("accept") => {
+                    if let Some(value) = answer
+                        .get("content")
+                        .and_then(|c| c.get(&v.name))
+                        .filter(|x| !x.is_null())
+                    {
+                        args.insert(v.name.clone(), value.clone());
+                        continue;
+                    }
+                }
+                Some("decline" | "cancel") => {
+                    let body = json!({ "tool": tool.name, "status": "declined", "message": format!("the caller did not provide the required argument '{}'; no run was started", v.name) });
+                    let result = json!({ "resultType": "complete", "content": [{ "type": "text", "text": body.to_string() }], "structuredContent": body, "isError": true });
+                    return Ok(Some(super::result_response(&state.cfg, &req.id, result)));
+                }
+                _ => return Err(McpError::InvalidParams(
+                    "Invalid params: inputResponses entries are ElicitResults with a string action"
+                        .into(),
+                )),
+            }
+        }
+        let mut property = schema.get(&v.name).cloned().unwrap_or_else(|| json!({}));
+        property["type"] = json!(v.ty);
+        let message = property
+            .get("description")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("{} needs '{}'", tool.name, v.name));
+        let mut properties = Map::new();
+        properties.insert(v.name.clone(), property);
+        requests.insert(
+            v.name.clone(),
+            json!({ "method": "elicitation/create", "params": {
+                "mode": "form",
+                "message": message,
+                "requestedSchema": { "type": "object", "properties": properties, "required": [v.name] },
+            } }),
+        );
+    }
+    if requests.is_empty() {
+        return Ok(None);
+    }
+    if round > state.cfg.mcp.mrtr_max_rounds {
+        return Err(McpError::InvalidParams(format!(
+            "Invalid arguments for tool {}: missing required '{}'",
+            tool.name,
+            requests.keys().next().map(String::as_str).unwrap_or("")
+        )));
+    }
+    let token = state
+        .mount
+        .state_key
+        .issue(&req.caller, &tool.name, sent, "", "", round);
+    let result =
+        json!({ "resultType": "input_required", "inputRequests": requests, "requestState": token });
+    Ok(Some(super::result_response(&state.cfg, &req.id, result)))
 }
 
 /// Replays a createRun whose outcome is unknown with the same Idempotency-Key until the host
@@ -213,16 +335,20 @@ async fn blocking_answer(
     round: u32,
     mut guard: RunGuard,
 ) -> Response {
+    // A request that asked for progress gets the SSE answer whenever it accepts one, so the
+    // progress can travel before the result (mcp-tasks.md §1.4).
+    let progress_token = req.progress_token().filter(|_| req.accepts_sse());
     // No stream slot left (limits.maxStreams): the run is already ours, so answer as JSON
     // rather than shed the request and orphan it.
-    let slot = if req.wants_sse() {
+    let slot = if req.wants_sse() || progress_token.is_some() {
         state.gates.streams.clone().try_acquire_owned().ok()
     } else {
         None
     };
     let Some(slot) = slot else {
         let cap = state.cfg.mcp.json_answer_cap;
-        let msg = settle_and_project(&state, req, &tool, &args, &run_id, round, cap, None).await;
+        let msg =
+            settle_and_project(&state, req, &tool, &args, &run_id, round, cap, None, None).await;
         if let Some(e) = msg.failure {
             give_up_run(&state, &req.caller, &run_id);
             guard.release();
@@ -255,8 +381,19 @@ async fn blocking_answer(
     };
     tokio::spawn(async move {
         let cap = st.cfg.mcp.sse_answer_cap;
-        let msg =
-            settle_and_project(&st, &req_copy, &tool, &args, &run_id, round, cap, Some(&tx)).await;
+        let progress = progress_token.map(|token| Progress::new(tx.clone(), token));
+        let msg = settle_and_project(
+            &st,
+            &req_copy,
+            &tool,
+            &args,
+            &run_id,
+            round,
+            cap,
+            Some(&tx),
+            progress.as_ref(),
+        )
+        .await;
         if msg.failure.is_some() {
             give_up_run(&st, &req_copy.caller, &run_id);
         }
@@ -273,6 +410,52 @@ struct Projected {
     failure: Option<McpError>,
 }
 
+/// `notifications/progress` for a request that sent `_meta.progressToken`: one per
+/// `node.completed` event of its run, `progress` = the number of nodes completed so far (it
+/// strictly increases; the total is not known up front), `message` = the node. Sent on the
+/// request's own SSE stream before its result (mcp-tasks.md §1.4).
+pub struct Progress {
+    tx: mpsc::Sender<SseItem>,
+    token: Value,
+    done: std::sync::atomic::AtomicU64,
+}
+
+impl Progress {
+    fn new(tx: mpsc::Sender<SseItem>, token: Value) -> Progress {
+        Progress {
+            tx,
+            token,
+            done: Default::default(),
+        }
+    }
+
+    fn seen(&self, ev: &RunEvent) {
+        if ev.kind != "node.completed" {
+            return;
+        }
+        let n = self.done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let node = ev
+            .node_id
+            .clone()
+            .or_else(|| {
+                ev.payload
+                    .get("nodeId")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .unwrap_or_default();
+        let note = json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/progress",
+            "params": { "progressToken": self.token, "progress": n, "message": format!("node {node} completed") },
+        });
+        // Progress is advisory: a full channel (a slow reader) drops it rather than stall the run.
+        let _ = self
+            .tx
+            .try_send(SseItem::Frame(message_frame(&note.to_string())));
+    }
+}
+
 /// Waits (bounded by `cap`) and builds the JSON-RPC message answering the call.
 #[allow(clippy::too_many_arguments)]
 async fn settle_and_project(
@@ -284,11 +467,12 @@ async fn settle_and_project(
     round: u32,
     cap: Duration,
     keepalive: Option<&mpsc::Sender<SseItem>>,
+    progress: Option<&Progress>,
 ) -> Projected {
     let waited = match keepalive {
-        None => wait_settled(state, &req.caller, run_id, cap).await,
+        None => wait_settled(state, &req.caller, run_id, cap, progress).await,
         Some(tx) => {
-            let wait = wait_settled(state, &req.caller, run_id, cap);
+            let wait = wait_settled(state, &req.caller, run_id, cap, progress);
             tokio::pin!(wait);
             let mut tick = tokio::time::interval(state.cfg.mcp.sse_keepalive);
             tick.tick().await;
@@ -311,6 +495,12 @@ async fn settle_and_project(
             message: super::respond::envelope_error(&req.id, &e),
             terminal: false,
             failure: Some(e),
+        },
+        Ok((run, _)) if is_host_fault(&run) => Projected {
+            // A protocol-level failure answers as the JSON-RPC error it is (mcp-tasks.md §3.3).
+            message: json!({ "jsonrpc": "2.0", "id": req.id, "error": host_fault_error(&run) }),
+            terminal: true,
+            failure: None,
         },
         Ok((run, events)) => {
             let terminal = run.status.is_terminal();
@@ -345,13 +535,14 @@ pub async fn wait_settled(
     caller: &Caller,
     run_id: &str,
     cap: Duration,
+    progress: Option<&Progress>,
 ) -> Result<(RunSnapshot, Vec<RunEvent>), McpError> {
     let deadline = Instant::now() + cap;
     let mut events: Vec<RunEvent> = Vec::new();
     let settled = if cap.is_zero() {
         false
     } else {
-        match follow_stream(state, caller, run_id, deadline, &mut events).await {
+        match follow_stream(state, caller, run_id, deadline, &mut events, progress).await {
             Ok(settled) => settled,
             Err(e) if is_fatal(&e) => return Err(McpError::from_host(&e)),
             Err(_) => false,
@@ -359,7 +550,16 @@ pub async fn wait_settled(
     };
     if !settled {
         let after = events.last().map(|e| e.sequence);
-        follow_poll(state, caller, run_id, deadline, after, &mut events).await?;
+        follow_poll(
+            state,
+            caller,
+            run_id,
+            deadline,
+            after,
+            &mut events,
+            progress,
+        )
+        .await?;
     }
     let run = state
         .host
@@ -401,6 +601,7 @@ async fn follow_stream(
     run_id: &str,
     deadline: Instant,
     events: &mut Vec<RunEvent>,
+    progress: Option<&Progress>,
 ) -> Result<bool, HostError> {
     let remaining = deadline.saturating_duration_since(Instant::now());
     let Ok(opened) =
@@ -441,6 +642,9 @@ async fn follow_stream(
             Ok(Ok(Some(ev))) => {
                 let cue = is_cue(&ev);
                 let terminal = ev.is_terminal();
+                if let Some(p) = progress {
+                    p.seen(&ev);
+                }
                 events.push(ev);
                 if terminal {
                     return Ok(true);
@@ -469,6 +673,7 @@ async fn follow_poll(
     deadline: Instant,
     mut after: Option<i64>,
     events: &mut Vec<RunEvent>,
+    progress: Option<&Progress>,
 ) -> Result<(), McpError> {
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
@@ -487,6 +692,9 @@ async fn follow_poll(
             Ok(Ok(page)) => {
                 if let Some(last) = page.events.last() {
                     after = Some(last.sequence);
+                }
+                if let Some(p) = progress {
+                    page.events.iter().for_each(|e| p.seen(e));
                 }
                 events.extend(page.events);
                 if page.is_terminal || page.status.settles_blocking_wait() {
@@ -600,7 +808,8 @@ async fn retry(
         .map_err(|_| refused("its run is not readable"))?;
     let Some(answer) = responses.get(&claims.n) else {
         // mcp-tasks.md §3.4: re-ask when the required response is missing, never error.
-        let (run, events) = wait_settled(&state, &req.caller, &claims.r, Duration::ZERO).await?;
+        let (run, events) =
+            wait_settled(&state, &req.caller, &claims.r, Duration::ZERO, None).await?;
         let result = outcome(&state, req, tool, args, &run, &events, claims.k);
         return Ok(super::result_response(&state.cfg, &req.id, result));
     };
@@ -612,6 +821,12 @@ async fn retry(
     if run.status.is_terminal() {
         if !keys.consume(&claims) {
             return Err(refused("already used"));
+        }
+        if is_host_fault(&run) {
+            return Ok(super::respond::json_rpc_error(
+                &req.id,
+                host_fault_error(&run),
+            ));
         }
         return Ok(super::result_response(
             &state.cfg,

@@ -99,6 +99,31 @@ impl McpRequest {
             .unwrap_or(false)
     }
 
+    /// Whether any `Accept` entry allows `text/event-stream`.
+    pub fn accepts_sse(&self) -> bool {
+        self.headers
+            .get_all(http::header::ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|e| {
+                e.split(';')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .eq_ignore_ascii_case("text/event-stream")
+            })
+    }
+
+    /// `_meta.progressToken` (a string or an integer), when the request asked for progress.
+    pub fn progress_token(&self) -> Option<Value> {
+        self.params
+            .get("_meta")
+            .and_then(|m| m.get("progressToken"))
+            .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
+            .cloned()
+    }
+
     pub fn str_param(&self, k: &str) -> Option<&str> {
         self.params.get(k).and_then(Value::as_str)
     }
@@ -366,20 +391,42 @@ fn parse_envelope_inner(
         }
         _ => {}
     }
-    if let Some(m) = header("mcp-method") {
-        if m != method {
+    match header("mcp-method") {
+        Some(m) if m != method => {
             return Err((
                 id_for_errors,
                 McpError::HeaderMismatch(format!("Mcp-Method '{m}' != body method '{method}'")),
             ));
         }
+        // mcp-tasks.md §1.2: Mcp-Method is required on every request (its absence is a
+        // header failure like a mismatch; notifications have no header rules).
+        None if !is_notification => {
+            return Err((
+                id_for_errors,
+                McpError::HeaderMismatch("the Mcp-Method header is required".into()),
+            ));
+        }
+        _ => {}
+    }
+    // The body value Mcp-Name mirrors: required for these methods when the body carries it.
+    let named = match method.as_str() {
+        "tools/call" | "prompts/get" => params.get("name").and_then(Value::as_str),
+        "resources/read" => params.get("uri").and_then(Value::as_str),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => {
+            params.get("taskId").and_then(Value::as_str)
+        }
+        _ => None,
+    };
+    if named.is_some() && !is_notification && headers.get("mcp-name").is_none() {
+        return Err((
+            id_for_errors,
+            McpError::HeaderMismatch(format!("the Mcp-Name header is required for {method}")),
+        ));
     }
     if let Some(raw) = headers.get("mcp-name") {
         let expected = match method.as_str() {
-            "tools/call" | "prompts/get" => params.get("name").and_then(Value::as_str),
-            "resources/read" => params.get("uri").and_then(Value::as_str),
             m if m.starts_with("tasks/") => params.get("taskId").and_then(Value::as_str),
-            _ => None,
+            _ => named,
         };
         let got = decode_header_value(raw);
         if let Some(exp) = expected {

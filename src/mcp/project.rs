@@ -6,6 +6,44 @@ use crate::config::IdEncoding;
 use crate::host::{RunSnapshot, RunStatus};
 use crate::wire_id;
 
+/// The OpenWOP error code of a host fault (openwop-rest.md error catalogue: `internal_error`,
+/// 500). A run that ended on it did not fail at its own task: the host raised an error while
+/// running it, which is what MCP calls a protocol-level error, not a tool error.
+pub const HOST_FAULT_CODE: &str = "internal_error";
+
+/// A failed run whose `error.code` is the host-fault code: its task is `failed` with a
+/// JSON-RPC error (mcp-tasks.md §5.4: `failed` is reserved for JSON-RPC errors), and a
+/// blocking call answers the JSON-RPC error. Every other failed run is a tool error
+/// (`completed` + `isError`).
+pub fn is_host_fault(run: &RunSnapshot) -> bool {
+    matches!(run.status, RunStatus::Failed)
+        && run
+            .error
+            .as_ref()
+            .and_then(|e| e.get("code"))
+            .and_then(Value::as_str)
+            == Some(HOST_FAULT_CODE)
+}
+
+/// The JSON-RPC error of a host-fault run (its message, never details or upstream bodies).
+pub fn host_fault_error(run: &RunSnapshot) -> Value {
+    let message = run
+        .error
+        .as_ref()
+        .and_then(|e| e.get("message"))
+        .and_then(Value::as_str)
+        .unwrap_or("the host failed while running the workflow");
+    json!({ "code": super::error::INTERNAL_ERROR, "message": format!("Internal error: {message}") })
+}
+
+/// MCP Task.status of a run (§3.7 table, plus the host-fault row).
+pub fn run_task_status(run: &RunSnapshot) -> &'static str {
+    if is_host_fault(run) {
+        return "failed";
+    }
+    task_status(&run.status)
+}
+
 /// MCP Task.status for a run status (§3.7 table; total over RunSnapshot.status).
 pub fn task_status(s: &RunStatus) -> &'static str {
     match s {
@@ -32,14 +70,37 @@ fn text_result(body: Value, is_error: bool) -> Value {
     })
 }
 
+/// The run variable a workflow publishes its answer text in.
+pub const TEXT_VARIABLE: &str = "text";
+
 /// The CallToolResult of a terminal run (§3.5: failed and cancelled runs are isError results,
 /// never JSON-RPC errors; the text names the run in its bound form).
+///
+/// Answer text: a completed run whose variables hold a string `text` published an answer for
+/// its caller; that text is the first content block, followed by the usual JSON block
+/// (`{runId, status, variables}`, also `structuredContent`). Runs without it keep the JSON
+/// block alone.
 pub fn terminal_result(run: &RunSnapshot) -> Value {
     match run.status {
-        RunStatus::Completed => text_result(
-            json!({ "runId": run.run_id, "status": "completed", "variables": run.variables.clone().or(run.inputs.clone()).unwrap_or(json!({})) }),
-            false,
-        ),
+        RunStatus::Completed => {
+            let variables = run
+                .variables
+                .clone()
+                .or(run.inputs.clone())
+                .unwrap_or(json!({}));
+            let answer = variables
+                .get(TEXT_VARIABLE)
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            let mut r = text_result(
+                json!({ "runId": run.run_id, "status": "completed", "variables": variables }),
+                false,
+            );
+            if let (Some(text), Some(content)) = (answer, r["content"].as_array_mut()) {
+                content.insert(0, json!({ "type": "text", "text": text }));
+            }
+            r
+        }
         _ => {
             let mut body = json!({ "runId": run.run_id, "status": run.status.as_str() });
             if let Some(e) = &run.error {
@@ -112,7 +173,7 @@ pub fn task_fields(
     let mut m = Map::new();
     // RFC 0198 §C.5: the taskId is the run id in its wire form, nothing else.
     m.insert("taskId".into(), json!(ids.encode(&run.run_id)));
-    m.insert("status".into(), json!(task_status(&run.status)));
+    m.insert("status".into(), json!(run_task_status(run)));
     // Content-free (§3.7 fields): the status only, never run internals.
     m.insert(
         "statusMessage".into(),
@@ -152,7 +213,10 @@ pub fn detailed_task(
             Value::Object(input_requests.unwrap_or_default()),
         );
     }
-    if matches!(run.status, RunStatus::Completed | RunStatus::Failed) {
+    if is_host_fault(run) {
+        // A protocol-level error: `error`, never `result` (mcp-tasks.md §5.5 failed).
+        m.insert("error".into(), host_fault_error(run));
+    } else if matches!(run.status, RunStatus::Completed | RunStatus::Failed) {
         // The inlined result carries resultType: ext-tasks 0.2.2 rejects it otherwise
         // (spec/README.md conflict table).
         m.insert("result".into(), terminal_result(run));
@@ -200,6 +264,46 @@ mod tests {
         assert_eq!(d["result"]["isError"], true);
         assert_eq!(d["result"]["resultType"], "complete");
         assert!(d["ttlMs"].is_null());
+    }
+
+    #[test]
+    fn a_published_text_variable_is_the_first_content_block() {
+        let m = crate::config::Mapping::default();
+        let r = RunSnapshot::from_json(json!({"runId":"acme/r-0123456789abcdefghijklmn","workflowId":"greet","status":"completed","variables":{"name":"Ada","text":"Hello, Ada!"}}), &m).unwrap();
+        let res = terminal_result(&r);
+        assert_eq!(
+            res["content"][0],
+            json!({"type":"text","text":"Hello, Ada!"})
+        );
+        let body: Value =
+            serde_json::from_str(res["content"][1]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(body["runId"], "acme/r-0123456789abcdefghijklmn");
+        assert_eq!(res["structuredContent"]["variables"]["text"], "Hello, Ada!");
+        // Without it (or when it is not a string) the JSON block stays alone and first.
+        for vars in [json!({"name":"Ada"}), json!({"text":{"not":"a string"}})] {
+            let r = RunSnapshot::from_json(json!({"runId":"acme/r-0123456789abcdefghijklmn","workflowId":"w","status":"completed","variables":vars}), &m).unwrap();
+            let res = terminal_result(&r);
+            assert_eq!(res["content"].as_array().unwrap().len(), 1);
+            assert!(res["content"][0]["text"].as_str().unwrap().starts_with('{'));
+        }
+    }
+
+    #[test]
+    fn a_host_fault_is_a_failed_task_with_a_json_rpc_error() {
+        let m = crate::config::Mapping::default();
+        let r = RunSnapshot::from_json(json!({"runId":"acme/r-0123456789abcdefghijklmn","workflowId":"w","status":"failed","error":{"code":"internal_error","message":"boom"}}), &m).unwrap();
+        let d = detailed_task(&r, &times(&r, None), 500, None, IdEncoding::Tilde);
+        assert_eq!(d["status"], "failed");
+        assert_eq!(d["error"]["code"], -32603);
+        assert!(d["error"]["message"].as_str().unwrap().contains("boom"));
+        assert!(d.get("result").is_none());
+        // Any other failure code stays a tool error.
+        let t = times(&run("failed"), None);
+        let d = detailed_task(&run("failed"), &t, 500, None, IdEncoding::Tilde);
+        assert_eq!(
+            (d["status"].as_str(), d.get("error")),
+            (Some("completed"), None)
+        );
     }
 
     #[test]

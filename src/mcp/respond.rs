@@ -47,6 +47,14 @@ pub fn bare_result_response(id: &Value, result: Value) -> Response {
     crate::body::json(StatusCode::OK, &envelope_result(id, result))
 }
 
+/// A JSON-RPC error object as given (HTTP 200), e.g. a host fault's `-32603`.
+pub fn json_rpc_error(id: &Value, error: Value) -> Response {
+    crate::body::json(
+        StatusCode::OK,
+        &json!({ "jsonrpc": "2.0", "id": id, "error": error }),
+    )
+}
+
 /// A JSON-RPC error with its HTTP status and headers.
 pub fn error_response(id: &Value, e: &McpError) -> Response {
     let mut r = crate::body::json(e.http_status(), &envelope_error(id, e));

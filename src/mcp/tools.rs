@@ -293,7 +293,27 @@ pub fn from_workflow(id: &str, wf: &Value) -> ToolDef {
     if let Some(title) = wf.get("name").and_then(Value::as_str) {
         wire["title"] = json!(title);
     }
-    ToolDef::new(id, wire, variables, can_suspend)
+    let mut def = ToolDef::new(id, wire, variables, can_suspend);
+    if let Some(task) = declared_task_support(wf) {
+        def.task = task;
+    }
+    def
+}
+
+/// How the workflow asks MCP clients to run it, if it says:
+/// `metadata.customProperties.mcp.taskSupport` = `forbidden` (never a task), `optional`
+/// (a task when the client declares the Tasks extension) or `required` (only as a task; a
+/// client without the extension gets -32021). An operator's `tools.overrides` entry replaces it.
+fn declared_task_support(wf: &Value) -> Option<TaskSupport> {
+    match wf
+        .pointer("/metadata/customProperties/mcp/taskSupport")
+        .and_then(Value::as_str)?
+    {
+        "forbidden" => Some(TaskSupport::Never),
+        "optional" => Some(TaskSupport::May),
+        "required" => Some(TaskSupport::Must),
+        _ => None,
+    }
 }
 
 fn from_static(t: &StaticTool) -> ToolDef {
@@ -422,6 +442,19 @@ mod tests {
             .contains("delayMs"));
         args.insert("delayMs".into(), json!(5));
         assert!(validate_arguments(&t, &args).is_ok());
+    }
+
+    #[test]
+    fn a_workflow_declares_its_task_support() {
+        let wf = |v: &str| json!({"metadata":{"customProperties":{"mcp":{"taskSupport":v}}}});
+        assert_eq!(
+            from_workflow("a", &wf("forbidden")).task,
+            TaskSupport::Never
+        );
+        assert_eq!(from_workflow("a", &wf("optional")).task, TaskSupport::May);
+        assert_eq!(from_workflow("a", &wf("required")).task, TaskSupport::Must);
+        assert_eq!(from_workflow("a", &wf("sometimes")).task, TaskSupport::May);
+        assert_eq!(from_workflow("a", &json!({})).task, TaskSupport::May);
     }
 
     #[test]

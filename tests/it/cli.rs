@@ -131,12 +131,21 @@ async fn credentials_and_state_keys_never_reach_logs_or_errors() {
     };
     let http = reqwest::Client::new();
     let post = |key: &str, body: serde_json::Value| {
-        http.post(format!("{base}/mcp"))
+        let method = body["method"].as_str().unwrap_or("").to_string();
+        let name = body["params"]["name"]
+            .as_str()
+            .or(body["params"]["taskId"].as_str())
+            .map(str::to_string);
+        let mut rb = http
+            .post(format!("{base}/mcp"))
             .header("Authorization", format!("Bearer {key}"))
             .header("MCP-Protocol-Version", "2026-07-28")
-            .header("Content-Type", "application/json")
-            .json(&body)
-            .send()
+            .header("Mcp-Method", method)
+            .header("Content-Type", "application/json");
+        if let Some(n) = name {
+            rb = rb.header("Mcp-Name", n);
+        }
+        rb.json(&body).send()
     };
     let meta = json!({"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}});
     let bad_key = "sekrit-bearer-token-9f8e7d";
@@ -196,6 +205,75 @@ async fn credentials_and_state_keys_never_reach_logs_or_errors() {
         assert!(!logs.contains(secret), "{secret} leaked into the logs");
     }
     host.shutdown().await;
+}
+
+/// Starts `demo --listen 127.0.0.1:0 [extra…]` and returns the child and its MCP URL.
+fn start_demo(extra: &[&str]) -> (std::process::Child, String) {
+    let mut child = Command::new(BIN)
+        .args(["demo", "--listen", "127.0.0.1:0"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let start = Instant::now();
+    let mut mcp = None;
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if let Some(u) = line.trim().strip_prefix("MCP endpoint : ") {
+            mcp = Some(u.to_string());
+        }
+        if line.trim() == "ready" || start.elapsed() > Duration::from_secs(20) {
+            break;
+        }
+    }
+    let mcp = mcp.expect("demo prints the MCP URL");
+    (child, mcp)
+}
+
+/// A credential-less `tools/list`, as the MCP conformance runner sends it.
+fn anonymous_tools_list(mcp: &str) -> (u16, serde_json::Value) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let r = reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .unwrap()
+            .post(mcp)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", "2026-07-28")
+            .header("Mcp-Method", "tools/list")
+            .body(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(serde_json::Value::Null))
+    })
+}
+
+#[test]
+fn demo_anonymous_serves_callers_without_a_credential() {
+    let (mut child, mcp) = start_demo(&["--anonymous"]);
+    let (status, body) = anonymous_tools_list(&mcp);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty()),
+        "{body}"
+    );
+
+    // Without the flag the host still requires a bearer, and the sidecar relays its 401.
+    let (mut child, mcp) = start_demo(&[]);
+    let (status, _) = anonymous_tools_list(&mcp);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(status, 401);
 }
 
 #[test]

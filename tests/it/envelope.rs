@@ -93,7 +93,10 @@ async fn transport_errors_follow_the_mcp_status_table() {
     // unsupported revision → 400 / -32022 with data (M3 d)
     let r = env
         .raw(
-            &h(&[("MCP-Protocol-Version", "1999-01-01")]),
+            &h(&[
+                ("MCP-Protocol-Version", "1999-01-01"),
+                ("Mcp-Method", "tools/list"),
+            ]),
             meta_body("tools/list", "1999-01-01").to_string(),
         )
         .await;
@@ -101,6 +104,66 @@ async fn transport_errors_follow_the_mcp_status_table() {
     assert_eq!(
         r.body["error"]["data"],
         json!({"supported":[V],"requested":"1999-01-01"})
+    );
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn missing_routing_headers_are_header_failures() {
+    // http-header-validation (SEP-2243): Mcp-Method on every request, Mcp-Name whenever the
+    // body names a tool or task → 400 / -32020, checked before anything is served.
+    let env = env().await;
+    let r = env
+        .raw(
+            &h(&[("MCP-Protocol-Version", V)]),
+            meta_body("tools/list", V).to_string(),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.error_code()),
+        (400, Some(-32020)),
+        "{}",
+        r.text
+    );
+    let call = json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"conformance-noop","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":V,"io.modelcontextprotocol/clientCapabilities":{}}}});
+    let r = env
+        .raw(
+            &h(&[("MCP-Protocol-Version", V), ("Mcp-Method", "tools/call")]),
+            call.to_string(),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.error_code()),
+        (400, Some(-32020)),
+        "{}",
+        r.text
+    );
+    let get = json!({"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"taskId":"acme~2Fr-AAAAAAAAAAAAAAAAAAAAAAAA","_meta":{"io.modelcontextprotocol/protocolVersion":V,"io.modelcontextprotocol/clientCapabilities":{"extensions":{TASKS:{}}}}}});
+    let r = env
+        .raw(
+            &h(&[("MCP-Protocol-Version", V), ("Mcp-Method", "tasks/get")]),
+            get.to_string(),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.error_code()),
+        (400, Some(-32020)),
+        "{}",
+        r.text
+    );
+    // Removed methods have no name to mirror: still method-not-found.
+    let result = json!({"jsonrpc":"2.0","id":4,"method":"tasks/result","params":{"taskId":"x","_meta":{"io.modelcontextprotocol/protocolVersion":V,"io.modelcontextprotocol/clientCapabilities":{"extensions":{TASKS:{}}}}}});
+    let r = env
+        .raw(
+            &h(&[("MCP-Protocol-Version", V), ("Mcp-Method", "tasks/result")]),
+            result.to_string(),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.error_code()),
+        (404, Some(-32601)),
+        "{}",
+        r.text
     );
     env.shutdown().await;
 }

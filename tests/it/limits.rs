@@ -7,9 +7,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::support::*;
 
-fn mcp_headers() -> Vec<(&'static str, String)> {
+fn mcp_headers(method: &str) -> Vec<(&'static str, String)> {
     vec![
         ("MCP-Protocol-Version", V.to_string()),
+        ("Mcp-Method", method.to_string()),
         ("Authorization", format!("Bearer {A}")),
     ]
 }
@@ -22,7 +23,7 @@ async fn oversized_bodies_and_deep_json_are_refused_precisely() {
     })
     .await;
     let big = json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{},"pad":"x".repeat(4096)}});
-    let r = env.raw(&mcp_headers(), big.to_string()).await;
+    let r = env.raw(&mcp_headers("tools/list"), big.to_string()).await;
     assert_eq!(
         (r.status, r.error_code()),
         (413, Some(-32600)),
@@ -30,12 +31,17 @@ async fn oversized_bodies_and_deep_json_are_refused_precisely() {
         r.text
     );
     let deep = format!("{}{}", "[".repeat(40), "]".repeat(40));
-    let r = env.raw(&mcp_headers(), deep).await;
+    let r = env.raw(&mcp_headers("tools/list"), deep).await;
     assert_eq!((r.status, r.error_code()), (400, Some(-32600)));
     assert!(r.text.contains("nesting"), "{}", r.text);
     // Brackets inside strings are data, not nesting.
     let ok = body_of(1, "tools/list", json!({"note": "[".repeat(100)}), json!({}));
-    assert_eq!(env.raw(&mcp_headers(), ok.to_string()).await.status, 200);
+    assert_eq!(
+        env.raw(&mcp_headers("tools/list"), ok.to_string())
+            .await
+            .status,
+        200
+    );
     env.shutdown().await;
 }
 
@@ -104,6 +110,7 @@ async fn beyond_the_stream_limit_listens_are_shed_and_calls_answer_as_json() {
         .post(env.mcp_url())
         .header("Authorization", format!("Bearer {A}"))
         .header("MCP-Protocol-Version", V)
+        .header("Mcp-Method", "subscriptions/listen")
         .header("Accept", "text/event-stream")
         .body(body.to_string())
         .send()
@@ -113,13 +120,17 @@ async fn beyond_the_stream_limit_listens_are_shed_and_calls_answer_as_json() {
         .to_str()
         .unwrap()
         .starts_with("text/event-stream"));
-    let second = env.raw(&mcp_headers(), body.to_string()).await;
+    let second = env
+        .raw(&mcp_headers("subscriptions/listen"), body.to_string())
+        .await;
     assert_eq!(second.status, 503);
     let r = env
         .http
         .post(env.mcp_url())
         .header("Authorization", format!("Bearer {A}"))
         .header("MCP-Protocol-Version", V)
+        .header("Mcp-Method", "tools/call")
+        .header("Mcp-Name", "conformance-noop")
         .header("Accept", "text/event-stream, application/json")
         .body(
             body_of(

@@ -5,6 +5,7 @@ mod discovery;
 mod envelope;
 mod faults;
 mod limits;
+mod mcp_suite;
 mod mrtr;
 mod ownership;
 mod passthrough;

@@ -234,6 +234,8 @@ async fn http2_stream_reset_cancels_run() {
             .header("Content-Type", "application/json")
             .header("Accept", "application/json")
             .header("MCP-Protocol-Version", V)
+            .header("Mcp-Method", "tools/call")
+            .header("Mcp-Name", "conformance-delay")
             .body(body.to_string())
             .send()
             .await

@@ -407,6 +407,7 @@ async fn listen_without_the_extension_or_with_too_many_ids_is_refused() {
         .raw(
             &[
                 ("MCP-Protocol-Version", V.into()),
+                ("Mcp-Method", "subscriptions/listen".into()),
                 ("Authorization", format!("Bearer {A}")),
             ],
             body.to_string(),
@@ -423,6 +424,7 @@ async fn listen_without_the_extension_or_with_too_many_ids_is_refused() {
         .raw(
             &[
                 ("MCP-Protocol-Version", V.into()),
+                ("Mcp-Method", "subscriptions/listen".into()),
                 ("Authorization", format!("Bearer {A}")),
             ],
             body.to_string(),
@@ -472,11 +474,14 @@ impl Env {
 
     /// A request whose JSON-RPC id is fixed, for byte comparisons.
     pub async fn rpc_with_id(&self, key: &str, method: &str, params: Value) -> Rpc {
-        let hd = vec![
+        let mut hd = vec![
             ("MCP-Protocol-Version", V.to_string()),
             ("Mcp-Method", method.to_string()),
             ("Authorization", format!("Bearer {key}")),
         ];
+        if let Some(n) = name_of(method, &params) {
+            hd.push(("Mcp-Name", n));
+        }
         self.raw(&hd, body_of(1, method, params, task_caps()).to_string())
             .await
     }

@@ -78,6 +78,7 @@ async fn listener_serves_tls_and_picks_up_a_new_certificate() {
         .post(format!("{base}/mcp"))
         .header("Authorization", format!("Bearer {A}"))
         .header("MCP-Protocol-Version", V)
+        .header("Mcp-Method", "tools/list")
         .header("Content-Type", "application/json")
         .body(body.to_string())
         .send()
@@ -224,6 +225,8 @@ async fn upstream_tls_with_a_private_ca_and_a_client_certificate() {
         .post(format!("http://{}/mcp", ok.addr))
         .header("Authorization", format!("Bearer {A}"))
         .header("MCP-Protocol-Version", V)
+        .header("Mcp-Method", "tools/call")
+        .header("Mcp-Name", "conformance-noop")
         .body(body.to_string())
         .send()
         .await

