@@ -84,8 +84,9 @@ pub async fn measure(
         .await;
         if waiting.is_none() {
             res.missed += 1;
-            res.first_error
-                .get_or_insert_with(|| format!("trial {i}: the call never reached the run's event stream"));
+            res.first_error.get_or_insert_with(|| {
+                format!("trial {i}: the call never reached the run's event stream")
+            });
             continue;
         }
         // A little jitter so closes do not line up with anything periodic.
@@ -103,12 +104,16 @@ pub async fn measure(
             }
         }
         let got = wait_for(host, Duration::from_secs(5), |r| {
-            r.method == "POST" && r.path.ends_with("/cancel")
+            r.method == "POST"
+                && r.path.ends_with("/cancel")
+                && String::from_utf8_lossy(&r.body).contains("mcp-request-cancelled")
         })
         .await;
         match got {
             Some(at) => {
-                res.latency.record(micros(at.saturating_duration_since(t0))).ok();
+                res.latency
+                    .record(micros(at.saturating_duration_since(t0)))
+                    .ok();
                 res.ok += 1;
             }
             None => {

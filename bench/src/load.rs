@@ -227,7 +227,10 @@ pub async fn fixed_rate(
         }
     }
     let _ = sched.join();
-    let span = last.saturating_duration_since(start).as_secs_f64().max(1e-3);
+    let span = last
+        .saturating_duration_since(start)
+        .as_secs_f64()
+        .max(1e-3);
     res.achieved_rps = res.ok as f64 / span;
     Ok(res)
 }

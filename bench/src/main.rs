@@ -55,6 +55,17 @@ struct Args {
     /// Run only these sections (comma-separated: 1,2,3a,3b,3c,3d,4,5; 1 and 2 always run together).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Profiling aid: run one workload against the sidecar and stop it with SIGTERM
+    /// (tasks-get, passthrough, direct: saturation; listen, sse: `--soak-count` open streams).
+    #[arg(long)]
+    soak: Option<String>,
+    #[arg(long, default_value_t = 20)]
+    soak_seconds: u64,
+    #[arg(long, default_value_t = 1000)]
+    soak_count: usize,
+    /// Start the sidecar under this command (e.g. "valgrind --tool=callgrind").
+    #[arg(long)]
+    wrap: Option<String>,
 }
 
 /// The knobs of one mode.
@@ -164,6 +175,7 @@ struct Ctx {
     logs: PathBuf,
     report: Report,
     only: Vec<String>,
+    wrap: Option<String>,
 }
 
 impl Ctx {
@@ -173,14 +185,18 @@ impl Ctx {
 
     async fn sidecar(&self, tag: &str) -> anyhow::Result<Sidecar> {
         let log = self.logs.join(format!("sidecar-{tag}.log"));
-        let sc = procs::spawn_sidecar(&self.bin, &self.host.base_url(), &log).await?;
-        procs::wait_ready(sc.addr, Duration::from_secs(20)).await?;
+        let sc = procs::spawn_sidecar(&self.bin, &self.host.base_url(), &log, self.wrap.as_deref())
+            .await?;
+        procs::wait_ready(sc.addr, Duration::from_secs(60)).await?;
         Ok(sc)
     }
 }
 
 async fn run(args: Args, plan: Plan, host: DevHost, nofile: u64) -> std::process::ExitCode {
-    let bin = args.sidecar_bin.clone().unwrap_or_else(procs::default_sidecar_bin);
+    let bin = args
+        .sidecar_bin
+        .clone()
+        .unwrap_or_else(procs::default_sidecar_bin);
     if !bin.exists() {
         eprintln!(
             "error: {} not found: build it with `cargo build --release -p openwop-mcp-sidecar`",
@@ -199,7 +215,17 @@ async fn run(args: Args, plan: Plan, host: DevHost, nofile: u64) -> std::process
         bin,
         logs,
         only: args.only.clone(),
+        wrap: args.wrap.clone(),
     };
+    if let Some(what) = args.soak.clone() {
+        return match soak(&mut ctx, &what, &args).await {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
     eprintln!(
         "openwop-bench {} mode; sidecar {}; logs in {}",
         ctx.plan.name,
@@ -214,12 +240,14 @@ async fn run(args: Args, plan: Plan, host: DevHost, nofile: u64) -> std::process
     }
     if ctx.wants("1") || ctx.wants("2") {
         let r = section12_latency(&mut ctx).await;
-        ctx.report.section("1 tasks/get", r.as_ref().map(|_| ()).map_err(clone_err));
+        ctx.report
+            .section("1 tasks/get", r.as_ref().map(|_| ()).map_err(clone_err));
         ctx.report.section("2 REST passthrough", r);
     }
     if ctx.wants("3a") || ctx.wants("3b") {
         let r = section3ab_rss(&mut ctx).await;
-        ctx.report.section("3a idle RSS", r.as_ref().map(|_| ()).map_err(clone_err));
+        ctx.report
+            .section("3a idle RSS", r.as_ref().map(|_| ()).map_err(clone_err));
         ctx.report.section("3b RSS at 1,000 req/s", r);
     }
     if ctx.wants("3c") {
@@ -267,7 +295,9 @@ fn tasks_caps() -> Value {
 
 fn mcp_body(method: &str, mut params: Value, caps: Value) -> Bytes {
     params["_meta"] = meta(caps);
-    Bytes::from(json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params }).to_string())
+    Bytes::from(
+        json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params }).to_string(),
+    )
 }
 
 fn hv(s: &str) -> HeaderValue {
@@ -303,7 +333,11 @@ fn tasks_get_target(sidecar: SocketAddr, task_id: &str) -> Target {
         addr: sidecar,
         method: Method::POST,
         path: "/mcp".into(),
-        headers: mcp_headers("tasks/get", Some(task_id), "application/json, text/event-stream"),
+        headers: mcp_headers(
+            "tasks/get",
+            Some(task_id),
+            "application/json, text/event-stream",
+        ),
         body: mcp_body("tasks/get", json!({ "taskId": task_id }), tasks_caps()),
         expect: "\"status\":\"working\"",
     }
@@ -328,7 +362,11 @@ async fn create_task(sidecar: SocketAddr, tool: &str, args: Value) -> anyhow::Re
         addr: sidecar,
         method: Method::POST,
         path: "/mcp".into(),
-        headers: mcp_headers("tools/call", Some(tool), "application/json, text/event-stream"),
+        headers: mcp_headers(
+            "tools/call",
+            Some(tool),
+            "application/json, text/event-stream",
+        ),
         body: mcp_body(
             "tools/call",
             json!({ "name": tool, "arguments": args }),
@@ -428,6 +466,76 @@ async fn owned_cancels(sidecar: SocketAddr) -> u64 {
 
 // ---------------------------------------------------------------- sections
 
+/// `--soak`: one workload, for a profiler attached to (or wrapping) the sidecar.
+async fn soak(ctx: &mut Ctx, what: &str, args: &Args) -> anyhow::Result<()> {
+    let sc = ctx.sidecar("soak").await?;
+    eprintln!("sidecar pid {} at {}", sc.pid, sc.addr);
+    let host = ctx.host.addr();
+    let id = create_task(
+        sc.addr,
+        "conformance-cancellable",
+        json!({ "delayMs": 60000 }),
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let secs = Duration::from_secs(args.soak_seconds);
+    let target = match what {
+        "tasks-get" => Some(tasks_get_target(sc.addr, &id)),
+        "passthrough" => Some(get_run_target("GET /runs/{id} via sidecar", sc.addr, &id)),
+        "direct" => Some(get_run_target("direct GET /runs/{id}", host, &id)),
+        _ => None,
+    };
+    if let Some(t) = target {
+        let r = load::saturate(&t, ctx.plan.sat_conns, Duration::ZERO, secs).await?;
+        eprintln!("{}: {:.0} req/s, {} errors", t.name, r.rps, r.errors);
+    } else {
+        let n = args.soak_count;
+        let addr = sc.addr;
+        let (tr, body, method, name, accept) = match what {
+            "listen" => (
+                Transport::H1,
+                mcp_body(
+                    "subscriptions/listen",
+                    json!({ "notifications": { "taskIds": [] } }),
+                    tasks_caps(),
+                ),
+                "subscriptions/listen",
+                None,
+                "text/event-stream",
+            ),
+            "sse" => (
+                Transport::H2(ctx.plan.h2_conns),
+                mcp_body(
+                    "tools/call",
+                    json!({ "name": "conformance-cancellable", "arguments": { "delayMs": 60000 } }),
+                    json!({}),
+                ),
+                "tools/call",
+                Some("conformance-cancellable"),
+                "text/event-stream, application/json",
+            ),
+            other => anyhow::bail!("unknown soak workload {other}"),
+        };
+        let held = streams::open(addr, tr, n, 256, what == "listen", move |_| {
+            stream_request(addr, tr, method, name, accept, body.clone())
+        })
+        .await?;
+        eprintln!(
+            "opened {} ({} failed); {}",
+            held.opened,
+            held.failed,
+            report::mem_str(sc.mem())
+        );
+        tokio::time::sleep(secs).await;
+        held.close();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    cancel_direct(host, &id).await;
+    sc.stop(Duration::from_secs(120)).await;
+    sweep_running(host, "conformance-cancellable", Duration::from_secs(60)).await;
+    Ok(())
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
         return f64::NAN;
@@ -455,7 +563,7 @@ async fn section5_start(ctx: &mut Ctx) -> anyhow::Result<()> {
     let mut idle = Vec::new();
     for i in 0..ctx.plan.starts {
         let log = ctx.logs.join("sidecar-start.log");
-        let sc = procs::spawn_sidecar(&ctx.bin, &ctx.host.base_url(), &log).await?;
+        let sc = procs::spawn_sidecar(&ctx.bin, &ctx.host.base_url(), &log, None).await?;
         let at = procs::wait_ready(sc.addr, Duration::from_secs(20)).await?;
         ready.push(at.duration_since(sc.spawned_at).as_secs_f64() * 1e3);
         listening.push(sc.to_listening.as_secs_f64() * 1e3);
@@ -472,10 +580,7 @@ async fn section5_start(ctx: &mut Ctx) -> anyhow::Result<()> {
         measure: format!("start → first 200 on /readyz (median of {})", ready.len()),
         sidecar: format!("{med:.1} ms (min {lo:.1}, max {hi:.1})"),
         direct: "—".into(),
-        compare: format!(
-            "spawn → listening line {:.1} ms",
-            median(listening.clone())
-        ),
+        compare: format!("spawn → listening line {:.1} ms", median(listening.clone())),
         target: "≤ 100 ms".into(),
         verdict: Some(med <= 100.0),
     });
@@ -501,12 +606,15 @@ struct Series {
 
 impl Series {
     fn add(&mut self, r: &load::RateResult) {
-        self.p50.push(r.latency.value_at_quantile(0.50) as f64 / 1e3);
-        self.p99.push(r.latency.value_at_quantile(0.99) as f64 / 1e3);
-        self.p999.push(r.latency.value_at_quantile(0.999) as f64 / 1e3);
+        self.p50
+            .push(r.latency.value_at_quantile(0.50) as f64 / 1e3);
+        self.p99
+            .push(r.latency.value_at_quantile(0.99) as f64 / 1e3);
+        self.p999
+            .push(r.latency.value_at_quantile(0.999) as f64 / 1e3);
         self.lag99.push(r.lag.value_at_quantile(0.99) as f64 / 1e3);
         self.achieved.push(r.achieved_rps);
-        self.errors += r.errors + r.unsent;
+        self.errors += r.intended.saturating_sub(r.ok);
         if self.first_error.is_none() {
             self.first_error = r.first_error.clone();
         }
@@ -683,7 +791,12 @@ async fn section3ab_rss(ctx: &mut Ctx) -> anyhow::Result<()> {
             target: "≤ 15 MB".into(),
             verdict: Some(idle.rss_kb as f64 / 1024.0 <= 15.0),
         });
-        let id = create_task(sc.addr, "conformance-cancellable", json!({ "delayMs": 60000 })).await?;
+        let id = create_task(
+            sc.addr,
+            "conformance-cancellable",
+            json!({ "delayMs": 60000 }),
+        )
+        .await?;
         let t = tasks_get_target(sc.addr, &id);
         eprintln!("[3b] tasks/get at 1000 req/s for {:?}", plan.rss_window);
         let pid = sc.pid;
@@ -877,7 +990,10 @@ async fn section3d_sse_calls(ctx: &mut Ctx) -> anyhow::Result<()> {
             json!({}),
         );
         let addr = sc.addr;
-        eprintln!("[3d] opening {n} blocking SSE tools/call ({})", transport.label());
+        eprintln!(
+            "[3d] opening {n} blocking SSE tools/call ({})",
+            transport.label()
+        );
         let held = streams::open(addr, transport, n, 256, false, move |_| {
             stream_request(
                 addr,
@@ -891,7 +1007,12 @@ async fn section3d_sse_calls(ctx: &mut Ctx) -> anyhow::Result<()> {
         .await?;
         tokio::time::sleep(Duration::from_secs(1)).await;
         let open = sc.mem();
-        let (opened, failed, took, fe) = (held.opened, held.failed, held.took, held.first_error.clone());
+        let (opened, failed, took, fe) = (
+            held.opened,
+            held.failed,
+            held.took,
+            held.first_error.clone(),
+        );
         let before = owned_cancels(addr).await;
         let closed_at = Instant::now();
         held.close();
@@ -924,7 +1045,11 @@ async fn section3d_sse_calls(ctx: &mut Ctx) -> anyhow::Result<()> {
                 open.fds,
                 report::mb(after.rss_kb)
             ),
-            target: if n < 10_000 { format!("(quick: {n})") } else { "—".into() },
+            target: if n < 10_000 {
+                format!("(quick: {n})")
+            } else {
+                "—".into()
+            },
             verdict: None,
         });
         ctx.report.row(Row {
@@ -978,7 +1103,10 @@ async fn section4_disconnect(ctx: &mut Ctx) -> anyhow::Result<()> {
             let max = r.latency.max() as f64 / 1e3;
             ctx.report.row(Row {
                 section: "4",
-                measure: format!("client {label} → host gets POST …/cancel ({} of {trials})", r.ok),
+                measure: format!(
+                    "client {label} → host gets POST …/cancel ({} of {trials})",
+                    r.ok
+                ),
                 sidecar: format!("p50 {} / p99 {}", ms(p50), ms(p99)),
                 direct: "—".into(),
                 compare: format!("max {}; {} missed", ms(max), r.missed),
@@ -996,6 +1124,11 @@ async fn section4_disconnect(ctx: &mut Ctx) -> anyhow::Result<()> {
     ctx.host.clear_requests();
     sc.stop(Duration::from_secs(5)).await;
     // The cancelled runs are terminal; nothing is left, but sweep anyway.
-    sweep_running(ctx.host.addr(), "conformance-delay", Duration::from_secs(30)).await;
+    sweep_running(
+        ctx.host.addr(),
+        "conformance-delay",
+        Duration::from_secs(30),
+    )
+    .await;
     res
 }

@@ -22,14 +22,28 @@ pub struct Sidecar {
 
 /// Starts `bin serve --upstream URL --listen 127.0.0.1:0`, stderr (logs) to `log`, and waits
 /// for the "listening on http://ADDR" line.
-pub async fn spawn_sidecar(bin: &Path, upstream: &str, log: &Path) -> anyhow::Result<Sidecar> {
+pub async fn spawn_sidecar(
+    bin: &Path,
+    upstream: &str,
+    log: &Path,
+    wrap: Option<&str>,
+) -> anyhow::Result<Sidecar> {
     let logf = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log)
         .with_context(|| format!("open {}", log.display()))?;
     let spawned_at = Instant::now();
-    let mut child = Command::new(bin)
+    let mut cmd = match wrap {
+        Some(w) => {
+            let mut parts = w.split_whitespace();
+            let mut c = Command::new(parts.next().context("empty --wrap")?);
+            c.args(parts).arg(bin);
+            c
+        }
+        None => Command::new(bin),
+    };
+    let mut child = cmd
         .args(["serve", "--upstream", upstream, "--listen", "127.0.0.1:0"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -43,10 +57,16 @@ pub async fn spawn_sidecar(bin: &Path, upstream: &str, log: &Path) -> anyhow::Re
     let addr = tokio::time::timeout(Duration::from_secs(20), async {
         while let Some(line) = lines.next_line().await? {
             if let Some(rest) = line.split("listening on http://").nth(1) {
-                return rest.trim().parse::<SocketAddr>().map_err(anyhow::Error::from);
+                return rest
+                    .trim()
+                    .parse::<SocketAddr>()
+                    .map_err(anyhow::Error::from);
             }
         }
-        anyhow::bail!("the sidecar exited before listening (see {})", log.display())
+        anyhow::bail!(
+            "the sidecar exited before listening (see {})",
+            log.display()
+        )
     })
     .await
     .context("the sidecar did not print its address in 20 s")??;
@@ -66,7 +86,10 @@ impl Sidecar {
     /// SIGTERM, then SIGKILL after `grace`.
     pub async fn stop(mut self, grace: Duration) {
         signal(self.pid, libc::SIGTERM);
-        if tokio::time::timeout(grace, self.child.wait()).await.is_err() {
+        if tokio::time::timeout(grace, self.child.wait())
+            .await
+            .is_err()
+        {
             let _ = self.child.kill().await;
         }
     }

@@ -88,7 +88,10 @@ fn busy() -> String {
             }
             let comm = read(&format!("/proc/{}/comm", name.to_string_lossy()));
             let comm = comm.trim();
-            if matches!(comm, "rustc" | "cargo" | "cc" | "cc1" | "ld" | "rust-lld" | "node") {
+            if matches!(
+                comm,
+                "rustc" | "cargo" | "cc" | "cc1" | "ld" | "rust-lld" | "node"
+            ) {
                 *counts.entry(comm.to_string()).or_default() += 1;
             }
         }
@@ -135,10 +138,8 @@ impl Report {
                 format!(
                     "{} ({})",
                     bin.display(),
-                    std::env::var("BENCH_COMMIT").unwrap_or_else(|_| command(
-                        "git",
-                        &["rev-parse", "--short", "HEAD"]
-                    ))
+                    std::env::var("BENCH_COMMIT")
+                        .unwrap_or_else(|_| command("git", &["rev-parse", "--short", "HEAD"]))
                 ),
             ),
             ("open files limit".into(), nofile.to_string()),
@@ -188,8 +189,7 @@ impl Report {
     pub fn finish(&mut self, took: Duration) {
         self.conditions
             .push(("load average at end".into(), loadavg()));
-        self.conditions
-            .push(("other builds at end".into(), busy()));
+        self.conditions.push(("other builds at end".into(), busy()));
         self.conditions
             .push(("wall time".into(), format!("{:.0} s", took.as_secs_f64())));
     }
@@ -213,7 +213,15 @@ impl Report {
         for (k, v) in &self.conditions {
             out.push_str(&format!("{k:>24}: {v}\n"));
         }
-        let head = ["#", "measure", "through sidecar", "direct", "vs direct / detail", "target", ""];
+        let head = [
+            "#",
+            "measure",
+            "through sidecar",
+            "direct",
+            "vs direct / detail",
+            "target",
+            "",
+        ];
         let cells: Vec<[String; 7]> = self
             .rows
             .iter()
