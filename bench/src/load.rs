@@ -137,19 +137,21 @@ pub async fn fixed_rate(
     let hard_deadline = start + dur + Duration::from_secs(5);
     // The schedule runs on its own OS thread with a 1 µs timer slack: tokio's timer wheel has
     // a 1 ms resolution, far too coarse for a 0.5 ms request period.
-    let sched = std::thread::spawn(move || {
-        set_timer_slack_ns(1_000);
-        for i in 0..n {
-            let at = start + Duration::from_nanos((i as f64 * 1e9 / rate) as u64);
-            let now = Instant::now();
-            if at > now {
-                std::thread::sleep(at - now);
+    let sched = std::thread::Builder::new()
+        .name("loadgen-sched".into())
+        .spawn(move || {
+            set_timer_slack_ns(1_000);
+            for i in 0..n {
+                let at = start + Duration::from_nanos((i as f64 * 1e9 / rate) as u64);
+                let now = Instant::now();
+                if at > now {
+                    std::thread::sleep(at - now);
+                }
+                if tx.send(at).is_err() {
+                    break;
+                }
             }
-            if tx.send(at).is_err() {
-                break;
-            }
-        }
-    });
+        })?;
     let mut workers = Vec::with_capacity(conns);
     for mut sr in senders {
         let rx = rx.clone();

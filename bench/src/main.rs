@@ -602,9 +602,36 @@ struct Series {
     achieved: Vec<f64>,
     errors: u64,
     first_error: Option<String>,
+    /// CPU µs per answered request: sidecar, host, load generator.
+    cpu: Vec<[f64; 3]>,
+    /// Run-queue wait of the sidecar (or of the host for direct), ms per second of run.
+    wait: Vec<f64>,
+}
+
+fn per_req(c: &procs::CpuSplit, n: u64) -> [f64; 3] {
+    let n = n.max(1) as f64;
+    [
+        c.sidecar.on_cpu_ns as f64 / 1e3 / n,
+        c.host.on_cpu_ns as f64 / 1e3 / n,
+        c.loadgen.on_cpu_ns as f64 / 1e3 / n,
+    ]
+}
+
+fn median_cpu(v: &[[f64; 3]]) -> [f64; 3] {
+    [0, 1, 2].map(|i| median(v.iter().map(|c| c[i]).collect()))
 }
 
 impl Series {
+    fn add_cpu(&mut self, c: &procs::CpuSplit, n: u64, secs: f64, direct: bool) {
+        self.cpu.push(per_req(c, n));
+        let w = if direct {
+            c.host.wait_ns
+        } else {
+            c.sidecar.wait_ns
+        };
+        self.wait.push(w as f64 / 1e6 / secs.max(1e-3));
+    }
+
     fn add(&mut self, r: &load::RateResult) {
         self.p50
             .push(r.latency.value_at_quantile(0.50) as f64 / 1e3);
@@ -647,6 +674,7 @@ async fn section12_latency(ctx: &mut Ctx) -> anyhow::Result<()> {
         let mut sat: [Vec<f64>; 3] = Default::default();
         let mut sat_p50: [Vec<f64>; 3] = Default::default();
         let mut sat_err = [0u64; 3];
+        let mut sat_cpu: [Vec<[f64; 3]>; 3] = Default::default();
         let mut added: Vec<[Vec<f64>; 4]> = vec![Default::default(); plan.rates.len()];
         let mut sat_ratio: [Vec<f64>; 2] = Default::default();
         for rep in 0..plan.repeats {
@@ -662,8 +690,11 @@ async fn section12_latency(ctx: &mut Ctx) -> anyhow::Result<()> {
                 let mut this = [0.0f64; 6];
                 for &k in &order {
                     eprintln!("[1,2] repeat {} rate {rate} {}", rep + 1, targets[k].name);
+                    let c0 = procs::CpuSplit::now(sc.pid);
                     let r = load::fixed_rate(&targets[k], rate, plan.window, plan.fixed_conns).await?;
+                    let cpu = procs::CpuSplit::now(sc.pid).since(c0);
                     fixed[ri][k].add(&r);
+                    fixed[ri][k].add_cpu(&cpu, r.ok, plan.window.as_secs_f64(), k == 0);
                     this[k * 2] = r.latency.value_at_quantile(0.5) as f64 / 1e3;
                     this[k * 2 + 1] = r.latency.value_at_quantile(0.99) as f64 / 1e3;
                 }
@@ -683,7 +714,13 @@ async fn section12_latency(ctx: &mut Ctx) -> anyhow::Result<()> {
             let mut rps = [0.0f64; 3];
             for &k in &order {
                 eprintln!("[1,2] repeat {} saturation {}", rep + 1, targets[k].name);
+                let c0 = procs::CpuSplit::now(sc.pid);
                 let r = load::saturate(&targets[k], plan.sat_conns, plan.sat_warm, plan.sat_window).await?;
+                let cpu = procs::CpuSplit::now(sc.pid).since(c0);
+                // CPU over warm-up + window, requests over the window only: scale by time.
+                let total = (plan.sat_warm + plan.sat_window).as_secs_f64();
+                let n = (r.ok as f64 * total / plan.sat_window.as_secs_f64()) as u64;
+                sat_cpu[k].push(per_req(&cpu, n));
                 sat[k].push(r.rps);
                 sat_p50[k].push(r.latency.value_at_quantile(0.5) as f64 / 1e3);
                 sat_err[k] += r.errors;
@@ -723,6 +760,12 @@ async fn section12_latency(ctx: &mut Ctx) -> anyhow::Result<()> {
                     target: if is_target_rate { "added ≤ 0.5 ms".into() } else { "—".into() },
                     verdict: is_target_rate.then_some(a99 <= 0.5),
                 });
+                let cs = median_cpu(&s.cpu);
+                let cd = median_cpu(&d.cpu);
+                ctx.report.note(format!(
+                    "{section}: {label} @ {rate:.0} req/s: CPU per request sidecar {:.0} µs + host {:.0} µs (direct: host {:.0} µs); run-queue wait {:.0} ms/s of the sidecar (direct: of the host {:.0} ms/s)",
+                    cs[0], cs[1], cd[1], median(s.wait.clone()), median(d.wait.clone())
+                ));
                 ctx.report.note(format!(
                     "{section}: {label} @ {rate:.0} req/s: p99.9 {} (direct {}), achieved {:.0} req/s (direct {:.0}), generator send lag p99 {} (direct {}), errors {} (direct {}){}",
                     ms(median(s.p999.clone())),
@@ -750,6 +793,22 @@ async fn section12_latency(ctx: &mut Ctx) -> anyhow::Result<()> {
                 compare: format!("{r:.2}× (repeats {lo:.2}…{hi:.2})"),
                 target: "≥ 0.6×".into(),
                 verdict: Some(r >= 0.6),
+            });
+            let cs = median_cpu(&sat_cpu[k]);
+            let cd = median_cpu(&sat_cpu[0]);
+            ctx.report.row(Row {
+                section,
+                measure: format!("{label}, CPU per request at saturation"),
+                sidecar: format!("sidecar {:.0} µs + host {:.0} µs", cs[0], cs[1]),
+                direct: format!("host {:.0} µs", cd[1]),
+                compare: format!(
+                    "sidecar = {:.1}× the host's own cost; load generator {:.0} µs (direct {:.0} µs)",
+                    cs[0] / cd[1],
+                    cs[2],
+                    cd[2]
+                ),
+                target: "—".into(),
+                verdict: None,
             });
             ctx.report.note(format!(
                 "{section}: {label} saturation p50 {} (direct {}), errors {} (direct {})",

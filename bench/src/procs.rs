@@ -204,3 +204,78 @@ pub fn raise_nofile() -> u64 {
     }
     0
 }
+
+/// Scheduler accounting of a set of threads: nanoseconds on a CPU and waiting on a run queue
+/// (`/proc/.../schedstat`). The wait is the direct measure of CPU contention.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sched {
+    pub on_cpu_ns: u64,
+    pub wait_ns: u64,
+}
+
+impl Sched {
+    pub fn since(self, before: Sched) -> Sched {
+        Sched {
+            on_cpu_ns: self.on_cpu_ns.saturating_sub(before.on_cpu_ns),
+            wait_ns: self.wait_ns.saturating_sub(before.wait_ns),
+        }
+    }
+}
+
+fn sched_of_tasks(dir: &str, name_prefix: Option<&str>) -> Sched {
+    let mut s = Sched::default();
+    let Ok(d) = std::fs::read_dir(dir) else {
+        return s;
+    };
+    for e in d.flatten() {
+        let p = e.path();
+        if let Some(prefix) = name_prefix {
+            let comm = std::fs::read_to_string(p.join("comm")).unwrap_or_default();
+            if !comm.trim_start().starts_with(prefix) {
+                continue;
+            }
+        }
+        let Ok(text) = std::fs::read_to_string(p.join("schedstat")) else {
+            continue;
+        };
+        let mut it = text.split_whitespace();
+        s.on_cpu_ns += it.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+        s.wait_ns += it.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+    }
+    s
+}
+
+/// All threads of another process.
+pub fn sched(pid: u32) -> Sched {
+    sched_of_tasks(&format!("/proc/{pid}/task"), None)
+}
+
+/// This process's threads whose name starts with `prefix` ("devhost", "loadgen").
+pub fn self_sched(prefix: &str) -> Sched {
+    sched_of_tasks("/proc/self/task", Some(prefix))
+}
+
+/// CPU use of the sidecar, the in-process host and the load generator over one run.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CpuSplit {
+    pub sidecar: Sched,
+    pub host: Sched,
+    pub loadgen: Sched,
+}
+
+impl CpuSplit {
+    pub fn now(sidecar_pid: u32) -> CpuSplit {
+        CpuSplit {
+            sidecar: sched(sidecar_pid),
+            host: self_sched("devhost"),
+            loadgen: self_sched("loadgen"),
+        }
+    }
+    pub fn since(self, before: CpuSplit) -> CpuSplit {
+        CpuSplit {
+            sidecar: self.sidecar.since(before.sidecar),
+            host: self.host.since(before.host),
+            loadgen: self.loadgen.since(before.loadgen),
+        }
+    }
+}

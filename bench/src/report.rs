@@ -143,6 +143,14 @@ impl Report {
                 ),
             ),
             ("open files limit".into(), nofile.to_string()),
+            (
+                "nice (bench and sidecar)".into(),
+                read("/proc/self/stat")
+                    .rsplit(')')
+                    .next()
+                    .and_then(|r| r.split_whitespace().nth(16).map(str::to_string))
+                    .unwrap_or_else(|| "unknown".into()),
+            ),
             ("load average at start".into(), loadavg()),
             ("other builds at start".into(), busy()),
             ("logs".into(), logs.display().to_string()),
