@@ -747,7 +747,7 @@ async fn section12_latency(ctx: &mut Ctx) -> anyhow::Result<()> {
                     measure: format!("{label} @ {rate:.0} req/s, p50"),
                     sidecar: ms(median(s.p50.clone())),
                     direct: ms(median(d.p50.clone())),
-                    compare: format!("+{} added", ms(a50)),
+                    compare: format!("{} added", report::signed_ms(a50)),
                     target: "—".into(),
                     verdict: None,
                 });
@@ -756,7 +756,12 @@ async fn section12_latency(ctx: &mut Ctx) -> anyhow::Result<()> {
                     measure: format!("{label} @ {rate:.0} req/s, p99"),
                     sidecar: ms(median(s.p99.clone())),
                     direct: ms(median(d.p99.clone())),
-                    compare: format!("+{} added (repeats {}…{})", ms(a99), ms(lo99), ms(hi99)),
+                    compare: format!(
+                        "{} added (repeats {}…{})",
+                        report::signed_ms(a99),
+                        report::signed_ms(lo99),
+                        report::signed_ms(hi99)
+                    ),
                     target: if is_target_rate { "added ≤ 0.5 ms".into() } else { "—".into() },
                     verdict: is_target_rate.then_some(a99 <= 0.5),
                 });

@@ -32,6 +32,18 @@ pub fn ms(v: f64) -> String {
     format!("{v:.3} ms")
 }
 
+/// A difference in milliseconds with its sign.
+pub fn signed_ms(v: f64) -> String {
+    if v.is_nan() {
+        return "n/a".into();
+    }
+    if v < 0.0 {
+        format!("−{:.3} ms", -v)
+    } else {
+        format!("+{v:.3} ms")
+    }
+}
+
 pub fn mb(kb: u64) -> String {
     format!("{:.1} MB", kb as f64 / 1024.0)
 }
