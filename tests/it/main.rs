@@ -3,6 +3,7 @@
 mod cli;
 mod discovery;
 mod envelope;
+mod isolation;
 mod mrtr;
 mod ownership;
 mod passthrough;
