@@ -582,7 +582,9 @@ pub fn config_yaml(data: &[u8]) {
             assert!(!c.upstream.url.is_empty());
         }
         Err(e) => {
-            let lines = text.lines().count().max(1) as u64;
+            // YAML line breaks: CRLF, CR or LF (a bare CR is a line break too, unlike in
+            // str::lines).
+            let lines = text.replace("\r\n", "\n").split(['\n', '\r']).count() as u64;
             assert!(e.line >= 1 && e.column >= 1, "{e}");
             assert!(e.line <= lines + 1, "line {} of {lines}: {e}", e.line);
             assert!(!e.message.is_empty());
