@@ -227,16 +227,33 @@ fn random_string(rng: &mut StdRng, max: usize) -> String {
         .collect()
 }
 
+/// Writes `val` at a JSON pointer, creating objects on the way.
+fn set_at(doc: &mut Value, ptr: &str, val: Value) {
+    let mut cur = doc;
+    let parts: Vec<&str> = ptr.trim_start_matches('/').split('/').collect();
+    for (i, p) in parts.iter().enumerate() {
+        if i + 1 == parts.len() {
+            cur[*p] = val;
+            return;
+        }
+        if !cur[*p].is_object() {
+            cur[*p] = json!({});
+        }
+        cur = &mut cur[*p];
+    }
+}
+
+/// A host document in the mapping's own shape (field pointers and status value).
 fn snapshot(status: &str, m: &Mapping, with_error: bool) -> RunSnapshot {
-    let mut v = json!({
-        "runId": "acme/r-0123456789abcdefghijklmn",
-        "workflowId": "w",
-        "status": status,
-        "startedAt": "2026-01-01T00:00:00Z",
-        "variables": {"x": 1},
-    });
+    let f = &m.fields;
+    let mut v = json!({});
+    set_at(&mut v, &f.run_id, json!("acme/r-0123456789abcdefghijklmn"));
+    set_at(&mut v, &f.workflow_id, json!("w"));
+    set_at(&mut v, &f.status, json!(status));
+    set_at(&mut v, &f.started_at, json!("2026-01-01T00:00:00Z"));
+    set_at(&mut v, &f.variables, json!({"x": 1}));
     if with_error {
-        v["error"] = json!({"code": "boom", "message": "it broke"});
+        set_at(&mut v, &f.error, json!({"code": "boom", "message": "it broke"}));
     }
     RunSnapshot::from_json(v, m).expect("a snapshot with an id parses")
 }
