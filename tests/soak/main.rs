@@ -50,7 +50,7 @@ fn profile() -> Option<Profile> {
     match std::env::var("OPENWOP_SOAK").ok()?.as_str() {
         "quick" => Some(Profile {
             name: "quick",
-            load: Duration::from_secs(40),
+            load: Duration::from_secs(36),
             workers: 12,
         }),
         "full" => Some(Profile {
@@ -142,6 +142,8 @@ struct Exchange {
     messages: Vec<Value>,
     /// We closed the connection before the answer was complete.
     left_early: bool,
+    /// When we closed the connection (wall clock, to compare with the host's timestamps).
+    left_at: Option<std::time::SystemTime>,
     io_error: bool,
 }
 
@@ -310,6 +312,7 @@ async fn exchange(
             }
         }
     }
+    ex.left_at = Some(std::time::SystemTime::now());
     if rst || plan == Plan::AfterAnswer {
         let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
     }
@@ -331,12 +334,11 @@ enum Kind {
 enum Fate {
     /// The final message was received (read to the end, or left right after it).
     Delivered,
-    /// Left well before the run could finish: the answer could not exist yet.
+    /// Left well before the run could finish: the answer could not exist yet. Expected: no
+    /// run (left before the sidecar asked for one), or a cancelled one. A run left running is
+    /// finding F2 when the client left before the host had even answered `POST /runs` (its
+    /// `startedAt` is not before the drop): the request went away while createRun was in flight.
     DroppedEarly,
-    /// Left within 12 ms of sending: the run may not exist yet, or its `POST /runs` may be
-    /// in flight. Expected: no run, or a cancelled one. A completed one is finding F2 (an
-    /// orphan: the request went away while `createRun` was in flight).
-    DroppedVeryEarly,
     /// Left at a moment that may race the answer (tasked calls, drops near the end of a run).
     DroppedRacing,
     /// An error answer, a transport failure, or no answer within the client's patience.
@@ -352,6 +354,7 @@ struct Entry {
     plan: Plan,
     fate: Fate,
     run_from_answer: Option<String>,
+    left_at: Option<std::time::SystemTime>,
     note: String,
 }
 
@@ -423,11 +426,8 @@ async fn one_call(addr: SocketAddr, sh: &Shared, rng: &mut StdRng) {
         .message
         .as_ref()
         .is_some_and(|m| m.get("result").is_some());
-    let very_early = matches!(plan, Plan::At(d) if d <= Duration::from_millis(12));
     let fate = if ex.answered && ok_answer {
         Fate::Delivered
-    } else if ex.left_early && very_early && kind != Kind::Tasked {
-        Fate::DroppedVeryEarly
     } else if ex.left_early && early {
         Fate::DroppedEarly
     } else if ex.left_early {
@@ -464,6 +464,7 @@ async fn one_call(addr: SocketAddr, sh: &Shared, rng: &mut StdRng) {
         plan,
         fate,
         run_from_answer,
+        left_at: ex.left_at,
         note,
     });
 }
@@ -740,20 +741,6 @@ async fn run(p: Profile) {
                 }
             }
             (Fate::DroppedEarly, Some(id)) => {
-                if status != "cancelled" {
-                    failures.push(format!(
-                        "{} ({:?}, {:?}, {} ms, {}): dropped before its answer, run {id} is {status}",
-                        e.tag, e.kind, e.plan, e.delay, e.key
-                    ));
-                } else {
-                    let reason = cancel_reason(&http, &host, e.key, id).await;
-                    checked_reasons += 1;
-                    if reason.as_deref() != Some(CANCEL_REASON) {
-                        failures.push(format!("{}: cancelled with reason {reason:?}", e.tag));
-                    }
-                }
-            }
-            (Fate::DroppedVeryEarly, Some(id)) => {
                 if status == "cancelled" {
                     let reason = cancel_reason(&http, &host, e.key, id).await;
                     checked_reasons += 1;
@@ -761,10 +748,22 @@ async fn run(p: Profile) {
                         failures.push(format!("{}: cancelled with reason {reason:?}", e.tag));
                     }
                 } else {
-                    orphans.push(format!(
-                        "{} ({:?}, {:?}, {} ms, {}): dropped while createRun may have been in flight, run {id} is {status}",
-                        e.tag, e.kind, e.plan, e.delay, e.key
-                    ));
+                    let started = run
+                        .and_then(|r| r["startedAt"].as_str())
+                        .and_then(|t| time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok());
+                    let left = e.left_at.map(time::OffsetDateTime::from);
+                    let line = format!(
+                        "{} ({:?}, {:?}, {} ms, {}): dropped before its answer, run {id} is {status} (left {:?} ms after the run started)",
+                        e.tag, e.kind, e.plan, e.delay, e.key,
+                        left.zip(started).map(|(l, s)| (l - s).whole_milliseconds())
+                    );
+                    // The host stamps startedAt when it creates the run, just before its 201.
+                    let in_flight = matches!((left, started), (Some(l), Some(s)) if l <= s + time::Duration::milliseconds(100));
+                    if in_flight {
+                        orphans.push(line);
+                    } else {
+                        failures.push(line);
+                    }
                 }
             }
             (Fate::DroppedRacing, Some(id)) => {
@@ -823,7 +822,7 @@ async fn run(p: Profile) {
         rss_end,
         rss_end as i64 - rss_base as i64
     );
-    println!("  F2 orphans        {} (very early drops whose run was never cancelled)", orphans.len());
+    println!("  F2 orphans        {} (dropped while createRun was in flight, never cancelled)", orphans.len());
     for o in orphans.iter().take(10) {
         println!("    KNOWN F2 {o}");
     }
