@@ -17,7 +17,8 @@ use serde_json::{json, Value};
 use crate::support::*;
 
 /// What the mount answers for a task the caller cannot read (§3.10 reference answer).
-const NOT_FOUND: &str = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"task not found"}}"#;
+const NOT_FOUND: &str =
+    r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"task not found"}}"#;
 
 /// A distinctive credential, to look for in every error body.
 const SECRET: &str = "sk-isolation-0xDEADBEEF-never-echo-me";
@@ -35,7 +36,11 @@ async fn send(env: &Env, bearer: &str, method: &str, params: Value, caps: Value)
 
 fn assert_no_secret(r: &Rpc, secrets: &[&str], what: &str) {
     for s in secrets {
-        assert!(!r.text.contains(s), "{what}: the body echoes a credential: {}", r.text);
+        assert!(
+            !r.text.contains(s),
+            "{what}: the body echoes a credential: {}",
+            r.text
+        );
         for (k, v) in &r.headers {
             assert!(
                 !String::from_utf8_lossy(v.as_bytes()).contains(s),
@@ -74,7 +79,11 @@ fn id_shapes(task: &str, bound: &str) -> Vec<(&'static str, &'static str, Value)
             A,
             json!(format!("{tenant}~2F{}", "Z".repeat(opaque.len()))),
         ),
-        ("foreign tenant segment", A, json!(format!("globex~2F{opaque}"))),
+        (
+            "foreign tenant segment",
+            A,
+            json!(format!("globex~2F{opaque}")),
+        ),
         (
             "unknown tenant segment",
             A,
@@ -86,8 +95,16 @@ fn id_shapes(task: &str, bound: &str) -> Vec<(&'static str, &'static str, Value)
         ("malformed ~ZZ", A, json!("~ZZ")),
         ("empty", A, json!("")),
         ("percent-encoded", A, json!(format!("{tenant}%2F{opaque}"))),
-        ("lower-case escape", A, json!(format!("{tenant}~2f{opaque}"))),
-        ("over-long (4 KB)", A, json!(format!("{tenant}~2F{}", "x".repeat(4096)))),
+        (
+            "lower-case escape",
+            A,
+            json!(format!("{tenant}~2f{opaque}")),
+        ),
+        (
+            "over-long (4 KB)",
+            A,
+            json!(format!("{tenant}~2F{}", "x".repeat(4096))),
+        ),
         ("number", A, json!(42)),
         ("null", A, Value::Null),
         ("object", A, json!({ "taskId": task })),
@@ -147,9 +164,16 @@ async fn every_tasks_method_answers_every_unreadable_id_byte_identically() {
         .filter(|r| r.method != "GET")
         .map(|r| format!("{} {}", r.method, r.path))
         .collect();
-    assert!(writes.is_empty(), "refused tasks/* wrote upstream: {writes:?}");
+    assert!(
+        writes.is_empty(),
+        "refused tasks/* wrote upstream: {writes:?}"
+    );
     assert_eq!(env.status(A, &bound).await, "waiting-approval");
-    assert_eq!(env.events(A, &bound).await.len(), events_before, "nothing appended");
+    assert_eq!(
+        env.events(A, &bound).await.len(),
+        events_before,
+        "nothing appended"
+    );
     // The table is not vacuous: the owner's own id works through the same calls.
     let ok = send(&env, A, "tasks/get", json!({ "taskId": task }), task_caps()).await;
     assert_eq!(ok.result()["status"], "input_required", "{}", ok.text);
@@ -258,7 +282,10 @@ async fn listen_acknowledges_and_notifies_none_of_the_unreadable_ids() {
     assert_eq!(all[0]["params"]["notifications"]["taskIds"], json!([]));
     assert!(!all.iter().any(|m| m["method"] == "notifications/tasks"));
     let (_, control) = control;
-    assert_eq!(control[0]["params"]["notifications"]["taskIds"], json!([task]));
+    assert_eq!(
+        control[0]["params"]["notifications"]["taskIds"],
+        json!([task])
+    );
     assert!(
         control
             .iter()
@@ -281,7 +308,12 @@ async fn listen_acknowledges_and_notifies_none_of_the_unreadable_ids() {
 /// A blocking approval call that stops at input_required: (requestState, interrupt key).
 async fn issued_state(env: &Env) -> (String, String) {
     let r = env
-        .call(A, "conformance-approval", json!({}), json!({"elicitation": {}}))
+        .call(
+            A,
+            "conformance-approval",
+            json!({}),
+            json!({"elicitation": {}}),
+        )
         .await;
     assert_eq!(r.result()["resultType"], "input_required", "{}", r.text);
     let state = r.result()["requestState"].as_str().unwrap().to_string();
@@ -310,11 +342,11 @@ async fn retry_with(env: &Env, bearer: &str, state: Value, key: &str) -> Rpc {
 fn refused(r: &Rpc, label: &str) -> String {
     assert_eq!(r.status, 200, "{label}: {}", r.text);
     assert_eq!(r.error_code(), Some(-32602), "{label}: {}", r.text);
-    let msg = r.body["error"]["message"].as_str().unwrap_or("").to_string();
-    assert!(
-        msg.starts_with("requestState refused: "),
-        "{label}: {msg}"
-    );
+    let msg = r.body["error"]["message"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(msg.starts_with("requestState refused: "), "{label}: {msg}");
     assert!(r.body.get("result").is_none());
     msg
 }
@@ -349,8 +381,14 @@ async fn request_state_refusals_over_the_wire() {
         ("truncated MAC", state[..state.len() - 1].to_string()),
         ("empty MAC", format!("{body}.")),
         ("empty body", format!(".{mac}")),
-        ("wrong MAC, right length", format!("{body}.{wrong_same_len}")),
-        ("wrong MAC, short", format!("{body}.{}", B64.encode(&mac_raw[..16]))),
+        (
+            "wrong MAC, right length",
+            format!("{body}.{wrong_same_len}"),
+        ),
+        (
+            "wrong MAC, short",
+            format!("{body}.{}", B64.encode(&mac_raw[..16])),
+        ),
         ("wrong MAC, long", format!("{body}.{mac}{mac}")),
         ("padded MAC", format!("{state}=")),
         ("second token glued", format!("{state}.{mac}")),
@@ -363,7 +401,10 @@ async fn request_state_refusals_over_the_wire() {
     other.shutdown().await;
     let (fbody, _) = foreign_key_state.split_once('.').unwrap();
     cases.push(("another key's token", foreign_key_state.clone()));
-    cases.push(("our body, another key's MAC", format!("{body}.{}", foreign_key_state.split_once('.').unwrap().1)));
+    cases.push((
+        "our body, another key's MAC",
+        format!("{body}.{}", foreign_key_state.split_once('.').unwrap().1),
+    ));
     cases.push(("another body, our MAC", format!("{fbody}.{mac}")));
     env.host.clear_requests();
     for (label, st) in &cases {
@@ -375,9 +416,17 @@ async fn request_state_refusals_over_the_wire() {
         );
         assert_no_secret(&r, &[A, B], label);
     }
-    for (label, st) in [("number", json!(12)), ("object", json!({"s": state})), ("null", Value::Null)] {
+    for (label, st) in [
+        ("number", json!(12)),
+        ("object", json!({"s": state})),
+        ("null", Value::Null),
+    ] {
         let r = retry_with(&env, A, st, &key).await;
-        assert!(refused(&r, label).ends_with("not a string"), "{label}: {}", r.text);
+        assert!(
+            refused(&r, label).ends_with("not a string"),
+            "{label}: {}",
+            r.text
+        );
     }
     // Cross-caller: the same token under tenant B's credential, and under A's approver.
     for (label, who) in [("tenant B", B), ("same tenant, other principal", APPROVER)] {
@@ -395,7 +444,10 @@ async fn request_state_refusals_over_the_wire() {
         .filter(|r| r.method == "POST")
         .map(|r| format!("{} {}", r.method, r.path))
         .collect();
-    assert!(writes.is_empty(), "a refused requestState wrote upstream: {writes:?}");
+    assert!(
+        writes.is_empty(),
+        "a refused requestState wrote upstream: {writes:?}"
+    );
     // The genuine token still works once; its replay is refused and resolves nothing more.
     let ok = retry_with(&env, A, json!(state), &key).await;
     assert_eq!(ok.result()["resultType"], "complete", "{}", ok.text);
@@ -472,13 +524,28 @@ async fn credentials_are_never_echoed_in_error_bodies() {
     let bodies: Vec<(&str, Value)> = vec![
         ("server/discover", json!({})),
         ("tools/list", json!({})),
-        ("tools/call", json!({"name": "conformance-noop", "arguments": {}})),
-        ("tools/call", json!({"name": "no-such-tool", "arguments": {}})),
-        ("tools/call", json!({"name": "conformance-approval", "arguments": {}, "requestState": "x.y", "inputResponses": {}})),
+        (
+            "tools/call",
+            json!({"name": "conformance-noop", "arguments": {}}),
+        ),
+        (
+            "tools/call",
+            json!({"name": "no-such-tool", "arguments": {}}),
+        ),
+        (
+            "tools/call",
+            json!({"name": "conformance-approval", "arguments": {}, "requestState": "x.y", "inputResponses": {}}),
+        ),
         ("tasks/get", json!({"taskId": task})),
-        ("tasks/update", json!({"taskId": task, "inputResponses": { key.clone(): {"action":"accept"} }})),
+        (
+            "tasks/update",
+            json!({"taskId": task, "inputResponses": { key.clone(): {"action":"accept"} }}),
+        ),
         ("tasks/cancel", json!({"taskId": task})),
-        ("subscriptions/listen", json!({"notifications": {"taskIds": [task]}})),
+        (
+            "subscriptions/listen",
+            json!({"notifications": {"taskIds": [task]}}),
+        ),
         ("initialize", json!({})),
     ];
     for hs in &header_sets {
@@ -487,19 +554,38 @@ async fn credentials_are_never_echoed_in_error_bodies() {
             h.push(("MCP-Protocol-Version", V.into()));
             h.push(("Mcp-Method", method.to_string()));
             let r = env
-                .raw(&h, body_of(1, method, params.clone(), task_caps()).to_string())
+                .raw(
+                    &h,
+                    body_of(1, method, params.clone(), task_caps()).to_string(),
+                )
                 .await;
-            assert!(r.status >= 400 || r.body.get("error").is_some(), "{method}: {}", r.text);
+            assert!(
+                r.status >= 400 || r.body.get("error").is_some(),
+                "{method}: {}",
+                r.text
+            );
             assert_no_secret(&r, &[SECRET, "0xDEADBEEF"], method);
             checked += 1;
         }
         // Envelope errors: not JSON, a batch, a wrong header, a missing _meta.
         let broken: Vec<(Vec<(&str, String)>, String)> = vec![
             (vec![], "{not json".into()),
-            (vec![], json!([{"jsonrpc":"2.0","id":1,"method":"tools/list"}]).to_string()),
-            (vec![("Mcp-Method", "tools/list".into())], body_of(1, "tools/call", json!({"name":"x"}), json!({})).to_string()),
-            (vec![], json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}).to_string()),
-            (vec![("MCP-Protocol-Version", "1999-01-01".into())], body_of(1, "tools/list", json!({}), json!({})).to_string()),
+            (
+                vec![],
+                json!([{"jsonrpc":"2.0","id":1,"method":"tools/list"}]).to_string(),
+            ),
+            (
+                vec![("Mcp-Method", "tools/list".into())],
+                body_of(1, "tools/call", json!({"name":"x"}), json!({})).to_string(),
+            ),
+            (
+                vec![],
+                json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}).to_string(),
+            ),
+            (
+                vec![("MCP-Protocol-Version", "1999-01-01".into())],
+                body_of(1, "tools/list", json!({}), json!({})).to_string(),
+            ),
         ];
         for (extra, body) in broken {
             let mut h = hs.clone();
@@ -508,7 +594,11 @@ async fn credentials_are_never_echoed_in_error_bodies() {
             }
             h.extend(extra);
             let r = env.raw(&h, body).await;
-            assert!(r.status >= 400 || r.body.get("error").is_some(), "{}", r.text);
+            assert!(
+                r.status >= 400 || r.body.get("error").is_some(),
+                "{}",
+                r.text
+            );
             assert_no_secret(&r, &[SECRET, "0xDEADBEEF"], "envelope");
             checked += 1;
         }

@@ -253,7 +253,11 @@ fn snapshot(status: &str, m: &Mapping, with_error: bool) -> RunSnapshot {
     set_at(&mut v, &f.started_at, json!("2026-01-01T00:00:00Z"));
     set_at(&mut v, &f.variables, json!({"x": 1}));
     if with_error {
-        set_at(&mut v, &f.error, json!({"code": "boom", "message": "it broke"}));
+        set_at(
+            &mut v,
+            &f.error,
+            json!({"code": "boom", "message": "it broke"}),
+        );
     }
     RunSnapshot::from_json(v, m).expect("a snapshot with an id parses")
 }
@@ -346,7 +350,9 @@ fn mapping_status_is_total_and_inverts_host_status() {
     for m in [Mapping::default(), legacy] {
         for (host, canonical) in &m.statuses {
             assert_eq!(&m.status(host), canonical);
-            let back = m.host_status(canonical).expect("a mapped status has a host value");
+            let back = m
+                .host_status(canonical)
+                .expect("a mapped status has a host value");
             assert_eq!(&m.status(back), canonical);
         }
         for _ in 0..5000 {
@@ -387,8 +393,14 @@ fn classify_is_total_and_keeps_isolation() {
                 if (500..600).contains(&status) {
                     assert_eq!(c, ErrorClass::Internal, "{status}: a host 5xx never leaks");
                 }
-                if status == 404 || (status == 403 && !ch.is_some_and(|w| w.contains("insufficient_scope"))) {
-                    assert_eq!(c, ErrorClass::NotFound, "{status} {code:?} {ch:?}: not yours = not found");
+                if status == 404
+                    || (status == 403 && !ch.is_some_and(|w| w.contains("insufficient_scope")))
+                {
+                    assert_eq!(
+                        c,
+                        ErrorClass::NotFound,
+                        "{status} {code:?} {ch:?}: not yours = not found"
+                    );
                 }
                 if status == 401 || status == 429 {
                     assert_eq!(c, ErrorClass::PassThrough);
@@ -414,7 +426,10 @@ fn id_codec_round_trips() {
         assert_eq!(wire_id::unproject(&p).as_deref(), Ok(s.as_str()));
         assert!(checks::is_canonical_wire(&p));
         for enc in [IdEncoding::Tilde, IdEncoding::Percent] {
-            assert_eq!(wire_id::unproject(&enc.encode(&s)).as_deref(), Ok(s.as_str()));
+            assert_eq!(
+                wire_id::unproject(&enc.encode(&s)).as_deref(),
+                Ok(s.as_str())
+            );
         }
         // A bound id: the one spelling of its taskId parses back; others are refused by `read`.
         let tenant: String = random_string(&mut rng, 8)
@@ -457,7 +472,10 @@ fn f1_an_undecodable_mcp_method_header_is_still_compared() {
     use openwop_mcp_sidecar::mcp::{parse_envelope_for_fuzz, McpError};
     let cfg = Config::defaults();
     let mut h = HeaderMap::new();
-    h.insert("mcp-protocol-version", HeaderValue::from_static("2026-07-28"));
+    h.insert(
+        "mcp-protocol-version",
+        HeaderValue::from_static("2026-07-28"),
+    );
     h.insert(
         "mcp-method",
         HeaderValue::from_bytes(b"tools/c\xe0ll").expect("obs-text is a valid header value"),
