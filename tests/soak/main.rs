@@ -157,8 +157,7 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 /// Decodes as much of a chunked body as is there.
 fn dechunk(mut b: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    loop {
-        let Some(eol) = find(b, b"\r\n") else { break };
+    while let Some(eol) = find(b, b"\r\n") {
         let size = std::str::from_utf8(&b[..eol])
             .ok()
             .and_then(|s| usize::from_str_radix(s.split(';').next().unwrap_or("").trim(), 16).ok());
