@@ -277,6 +277,21 @@ fn parse_envelope(
     parse_envelope_inner(cfg, headers, bytes).map_err(Box::new)
 }
 
+/// The envelope parser without a server, for the fuzz targets and property tests only:
+/// `Ok(Some(request))`, `Ok(None)` for a notification, or the error and the id it is sent with.
+#[doc(hidden)]
+#[allow(clippy::result_large_err)]
+pub fn parse_envelope_for_fuzz(
+    cfg: &Config,
+    headers: &HeaderMap,
+    bytes: &[u8],
+) -> Result<Option<McpRequest>, (Value, McpError)> {
+    match parse_envelope_inner(cfg, headers, bytes)? {
+        Parsed::Request(r) => Ok(Some(*r)),
+        Parsed::Notification => Ok(None),
+    }
+}
+
 // A refused envelope is the cold path; boxing each early return would only add noise.
 #[allow(clippy::result_large_err)]
 fn parse_envelope_inner(

@@ -4,6 +4,7 @@ mod cli;
 mod discovery;
 mod envelope;
 mod faults;
+mod isolation;
 mod limits;
 mod mcp_suite;
 mod mrtr;
