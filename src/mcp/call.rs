@@ -110,17 +110,16 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
     if let Some(t) = &tool.create_run {
         templates.push(t);
     }
-    let created = match state
+    // A client that goes away while createRun is in flight drops this future before the
+    // run id is known (hyper drops the handler): the pending guard then finds the run by its
+    // Idempotency-Key and cancels it (RFC 0198 §G.12; docs/hardening.md F2).
+    let mut pending = PendingCreate::new(&state, &req.caller, &tool.workflow_id, &args, &key);
+    let result = state
         .host
-        .create_run(
-            &req.caller,
-            &tool.workflow_id,
-            &args,
-            &templates,
-            &random_id(24),
-        )
-        .await
-    {
+        .create_run(&req.caller, &tool.workflow_id, &args, &templates, &key)
+        .await;
+    pending.disarm();
+    let created = match result {
         Ok(c) => c,
         // host.errors may turn a refused createRun into a tool error the model can act on.
         Err(e) if e.class() == ErrorClass::ToolError => {
@@ -243,6 +242,44 @@ fn gather_arguments(
     let result =
         json!({ "resultType": "input_required", "inputRequests": requests, "requestState": token });
     Ok(Some(super::result_response(&state.cfg, &req.id, result)))
+}
+
+/// Armed while a createRun is in flight; dropped armed (the request was dropped) it starts
+/// the same search-and-cancel as a lost answer.
+struct PendingCreate {
+    armed: Option<(Arc<AppState>, Caller, String, Value, String)>,
+}
+
+impl PendingCreate {
+    fn new(
+        state: &Arc<AppState>,
+        caller: &Caller,
+        workflow_id: &str,
+        args: &Value,
+        key: &str,
+    ) -> Self {
+        PendingCreate {
+            armed: Some((
+                state.clone(),
+                caller.clone(),
+                workflow_id.to_string(),
+                args.clone(),
+                key.to_string(),
+            )),
+        }
+    }
+
+    fn disarm(&mut self) {
+        self.armed = None;
+    }
+}
+
+impl Drop for PendingCreate {
+    fn drop(&mut self) {
+        if let Some((state, caller, workflow_id, args, key)) = self.armed.take() {
+            reconcile_lost_create(&state, &caller, &workflow_id, &args, &key);
+        }
+    }
 }
 
 /// Replays a createRun whose outcome is unknown with the same Idempotency-Key until the host

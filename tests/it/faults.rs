@@ -721,7 +721,6 @@ async fn slow_event_stream_open_falls_back_to_polling_within_the_route_timeout()
 }
 
 #[tokio::test]
-#[ignore = "open: the sidecar now replays the createRun Idempotency-Key, finds the run and its cancel is answered 200 by the devhost, yet the run stays running — suspected devhost race between a damaged create answer and a cancel; see the issue note"]
 async fn lost_create_run_answer_leaves_no_run_behind() {
     let env = fault_env(|c| c.ownership.cancel_deadline = Duration::from_secs(3)).await;
     let mut problems = Vec::new();

@@ -517,3 +517,36 @@ async fn a_silent_peer_is_noticed_at_the_next_keepalive_and_its_run_cancelled() 
     env.shutdown().await;
     drop(net);
 }
+
+#[tokio::test]
+async fn disconnect_while_the_run_is_being_created_cancels_it() {
+    // The client leaves while POST /runs is still in flight: the run id is not known yet, so
+    // the sidecar finds it by its Idempotency-Key and cancels it (docs/hardening.md F2).
+    let env = env().await;
+    let before = env.run_ids(A, "conformance-cancellable").await;
+    env.host.faults().delay(
+        openwop_devhost::RouteClass::CreateRun,
+        Duration::from_millis(800),
+    );
+    let body = body_of(
+        1,
+        "tools/call",
+        json!({"name":"conformance-cancellable","arguments":{"delayMs": 30000}}),
+        json!({}),
+    );
+    let s = raw_post(&env, &body, "application/json", A).await;
+    let run_id = env.fresh_run(A, "conformance-cancellable", &before).await;
+    drop(s);
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    env.host.faults().clear();
+    assert_eq!(
+        env.wait_status(A, &run_id, &["cancelled", "completed"], 15)
+            .await,
+        "cancelled"
+    );
+    assert_eq!(
+        cancel_reason(&env, &run_id).await.as_deref(),
+        Some("mcp-request-cancelled")
+    );
+    env.shutdown().await;
+}
