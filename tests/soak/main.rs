@@ -226,8 +226,18 @@ async fn exchange(
     } else {
         "application/json, text/event-stream"
     };
+    // The MCP 2026-07-28 routing header for tools/call and tasks/*, as a client sends it.
+    let parsed: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    let name = match method {
+        "tools/call" => parsed["params"]["name"].as_str(),
+        m if m.starts_with("tasks/") => parsed["params"]["taskId"].as_str(),
+        _ => None,
+    };
+    let name_line = name
+        .map(|n| format!("Mcp-Name: {n}\r\n"))
+        .unwrap_or_default();
     let req = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nAccept: {accept}\r\nAuthorization: Bearer {key}\r\nMCP-Protocol-Version: {V}\r\nMcp-Method: {method}\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nAccept: {accept}\r\nAuthorization: Bearer {key}\r\nMCP-Protocol-Version: {V}\r\nMcp-Method: {method}\r\n{name_line}Content-Length: {}\r\n\r\n{body}",
         body.len()
     );
     if s.write_all(req.as_bytes()).await.is_err() {
@@ -1023,9 +1033,8 @@ async fn a_drop_after_create_run_answered_cancels_the_run() {
 /// Finding F2 (soak): when the client goes away while the sidecar's `POST /runs` is in flight,
 /// hyper drops the request's future inside `host.create_run(..).await`, before
 /// `RunGuard::own` (src/mcp/call.rs); the host still creates the run, nobody owns it, and it is
-/// never cancelled. Ignored until fixed; `cargo test --test soak -- --ignored` reproduces it.
+/// never cancelled. Fixed: the request's Idempotency-Key finds the run and it is cancelled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "finding F2: a drop while createRun is in flight leaves an orphaned run"]
 async fn f2_a_drop_while_create_run_is_in_flight_cancels_the_run() {
     let status = drop_during_create(Duration::from_millis(600), Duration::from_millis(200)).await;
     assert_eq!(status, "cancelled", "the orphaned run was left {status}");
