@@ -131,12 +131,22 @@ impl Plan {
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    let plan = if args.quick {
+    let mut plan = if args.quick {
         Plan::quick()
     } else {
         Plan::full()
     };
     let nofile = procs::raise_nofile();
+    // Each held stream costs a descriptor in this process (client or in-process host side) and
+    // one in the sidecar; stay under the limit rather than fail on EMFILE.
+    let fit = (nofile as usize).saturating_sub(500).max(100);
+    if plan.streams > fit {
+        eprintln!(
+            "note: open-file limit {nofile}: concurrent streams scaled from {} to {fit}",
+            plan.streams
+        );
+        plan.streams = fit;
+    }
     // The host gets its own runtime (its own worker threads), like a separate process would.
     let host_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
