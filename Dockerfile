@@ -17,18 +17,22 @@ FROM ${RUST_IMAGE} AS build
 WORKDIR /src
 
 # Dependencies first, against stub crate roots, so that a source-only change reuses this layer
-# instead of recompiling ~250 crates. Both workspace members are needed: the sidecar depends
-# on openwop-devhost (its `demo` subcommand embeds it).
+# instead of recompiling ~250 crates. Every workspace member's manifest is needed for cargo to
+# resolve the workspace: the sidecar depends on openwop-devhost (its `demo` subcommand embeds
+# it); the bench member (openwop-bench) is not built here.
 COPY Cargo.toml Cargo.lock ./
 COPY devhost/Cargo.toml devhost/Cargo.toml
-RUN mkdir -p src devhost/src \
+COPY bench/Cargo.toml bench/Cargo.toml
+RUN mkdir -p src devhost/src bench/src \
  && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
  && echo 'fn main() {}' > devhost/src/main.rs && touch devhost/src/lib.rs \
+ && echo 'fn main() {}' > bench/src/main.rs \
  && cargo build --release --locked --bin openwop-mcp-sidecar \
- && rm -rf src devhost/src
+ && rm -rf src devhost/src bench/src
 
 COPY src src
 COPY devhost/src devhost/src
+COPY bench/src bench/src
 # COPY keeps the files' own mtimes, which can be older than the stub build's outputs; touching
 # the crate roots makes cargo rebuild the two local crates for certain.
 RUN touch src/main.rs src/lib.rs devhost/src/main.rs devhost/src/lib.rs \
