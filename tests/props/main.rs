@@ -464,9 +464,8 @@ fn id_codec_round_trips() {
 /// `Mcp-Method` header whose value is not visible ASCII (obs-text bytes, which HTTP allows) is
 /// treated as absent by `parse_envelope`, so it is never compared with the body's method and a
 /// mismatching request is served instead of refused with -32020. Ignored until fixed in
-/// src/mcp/mod.rs; `cargo test --test props -- --ignored` reproduces it.
+/// src/mcp/mod.rs; fixed: Mcp-Method is now required, so an undecodable one is a -32020 header failure.
 #[test]
-#[ignore = "finding F1: an undecodable Mcp-Method header skips the header/body comparison"]
 fn f1_an_undecodable_mcp_method_header_is_still_compared() {
     use http::{HeaderMap, HeaderValue};
     use openwop_mcp_sidecar::mcp::{parse_envelope_for_fuzz, McpError};
