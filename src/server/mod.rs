@@ -197,6 +197,11 @@ fn digest(bytes: &[u8]) -> u64 {
     h.finish()
 }
 
+/// The service future as hyper stores it: boxed (see `accept_loop`).
+type RouteFuture = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Response, std::convert::Infallible>> + Send>,
+>;
+
 /// Routes one request.
 pub async fn route(state: Arc<AppState>, mut req: Request<Incoming>, peer: SocketAddr) -> Response {
     // HTTP/2 carries the host in `:authority`, not in a Host header; give every consumer (the
@@ -456,17 +461,42 @@ async fn accept_loop(
                 let _ = stream.set_nodelay(true);
                 tune_socket(&stream, dead_peer);
                 let lv = live.clone();
+                let head_timeout = lv.current().cfg.limits.header_read_timeout;
                 let svc = service_fn(move |req| {
                     // Each request pins the generation current when it arrives.
                     let st = lv.current();
-                    async move { Ok::<_, std::convert::Infallible>(route(st, req, peer).await) }
+                    // Boxed: hyper keeps room for the service future in every HTTP/1.1
+                    // connection and every HTTP/2 stream task for their whole life, so an
+                    // inline `route` future (kilobytes) would cost that much per idle
+                    // connection and per open stream (docs/benchmarks.md §2, issue 10).
+                    Box::pin(async move { Ok(route(st, req, peer).await) }) as RouteFuture
                 });
                 match &tls {
                     None => {
-                        let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
-                        let conn = graceful.watch(conn.into_owned());
+                        let watcher = graceful.watcher();
+                        let builder = builder.clone();
+                        let mut stop = shutdown.clone();
                         tokio::spawn(async move {
-                            if let Err(e) = conn.await {
+                            // The protocol sniffing of the auto builder reads the first bytes
+                            // with no timer, and hyper's header read timeout only starts after
+                            // it: a client that connects and never sends a byte would hold its
+                            // connection for ever. It gets the same time as a slow head
+                            // (limits.headerReadTimeoutMs; issue 10).
+                            // `peek` (not `readable`, which may report readiness spuriously)
+                            // waits for an actual byte or the end of the stream.
+                            let mut first = [0u8; 1];
+                            tokio::select! {
+                                r = tokio::time::timeout(head_timeout, stream.peek(&mut first)) => match r {
+                                    Ok(Ok(_)) => {}
+                                    Ok(Err(e)) => return tracing::debug!(error = %e, "connection failed before its first byte"),
+                                    Err(_) => return tracing::debug!("no request within the header read timeout; closing"),
+                                },
+                                // Draining: a connection that has not asked for anything yet
+                                // is simply closed.
+                                _ = stop.changed() => return,
+                            }
+                            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
+                            if let Err(e) = watcher.watch(conn.into_owned()).await {
                                 tracing::debug!(error = %e, "connection ended with an error");
                             }
                         });

@@ -191,3 +191,30 @@ async fn slow_clients_cannot_pin_connections() {
     );
     env.shutdown().await;
 }
+
+/// Issue 10: a client that connects and never sends a byte gets no more time than a slow
+/// request head; idle connections cannot pile up for ever.
+#[tokio::test]
+async fn a_connection_that_never_sends_a_byte_is_closed() {
+    let env = env_with(|c| {
+        c.limits.header_read_timeout = Duration::from_millis(300);
+    })
+    .await;
+    let addr = env.url.strip_prefix("http://").unwrap().to_string();
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let mut buf = [0u8; 64];
+    let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+        .await
+        .expect("the sidecar closed the silent connection")
+        .unwrap_or(0);
+    assert_eq!(n, 0, "{}", String::from_utf8_lossy(&buf[..n]));
+    // A connection that does send its request is served as before.
+    let r = env
+        .http
+        .get(format!("{}/healthz", env.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    env.shutdown().await;
+}
