@@ -408,14 +408,8 @@ async fn blocking_answer(
         }),
     );
     let st = state.clone();
-    let req_copy = McpRequest {
-        id: req.id.clone(),
-        method: req.method.clone(),
-        params: req.params.clone(),
-        caps: req.caps.clone(),
-        caller: req.caller.clone(),
-        headers: req.headers.clone(),
-    };
+    // An owned copy: no header of the request head lives on with the answer task.
+    let req_copy = req.detached(true);
     tokio::spawn(async move {
         let cap = st.cfg.mcp.sse_answer_cap;
         let progress = progress_token.map(|token| Progress::new(tx.clone(), token));
@@ -798,7 +792,7 @@ fn outcome(
 /// Where a URL-mode elicitation points for non-credential interrupts: the REST resolve route,
 /// on this sidecar's advertised origin.
 fn resolve_url(state: &AppState, req: &McpRequest, run: &RunSnapshot, node: &str) -> String {
-    let mount = crate::discovery::server_url(&state.cfg, req.headers.get(http::header::HOST));
+    let mount = crate::discovery::server_url(&state.cfg, req.host.as_ref());
     let origin = mount.strip_suffix(&state.cfg.mount.path).unwrap_or("");
     format!(
         "{origin}/runs/{}/interrupts/{}",

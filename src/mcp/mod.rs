@@ -12,7 +12,7 @@ mod tools;
 
 use std::sync::Arc;
 
-use http::{HeaderMap, Method, Request, StatusCode};
+use http::{HeaderMap, HeaderValue, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use serde_json::{json, Map, Value};
@@ -57,13 +57,23 @@ impl Mount {
 }
 
 /// One parsed, validated MCP request.
+///
+/// It holds no `HeaderMap` and no `HeaderValue` that shares hyper's read buffer: what the
+/// handlers need from the headers is decided or copied once in [`parse_envelope`], so a
+/// request moved into a long-lived task (a listen loop, an SSE answer) does not keep the
+/// connection's 8 KB request-head buffer alive (docs/benchmarks.md §2, issue 10).
 pub struct McpRequest {
     pub id: Value,
     pub method: String,
     pub params: Map<String, Value>,
     pub caps: Value,
     pub caller: Caller,
-    pub headers: HeaderMap,
+    /// The first `Accept` entry is `text/event-stream` (§3.2).
+    pub wants_sse: bool,
+    /// Some `Accept` entry allows `text/event-stream`.
+    pub accepts_sse: bool,
+    /// An owned copy of the request's Host (or `:authority`), for URLs back to this sidecar.
+    pub host: Option<HeaderValue>,
 }
 
 impl McpRequest {
@@ -82,37 +92,31 @@ impl McpRequest {
 
     /// Whether the answer should be SSE: the first `Accept` entry is `text/event-stream` (§3.2).
     pub fn wants_sse(&self) -> bool {
-        self.headers
-            .get_all(http::header::ACCEPT)
-            .iter()
-            .next()
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(',').next())
-            .map(|first| {
-                first
-                    .split(';')
-                    .next()
-                    .unwrap_or("")
-                    .trim()
-                    .eq_ignore_ascii_case("text/event-stream")
-            })
-            .unwrap_or(false)
+        self.wants_sse
     }
 
     /// Whether any `Accept` entry allows `text/event-stream`.
     pub fn accepts_sse(&self) -> bool {
-        self.headers
-            .get_all(http::header::ACCEPT)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .any(|e| {
-                e.split(';')
-                    .next()
-                    .unwrap_or("")
-                    .trim()
-                    .eq_ignore_ascii_case("text/event-stream")
-            })
+        self.accepts_sse
+    }
+
+    /// A copy for a task that outlives the handler (the params are left out unless asked for:
+    /// a listen loop reads only the id, the capabilities and the caller).
+    pub(crate) fn detached(&self, with_params: bool) -> McpRequest {
+        McpRequest {
+            id: self.id.clone(),
+            method: self.method.clone(),
+            params: if with_params {
+                self.params.clone()
+            } else {
+                Map::new()
+            },
+            caps: self.caps.clone(),
+            caller: self.caller.clone(),
+            wants_sse: self.wants_sse,
+            accepts_sse: self.accepts_sse,
+            host: self.host.clone(),
+        }
     }
 
     /// `_meta.progressToken` (a string or an integer), when the request asked for progress.
@@ -212,11 +216,13 @@ async fn dispatch(state: Arc<AppState>, req: McpRequest) -> Response {
     let res: Result<Response, McpError> = match method.as_str() {
         "server/discover" => discover(&state, &req).await,
         "tools/list" => tools::list(&state, &req).await,
-        "tools/call" => return call::call(state, req).await,
+        // The big handlers are boxed so their state machines are not part of every request's
+        // future (tools/call with MRTR is kilobytes; a `tasks/get` needs none of it).
+        "tools/call" => return Box::pin(call::call(state, req)).await,
         "tasks/get" if tasks_on => tasks::get(&state, &req).await,
         "tasks/update" if tasks_on => tasks::update(&state, &req).await,
         "tasks/cancel" if tasks_on => tasks::cancel(&state, &req).await,
-        "subscriptions/listen" => return tasks::listen(state, req).await,
+        "subscriptions/listen" => return Box::pin(tasks::listen(state, req)).await,
         // mcp-tasks.md §5.10: tasks/result and tasks/list are removed → -32601, like
         // initialize, ping and every method this mount does not offer.
         other => Err(McpError::MethodNotFound(other.to_string())),
@@ -300,7 +306,7 @@ fn parse_envelope_inner(
     bytes: &[u8],
 ) -> Result<Parsed, (Value, McpError)> {
     let v: Value = serde_json::from_slice(bytes).map_err(|_| (Value::Null, McpError::Parse))?;
-    let obj = match v {
+    let mut obj = match v {
         Value::Object(o) => o,
         Value::Array(_) => {
             return Err((
@@ -347,9 +353,10 @@ fn parse_envelope_inner(
         }
     }
     let is_notification = id.is_none();
-    let params = match obj.get("params") {
+    // Moved out of the parsed body, not copied: the envelope is not needed after this.
+    let params = match obj.remove("params") {
         None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(p)) => p.clone(),
+        Some(Value::Object(p)) => p,
         Some(_) if is_notification => Map::new(),
         Some(_) => {
             return Err((
@@ -469,8 +476,9 @@ fn parse_envelope_inner(
     if is_notification {
         return Ok(Parsed::Notification);
     }
+    // Every header value kept is an owned copy (see McpRequest).
     let caller = Caller {
-        authorization: headers.get(http::header::AUTHORIZATION).cloned(),
+        authorization: headers.get(http::header::AUTHORIZATION).map(owned_value),
         traceparent: meta
             .and_then(|m| m.get("traceparent"))
             .and_then(Value::as_str)
@@ -480,13 +488,13 @@ fn parse_envelope_inner(
                 headers
                     .get("traceparent")
                     .filter(|t| t.to_str().is_ok_and(valid_traceparent))
-                    .cloned()
+                    .map(owned_value)
             }),
         tracestate: meta
             .and_then(|m| m.get("tracestate"))
             .and_then(Value::as_str)
             .and_then(|t| http::HeaderValue::from_str(t).ok())
-            .or_else(|| headers.get("tracestate").cloned()),
+            .or_else(|| headers.get("tracestate").map(owned_value)),
     };
     Ok(Parsed::Request(Box::new(McpRequest {
         id: id.unwrap_or(Value::Null),
@@ -494,8 +502,48 @@ fn parse_envelope_inner(
         params,
         caps: caps.unwrap_or_else(|| json!({})),
         caller,
-        headers: headers.clone(),
+        wants_sse: first_accept_is_sse(headers),
+        accepts_sse: any_accept_is_sse(headers),
+        host: headers.get(http::header::HOST).map(owned_value),
     })))
+}
+
+/// A copy of a header value in its own allocation: a clone would share (and keep alive) the
+/// buffer hyper parsed the request head from.
+fn owned_value(v: &HeaderValue) -> HeaderValue {
+    let mut o = HeaderValue::from_bytes(v.as_bytes()).unwrap_or_else(|_| v.clone());
+    o.set_sensitive(v.is_sensitive());
+    o
+}
+
+fn is_event_stream(entry: &str) -> bool {
+    entry
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .eq_ignore_ascii_case("text/event-stream")
+}
+
+/// The first `Accept` entry is `text/event-stream` (§3.2).
+fn first_accept_is_sse(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(http::header::ACCEPT)
+        .iter()
+        .next()
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(',').next())
+        .is_some_and(is_event_stream)
+}
+
+/// Any `Accept` entry allows `text/event-stream`.
+fn any_accept_is_sse(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(is_event_stream)
 }
 
 /// Nesting depth check before parsing (objects and arrays, outside strings): deep JSON is

@@ -158,3 +158,84 @@ where
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     r
 }
+
+/// The body of a listen that follows no task: its first frame (the acknowledgement), then a
+/// keep-alive every `period` until the client goes away; when the sidecar shuts down, `last`
+/// (the listen's result) and the end of the stream. It needs no task and no channel: the
+/// connection polls it, so an idle listen costs only this struct and its two timers
+/// (issue 10: 10,000 open listens in ≤ 100 MB).
+pub struct KeepaliveBody {
+    first: Option<Bytes>,
+    last: Option<Bytes>,
+    keepalive: tokio::time::Interval,
+    shutdown: tokio_stream::wrappers::WatchStream<bool>,
+    done: bool,
+    on_close: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl KeepaliveBody {
+    pub fn new(
+        first: Bytes,
+        last: Bytes,
+        period: std::time::Duration,
+        shutdown: tokio::sync::watch::Receiver<bool>,
+        on_close: Box<dyn FnOnce() + Send>,
+    ) -> KeepaliveBody {
+        let start = tokio::time::Instant::now() + period;
+        KeepaliveBody {
+            first: Some(first),
+            last: Some(last),
+            keepalive: tokio::time::interval_at(start, period),
+            shutdown: tokio_stream::wrappers::WatchStream::new(shutdown),
+            done: false,
+            on_close: Some(on_close),
+        }
+    }
+}
+
+impl Drop for KeepaliveBody {
+    fn drop(&mut self) {
+        if let Some(f) = self.on_close.take() {
+            f();
+        }
+    }
+}
+
+impl HttpBody for KeepaliveBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        use tokio_stream::Stream;
+        if self.done {
+            return Poll::Ready(None);
+        }
+        if let Some(b) = self.first.take() {
+            return Poll::Ready(Some(Ok(Frame::data(b))));
+        }
+        // Shutdown first: a listen ends with its result, never with a cut (RFC 0198 §G.14).
+        loop {
+            match Pin::new(&mut self.shutdown).poll_next(cx) {
+                // The stream yields the current value first; only `true` means shutdown.
+                Poll::Ready(Some(false)) => continue,
+                Poll::Ready(Some(true)) | Poll::Ready(None) => {
+                    self.done = true;
+                    let last = self.last.take().unwrap_or_default();
+                    return Poll::Ready(Some(Ok(Frame::data(last))));
+                }
+                Poll::Pending => break,
+            }
+        }
+        match self.keepalive.poll_tick(cx) {
+            Poll::Ready(_) => Poll::Ready(Some(Ok(Frame::data(crate::sse::keepalive_frame())))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done
+    }
+}

@@ -11,7 +11,8 @@ use super::call::resolve_key;
 use super::elicit::{effect_of, input_request, Effect, Modes};
 use super::project::{detailed_task, times};
 use super::respond::{
-    bare_result_response, error_response, result_response, sse_response, SseBody, SseItem,
+    bare_result_response, error_response, result_response, sse_response, KeepaliveBody, SseBody,
+    SseItem,
 };
 use super::{McpError, McpRequest, META_SUBSCRIPTION, TASKS_EXT};
 use crate::body::Response;
@@ -284,31 +285,43 @@ async fn listen_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response
     let Ok(slot) = state.gates.streams.clone().try_acquire_owned() else {
         return Ok(crate::server::shed(true));
     };
-    let (tx, rx) = mpsc::channel::<SseItem>(16);
     let metrics = state.metrics.clone();
     metrics.stream_opened();
     metrics.listen_opened();
-    let body = SseBody::new(
-        rx,
-        Box::new(move || {
-            drop(slot);
-            metrics.stream_closed();
-            metrics.listen_closed();
-        }),
-    );
+    let on_close: Box<dyn FnOnce() + Send> = Box::new(move || {
+        drop(slot);
+        metrics.stream_closed();
+        metrics.listen_closed();
+    });
     // The ack is the first message: nothing goes on a subscription before it.
-    let _ = tx.try_send(SseItem::Frame(message_frame(&ack.to_string())));
-    let st = state.clone();
-    let lreq = McpRequest {
-        id: req.id.clone(),
-        method: req.method.clone(),
-        params: req.params.clone(),
-        caps: req.caps.clone(),
-        caller: req.caller.clone(),
-        headers: req.headers.clone(),
-    };
-    tokio::spawn(async move { listen_loop(st, lreq, readable, tx).await });
+    let ack = message_frame(&ack.to_string());
+    if readable.is_empty() {
+        // Nothing to follow: the stream carries only keep-alives until the client leaves, and
+        // the listen's result when the sidecar shuts down. The body does that by itself, with
+        // no task and no channel, so an idle listen costs as little as it can (issue 10:
+        // 10,000 open listens in ≤ 100 MB).
+        let body = KeepaliveBody::new(
+            ack,
+            listen_final_frame(&sub_id),
+            state.cfg.mcp.sse_keepalive,
+            state.shutdown.clone(),
+            on_close,
+        );
+        return Ok(sse_response(body));
+    }
+    let (tx, rx) = mpsc::channel::<SseItem>(16);
+    let body = SseBody::new(rx, on_close);
+    let _ = tx.try_send(SseItem::Frame(ack));
+    // The loop reads the id, the capabilities and the caller, never the params.
+    let lreq = req.detached(false);
+    tokio::spawn(listen_loop(state.clone(), lreq, readable, tx));
     Ok(sse_response(body))
+}
+
+/// The result that ends a listen (RFC 0198 §G.14: never notifications/cancelled).
+fn listen_final_frame(sub_id: &Value) -> bytes::Bytes {
+    let end = json!({ "jsonrpc": "2.0", "id": sub_id, "result": { "resultType": "complete", "_meta": { META_SUBSCRIPTION: sub_id } } });
+    message_frame(&end.to_string())
 }
 
 /// What a per-task watcher tells the listen loop.
@@ -372,10 +385,7 @@ async fn listen_loop(
     let mut poll = tokio::time::interval(state.cfg.tasks.listen_poll_interval);
     let mut keepalive = tokio::time::interval(state.cfg.mcp.sse_keepalive);
     keepalive.tick().await;
-    let final_frame = || {
-        let end = json!({ "jsonrpc": "2.0", "id": sub_id, "result": { "resultType": "complete", "_meta": { META_SUBSCRIPTION: sub_id } } });
-        SseItem::Final(message_frame(&end.to_string()))
-    };
+    let final_frame = || SseItem::Final(listen_final_frame(&sub_id));
     // Every task is projected once right after the ack, then on change.
     let mut due: Vec<String> = ids.clone();
     loop {
@@ -383,7 +393,9 @@ async fn listen_loop(
             if done.contains(&id) {
                 continue;
             }
-            match project_for_listen(&state, &req, &id, &sub_id, &mut last).await {
+            // Boxed: the projection (two host reads) is large and only runs on a change, so
+            // it does not belong in the loop's own, long-lived task state.
+            match Box::pin(project_for_listen(&state, &req, &id, &sub_id, &mut last)).await {
                 None => done.push(id),
                 Some((frame, terminal)) => {
                     if let Some(f) = frame {

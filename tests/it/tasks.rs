@@ -486,3 +486,66 @@ impl Env {
             .await
     }
 }
+
+/// A listen that names no task holds no task of its own in the sidecar (issue 10); it must
+/// still send keep-alives while open and end with its result, not a cut, on shutdown
+/// (RFC 0198 §G.14).
+#[tokio::test]
+async fn listen_without_tasks_keeps_alive_and_ends_with_its_result_on_shutdown() {
+    let env = env().await;
+    let body = body_of(
+        91,
+        "subscriptions/listen",
+        json!({"notifications": {}}),
+        json!({}),
+    );
+    let mut resp = env
+        .http
+        .post(env.mcp_url())
+        .header("Authorization", format!("Bearer {A}"))
+        .header("Accept", "text/event-stream, application/json")
+        .header("MCP-Protocol-Version", V)
+        .header("Mcp-Method", "subscriptions/listen")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut text = String::new();
+    // The ack, then keep-alives (every 200 ms in the test config).
+    let _ = tokio::time::timeout(Duration::from_secs(10), async {
+        while !text.contains(": keep-alive") {
+            match resp.chunk().await {
+                Ok(Some(c)) => text.push_str(&String::from_utf8_lossy(&c)),
+                _ => break,
+            }
+        }
+    })
+    .await;
+    assert!(text.contains(": keep-alive"), "no keep-alive: {text}");
+    let shutdown = tokio::spawn(env.shutdown());
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match resp.chunk().await {
+                Ok(Some(c)) => text.push_str(&String::from_utf8_lossy(&c)),
+                Ok(None) => return true,
+                Err(_) => return false,
+            }
+        }
+    })
+    .await;
+    assert_eq!(ended, Ok(true), "the stream did not end cleanly: {text}");
+    shutdown.await.unwrap();
+    let msgs = sse_messages(&text);
+    assert_eq!(
+        msgs.first().map(|m| m["method"].clone()),
+        Some(json!("notifications/subscriptions/acknowledged"))
+    );
+    let last = msgs.last().unwrap();
+    assert_eq!(last["id"], json!(91));
+    assert_eq!(last["result"]["resultType"], json!("complete"));
+    assert_eq!(
+        last["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        json!(91)
+    );
+}
