@@ -7,6 +7,7 @@
 //! time. Sections and targets are listed in docs/benchmarks.md.
 
 mod disconnect;
+mod idle;
 mod load;
 mod procs;
 mod report;
@@ -52,7 +53,7 @@ struct Args {
     /// Directory for the sidecar logs (default: a temporary directory).
     #[arg(long)]
     log_dir: Option<PathBuf>,
-    /// Run only these sections (comma-separated: 1,2,3a,3b,3c,3d,4,5; 1 and 2 always run together).
+    /// Run only these sections (comma-separated: 1,2,3a,3b,3c,3d,3e,4,5; 1 and 2 always run together).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Profiling aid: run one workload against the sidecar and stop it with SIGTERM
@@ -267,6 +268,10 @@ async fn run(args: Args, plan: Plan, host: DevHost, nofile: u64) -> std::process
     if ctx.wants("3d") {
         let r = section3d_sse_calls(&mut ctx).await;
         ctx.report.section("3d blocking SSE calls", r);
+    }
+    if ctx.wants("3e") {
+        let r = section3e_idle(&mut ctx).await;
+        ctx.report.section("3e idle connections", r);
     }
     if ctx.wants("4") {
         let r = section4_disconnect(&mut ctx).await;
@@ -1155,6 +1160,76 @@ async fn section3d_sse_calls(ctx: &mut Ctx) -> anyhow::Result<()> {
     sc.stop(Duration::from_secs(10)).await;
     // Whatever happened above, leave no run behind.
     sweep_running(host, "conformance-cancellable", Duration::from_secs(60)).await;
+    res
+}
+
+/// Section 3e: `n` idle client connections (issue 10): silent sockets, then HTTP/1.1
+/// keep-alive connections idle after one request, each against a fresh sidecar.
+async fn section3e_idle(ctx: &mut Ctx) -> anyhow::Result<()> {
+    for kind in [idle::Idle::Silent, idle::Idle::KeepAlive] {
+        idle_once(ctx, kind).await?;
+    }
+    Ok(())
+}
+
+async fn idle_once(ctx: &mut Ctx, kind: idle::Idle) -> anyhow::Result<()> {
+    let n = ctx.plan.streams;
+    let tag = match kind {
+        idle::Idle::Silent => "idle-silent",
+        idle::Idle::KeepAlive => "idle-keepalive",
+    };
+    let sc = ctx.sidecar(tag).await?;
+    let res = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let idle_mem = sc.mem();
+        eprintln!("[3e] opening {n} {}", kind.label());
+        let held = idle::open(sc.addr, kind, n, 256).await?;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let open = sc.mem();
+        let opened = held.socks.len();
+        let still = idle::still_open(&held.socks);
+        let (failed, took, fe) = (held.failed, held.took, held.first_error.clone());
+        drop(held);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let after = sc.mem();
+        let grown = open.rss_kb.saturating_sub(idle_mem.rss_kb);
+        let per = grown as f64 / opened.max(1) as f64;
+        let target_applies = n >= 10_000;
+        ctx.report.row(Row {
+            section: "3e",
+            measure: format!("sidecar VmRSS with {opened} idle connections ({})", kind.label()),
+            sidecar: report::mb(open.rss_kb),
+            direct: "—".into(),
+            compare: format!(
+                "+{} over idle ({per:.1} kB/connection); {} fds; {still} still open when measured; after close {}",
+                report::mb(grown),
+                open.fds,
+                report::mb(after.rss_kb)
+            ),
+            target: if target_applies {
+                "≤ 100 MB @ 10,000".into()
+            } else {
+                format!("(quick: {n}, target is for 10,000)")
+            },
+            verdict: target_applies
+                .then_some(opened == n && open.rss_kb as f64 / 1024.0 <= 100.0),
+        });
+        ctx.report.note(format!(
+            "3e ({}): opened {opened}/{n} in {:.1} s, {failed} failed{}; idle before {}, open {}, after close {}",
+            kind.label(),
+            took.as_secs_f64(),
+            fe.map(|e| format!(" (first: {e})")).unwrap_or_default(),
+            report::mem_str(idle_mem),
+            report::mem_str(open),
+            report::mem_str(after)
+        ));
+        if failed > 0 {
+            anyhow::bail!("{failed} of {n} idle connections failed to open");
+        }
+        Ok(())
+    }
+    .await;
+    sc.stop(Duration::from_secs(5)).await;
     res
 }
 
