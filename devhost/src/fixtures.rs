@@ -823,7 +823,8 @@ fn mcp_suite_fixtures() -> Vec<Workflow> {
         },
         // input-required-result-basic-elicitation / -missing-input-response /
         // -result-type / -ignore-extra-params / -validate-input. The node id is the
-        // suite's inputRequests key.
+        // interrupt's own key (`node.suspended.key`), the suite's inputRequests key under
+        // the sidecar's `inputRequestKey: interruptKey` (tests/conformance/sidecar.yaml).
         Workflow {
             nodes: vec![
                 clarification("user_name", "Ask name", name_question("name", "What is your name?")),

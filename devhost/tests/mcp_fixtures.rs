@@ -306,6 +306,11 @@ async fn input_required_fixtures_ask_under_the_suite_keys() {
             asked["payload"]["data"]["questions"][0]["id"], question,
             "{id}"
         );
+        // The interrupt's own key is the suite's inputRequests key: a sidecar configured
+        // with `inputRequestKey: interruptKey` names the input request by it.
+        assert_eq!(asked["payload"]["key"], node, "{id}");
+        let suspended = of_type(&events, "node.suspended")[0];
+        assert_eq!(suspended["payload"]["key"], node, "{id}");
         let r = h.resolve(ACME, &run, node, answer).await;
         assert_eq!(r.status, 200, "{id}: {}", r.body);
         assert_eq!(completed_text(&h, &run).await, text, "{id}");

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The official MCP conformance suite (@modelcontextprotocol/conformance, pinned in package.json)
-# against `openwop-mcp-sidecar demo --anonymous` on a free loopback port:
+# against `openwop-mcp-sidecar demo --anonymous --config tests/conformance/sidecar.yaml` on a
+# free loopback port:
 #
 #   1. every scenario the 2026-07-28 revision requires (`--requirements 2026-07-28`, which also
 #      runs and reports the unscored extension/pending ones), and
@@ -95,7 +96,9 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-RUST_LOG="${RUST_LOG:-warn}" "$SIDECAR_BIN" demo --anonymous --listen 127.0.0.1:0 >"$DEMO_OUT" 2>"$DEMO_ERR" &
+# sidecar.yaml: the per-tool options the fixtures need (inputRequestKey for the SEP-2322 tools).
+RUST_LOG="${RUST_LOG:-warn}" "$SIDECAR_BIN" demo --anonymous --listen 127.0.0.1:0 \
+  --config "$CONF_DIR/sidecar.yaml" >"$DEMO_OUT" 2>"$DEMO_ERR" &
 DEMO_PID=$!
 deadline=$((SECONDS + READY_TIMEOUT_S))
 until grep -qx 'ready' "$DEMO_OUT" 2>/dev/null; do
