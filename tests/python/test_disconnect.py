@@ -6,7 +6,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from support import TERMINAL, cancel_run_quietly, connect, events, fresh_run, list_runs, wait_run_status
+from support import TERMINAL, WireLog, cancel_run_quietly, connect, events, fresh_run, list_runs, wait_run_status
 
 pytestmark = pytest.mark.anyio
 
@@ -14,12 +14,13 @@ pytestmark = pytest.mark.anyio
 async def test_closing_the_client_mid_call_cancels_the_run() -> None:
     before = await list_runs("conformance-cancellable")
     answered = anyio.Event()
+    wire = WireLog()
     run_id = None
     try:
         async with anyio.create_task_group() as tg:
 
             async def call() -> None:
-                async with connect() as client:
+                async with connect(wire=wire) as client:
                     # Runs for 20 s unless cancelled; the client is closed long before that.
                     await client.call_tool("conformance-cancellable", {"delayMs": 20000})
                 answered.set()
@@ -31,6 +32,9 @@ async def test_closing_the_client_mid_call_cancels_the_run() -> None:
             # HTTP connection) with the tools/call still unanswered.
             tg.cancel_scope.cancel()
         assert not answered.is_set(), "the 20 s call was answered early"
+        # On 2026-07-28 HTTP the disconnect itself is the cancellation: the SDK posts no
+        # notifications/cancelled (mcp-tasks.md §1.7), so the sidecar must act on the drop.
+        assert not wire.posts("notifications/cancelled"), [s.body for s in wire.sent]
 
         run = await wait_run_status(run_id, TERMINAL, timeout_s=10)
         assert run["status"] == "cancelled", run
