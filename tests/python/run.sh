@@ -89,8 +89,9 @@ log "demo pid $DEMO_PID, MCP_URL=$MCP_URL REST_URL=$REST_URL, mcp $("$VENV/bin/p
 
 # In the background plus `wait`, so a SIGINT/SIGTERM to this script is handled at once (bash
 # defers traps while a foreground child runs) and the cleanup stops pytest and the demo.
+# No __pycache__ beside the tests (the work tree stays clean; .tools/ holds the venv).
 cd "$PY_DIR"
-"$VENV/bin/python" -m pytest "$@" &
+PYTHONDONTWRITEBYTECODE=1 "$VENV/bin/python" -m pytest "$@" &
 PYTEST_PID=$!
 set +e
 wait "$PYTEST_PID"
