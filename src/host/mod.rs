@@ -147,25 +147,6 @@ impl HostClient {
             .cloned()
             .ok_or_else(|| anyhow::anyhow!("upstream URL has no host"))?;
         let prefix: Arc<str> = uri.path().trim_end_matches('/').into();
-        // Route literals come from the configuration and are sent verbatim: refuse a template
-        // that cannot be a request target now, at load or reload, rather than on every call.
-        for (op, route) in &cfg.routes.by_op {
-            let filled: String = route
-                .segments
-                .iter()
-                .map(|s| match s {
-                    Segment::Literal(l) => l.as_str(),
-                    Segment::Param(_) => "x",
-                })
-                .collect();
-            PathAndQuery::try_from(format!("{prefix}{filled}")).map_err(|_| {
-                anyhow::anyhow!(
-                    "routes.{}: '{}' is not a valid URL path (percent-encode it)",
-                    op.key(),
-                    route.template
-                )
-            })?;
-        }
         Ok(HostClient {
             metrics,
             max_event: cfg.limits.max_upstream_event_bytes,
