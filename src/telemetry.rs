@@ -65,8 +65,10 @@ struct MetricsInner {
 }
 
 /// MCP methods whose request counters are cached. Any other method name (an unknown method
-/// answered `-32601`) still counts, through the family's slower path.
-const KNOWN_METHODS: [&str; 8] = [
+/// answered `-32601`) counts under the one label [`OTHER_METHOD`]: the name comes from the
+/// client, and a label per name would let any caller grow the registry without bound.
+const OTHER_METHOD: &str = "other";
+const KNOWN_METHODS: [&str; 9] = [
     "tasks/get",
     "tools/call",
     "tools/list",
@@ -75,6 +77,7 @@ const KNOWN_METHODS: [&str; 8] = [
     "subscriptions/listen",
     "server/discover",
     "-",
+    OTHER_METHOD,
 ];
 
 /// The `status` label of a host call: the HTTP status, or the transport failure.
@@ -174,16 +177,11 @@ impl Metrics {
     }
 
     pub fn request(&self, method: &str, outcome: &'static str) {
-        let Some(i) = KNOWN_METHODS.iter().position(|m| *m == method) else {
-            self.inner
-                .requests
-                .get_or_create(&MethodLabels {
-                    method: method.into(),
-                    outcome: outcome.into(),
-                })
-                .inc();
-            return;
-        };
+        let i = KNOWN_METHODS
+            .iter()
+            .position(|m| *m == method)
+            .unwrap_or(KNOWN_METHODS.len() - 1);
+        let method = KNOWN_METHODS[i];
         let slot = &self.inner.request_handles[i];
         if let Some((_, c)) = read(slot).iter().find(|(o, _)| *o == outcome) {
             c.inc();
@@ -338,15 +336,15 @@ mod tests {
     }
 
     #[test]
-    fn request_counts_survive_the_handle_cache() {
+    fn request_counts_survive_the_handle_cache_and_client_method_names_stay_bounded() {
         let m = Metrics::new();
         for _ in 0..3 {
             m.request("tasks/get", "ok");
         }
         m.request("tasks/get", "task_not_found");
-        // An unknown method is not cached but still counted under its own name.
+        // Unknown methods count under one `other` label, whatever name the client sent.
         m.request("nope/x", "method_not_found");
-        m.request("nope/x", "method_not_found");
+        m.request("nope/y", "method_not_found");
         let text = m.render();
         assert_eq!(
             line(
@@ -360,8 +358,9 @@ mod tests {
             "openwop_sidecar_mcp_requests_total{method=\"tasks/get\",outcome=\"task_not_found\"} 1"
         ));
         assert!(text.contains(
-            "openwop_sidecar_mcp_requests_total{method=\"nope/x\",outcome=\"method_not_found\"} 2"
+            "openwop_sidecar_mcp_requests_total{method=\"other\",outcome=\"method_not_found\"} 2"
         ));
+        assert!(!text.contains("nope/"), "{text}");
     }
 
     #[test]
