@@ -40,6 +40,21 @@ fn semantic_errors_point_at_the_value() {
 }
 
 #[test]
+fn a_route_path_that_is_not_a_url_path_is_refused_at_load() {
+    // The host client sends route literals verbatim; a space would be a broken request line.
+    let e =
+        parse("host:\n  routes:\n    getRun:\n      path: /runs/{runId}/my state\n").unwrap_err();
+    assert_eq!(e.line, 4, "{e}");
+    assert!(e.message.contains("not a valid URL path"), "{e}");
+    // Percent-encoded, the same path is fine.
+    let c = parse("host:\n  routes:\n    getRun:\n      path: /runs/{runId}/my%20state\n").unwrap();
+    assert_eq!(
+        c.routes.get(Operation::GetRun).template,
+        "/runs/{runId}/my%20state"
+    );
+}
+
+#[test]
 fn unknown_route_operation_is_refused() {
     let e = parse("host:\n  routes:\n    getRunz: {}\n").unwrap_err();
     assert_eq!(e.line, 3, "{e}");
@@ -134,7 +149,7 @@ fn tool_catalog_options_normalise() {
     assert!(!c.tools.admits("greet"));
     assert_eq!(
         c.tools.overrides["conformance-delay"].task,
-        TaskSupport::Must
+        Some(TaskSupport::Must)
     );
     assert_eq!(c.tools.create_run.tags, vec!["mcp"]);
     assert!(
@@ -142,6 +157,15 @@ fn tool_catalog_options_normalise() {
         "a static catalog needs tools"
     );
     assert!(parse("tools:\n  overrides:\n    x: { task: sometimes }\n").is_err());
+    let keyed = parse("tools:\n  overrides:\n    x: { inputRequestKey: interruptKey }\n").unwrap();
+    assert_eq!(
+        keyed.tools.overrides["x"].input_request_key,
+        Some(InputRequestKey::InterruptKey)
+    );
+    // An override that does not name `task` leaves the workflow's own declaration alone.
+    assert_eq!(keyed.tools.overrides["x"].task, None);
+    let bad = parse("tools:\n  overrides:\n    x: { inputRequestKey: nodeId }\n").unwrap_err();
+    assert!(bad.to_string().contains("inputRequestKey"), "{bad}");
     assert!(parse("tools:\n  overrides:\n    x: { inputSchema: { type: string } }\n").is_err());
 }
 

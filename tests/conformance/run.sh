@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The official MCP conformance suite (@modelcontextprotocol/conformance, pinned in package.json)
-# against `openwop-mcp-sidecar demo --anonymous` on a free loopback port:
+# against `openwop-mcp-sidecar demo --anonymous --config tests/conformance/sidecar.yaml` on a
+# free loopback port:
 #
 #   1. every scenario the 2026-07-28 revision requires (`--requirements 2026-07-28`, which also
 #      runs and reports the unscored extension/pending ones), and
@@ -57,22 +58,13 @@ fi
 log "node $("$NODE" --version) ($NODE), suite $("$NODE" "$SUITE_JS" --version)"
 
 # --- the demo ---------------------------------------------------------------------------------
+# shellcheck source=../../scripts/lib/demo.sh
+source "$REPO_ROOT/scripts/lib/demo.sh"
+DEMO_LOG_TAG=conformance
+DEMO_READY_TIMEOUT_S="$READY_TIMEOUT_S"
 LOG_DIR="$(mktemp -d "${TMPDIR:-/tmp}/openwop-conformance.XXXXXX")"
-DEMO_OUT="$LOG_DIR/demo.stdout"
-DEMO_ERR="$LOG_DIR/demo.stderr"
-DEMO_PID=""
 SUITE_PID=""
 LOGS_ANNOUNCED=""
-
-stop_within() {
-  local i
-  for ((i = 0; i < $1 * 10; i++)); do
-    kill -0 "$2" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL "$2" 2>/dev/null || true
-  wait "$2" 2>/dev/null || true
-}
 
 cleanup() {
   local rc=$?
@@ -80,10 +72,7 @@ cleanup() {
     kill -TERM "$SUITE_PID" 2>/dev/null || true
     stop_within 3 "$SUITE_PID"
   fi
-  if [[ -n "$DEMO_PID" ]] && kill -0 "$DEMO_PID" 2>/dev/null; then
-    kill -TERM "$DEMO_PID" 2>/dev/null || true
-    stop_within 5 "$DEMO_PID"
-  fi
+  demo_stop
   if [[ $rc -ne 0 || -n "${CONFORMANCE_KEEP_LOGS:-}" ]]; then
     [[ -n "$LOGS_ANNOUNCED" ]] || log "demo and suite logs kept in $LOG_DIR"
   else
@@ -95,24 +84,9 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-RUST_LOG="${RUST_LOG:-warn}" "$SIDECAR_BIN" demo --anonymous --listen 127.0.0.1:0 >"$DEMO_OUT" 2>"$DEMO_ERR" &
-DEMO_PID=$!
-deadline=$((SECONDS + READY_TIMEOUT_S))
-until grep -qx 'ready' "$DEMO_OUT" 2>/dev/null; do
-  if ! kill -0 "$DEMO_PID" 2>/dev/null || ((SECONDS >= deadline)); then
-    log "the demo did not become ready"
-    sed 's/^/  demo stdout: /' "$DEMO_OUT" >&2 || true
-    sed 's/^/  demo stderr: /' "$DEMO_ERR" >&2 || true
-    exit 2
-  fi
-  sleep 0.1
-done
-MCP_URL="$(sed -n 's/^ *MCP endpoint *: *\(http[^ ]*\).*$/\1/p' "$DEMO_OUT" | head -n1)"
-if [[ -z "$MCP_URL" ]]; then
-  log "could not read the MCP URL from the demo banner"
-  cat "$DEMO_OUT" >&2
-  exit 2
-fi
+# sidecar.yaml: the per-tool options the fixtures need (inputRequestKey for the SEP-2322 tools,
+# the json-schema-2020-12 tool's schema).
+demo_start "$LOG_DIR" --anonymous --config "$CONF_DIR/sidecar.yaml"
 log "demo pid $DEMO_PID, MCP endpoint $MCP_URL"
 
 # --- the runs ---------------------------------------------------------------------------------
