@@ -12,10 +12,14 @@ use hyper_util::rt::TokioExecutor;
 
 use crate::body::{openwop_error, Body, Response};
 
+/// The one HTTP client to the host: passthrough traffic and the REST client share its
+/// connection pool (and its TLS settings: `upstream.caFile`, `upstream.clientCert`).
+pub type UpstreamClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Body>;
+
 /// HTTP client for passthrough traffic.
 #[derive(Clone)]
 pub struct Passthrough {
-    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Body>,
+    client: UpstreamClient,
     /// The scheme clients used to reach the sidecar (for `X-Forwarded-Proto`).
     front_scheme: &'static str,
     scheme: http::uri::Scheme,
@@ -62,32 +66,18 @@ impl Passthrough {
             .cloned()
             .ok_or_else(|| anyhow::anyhow!("upstream URL has no host"))?;
         let prefix = uri.path().trim_end_matches('/').to_string();
-        let mut conn = HttpConnector::new();
-        conn.set_connect_timeout(Some(cfg.upstream.connect_timeout));
-        conn.set_nodelay(true);
-        conn.enforce_http(false);
-        let tls = crate::tls::client_config(
-            cfg.upstream.ca_file.as_deref(),
-            cfg.upstream
-                .client_cert
-                .as_ref()
-                .map(|(c, k)| (c.as_path(), k.as_path())),
-        )?;
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(conn);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(std::time::Duration::from_secs(60))
-            .build(https);
         Ok(Passthrough {
-            client,
+            client: upstream_client(cfg)?,
             front_scheme: if cfg.tls.is_some() { "https" } else { "http" },
             scheme,
             authority,
             prefix,
         })
+    }
+
+    /// The client, for the REST client to share.
+    pub fn client(&self) -> &UpstreamClient {
+        &self.client
     }
 
     /// Builds the upstream URI from the raw request target, never decoding it.
@@ -182,4 +172,31 @@ pub fn upstream_unavailable(e: &dyn std::error::Error) -> Response {
         "upstream_unavailable",
         "the sidecar could not reach the OpenWOP host",
     )
+}
+
+/// Builds the client to `upstream.url`: HTTP/1.1, TCP_NODELAY, the configured connect
+/// timeout, and TLS with the configured CA and client certificate when the URL is https.
+pub fn upstream_client(cfg: &crate::config::Config) -> anyhow::Result<UpstreamClient> {
+    let mut conn = HttpConnector::new();
+    conn.set_connect_timeout(Some(cfg.upstream.connect_timeout));
+    conn.set_nodelay(true);
+    conn.enforce_http(false);
+    let tls = crate::tls::client_config(
+        cfg.upstream.ca_file.as_deref(),
+        cfg.upstream
+            .client_cert
+            .as_ref()
+            .map(|(c, k)| (c.as_path(), k.as_path())),
+    )?;
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(conn);
+    Ok(Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(std::time::Duration::from_secs(60))
+        // Bounds the idle connections kept after a burst (thousands of event streams
+        // ending together), as the REST client's pool did before it shared this one.
+        .pool_max_idle_per_host(256)
+        .build(https))
 }

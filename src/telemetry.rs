@@ -1,7 +1,7 @@
 //! Logs and metrics. Metrics use prometheus-client and are served at `/metrics`; the log level
 //! can change on a configuration reload.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -9,6 +9,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+
+use crate::config::Operation;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct MethodLabels {
@@ -54,6 +56,48 @@ struct MetricsInner {
     reloads: Family<OutcomeLabels, Counter>,
     upstream: Family<UpstreamLabels, Histogram>,
     cache: Family<CacheLabels, Counter>,
+    /// Handles of the label sets in use, so the per-request path neither allocates label
+    /// strings nor SipHashes them in `Family::get_or_create` (docs/benchmarks.md, finding 1c).
+    /// The families stay the source of truth for rendering: a cached handle is a clone of
+    /// the family's own metric (prometheus-client metrics share their state on clone).
+    request_handles: [RwLock<Vec<(&'static str, Counter)>>; KNOWN_METHODS.len()],
+    upstream_handles: [RwLock<Vec<(UpstreamStatus, Histogram)>>; Operation::ALL.len()],
+}
+
+/// MCP methods whose request counters are cached. Any other method name (an unknown method
+/// answered `-32601`) counts under the one label [`OTHER_METHOD`]: the name comes from the
+/// client, and a label per name would let any caller grow the registry without bound.
+const OTHER_METHOD: &str = "other";
+const KNOWN_METHODS: [&str; 9] = [
+    "tasks/get",
+    "tools/call",
+    "tools/list",
+    "tasks/update",
+    "tasks/cancel",
+    "subscriptions/listen",
+    "server/discover",
+    "-",
+    OTHER_METHOD,
+];
+
+/// The `status` label of a host call: the HTTP status, or the transport failure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpstreamStatus {
+    Http(http::StatusCode),
+    Timeout,
+    Unavailable,
+    BadBody,
+}
+
+impl UpstreamStatus {
+    fn label(self) -> String {
+        match self {
+            UpstreamStatus::Http(s) => s.as_str().to_string(),
+            UpstreamStatus::Timeout => "timeout".to_string(),
+            UpstreamStatus::Unavailable => "unavailable".to_string(),
+            UpstreamStatus::BadBody => "bad_body".to_string(),
+        }
+    }
 }
 
 impl Default for Metrics {
@@ -126,18 +170,36 @@ impl Metrics {
                 reloads,
                 upstream,
                 cache,
+                request_handles: Default::default(),
+                upstream_handles: Default::default(),
             }),
         }
     }
 
-    pub fn request(&self, method: &str, outcome: &str) {
-        self.inner
+    pub fn request(&self, method: &str, outcome: &'static str) {
+        let i = KNOWN_METHODS
+            .iter()
+            .position(|m| *m == method)
+            .unwrap_or(KNOWN_METHODS.len() - 1);
+        let method = KNOWN_METHODS[i];
+        let slot = &self.inner.request_handles[i];
+        if let Some((_, c)) = read(slot).iter().find(|(o, _)| *o == outcome) {
+            c.inc();
+            return;
+        }
+        let c = self
+            .inner
             .requests
             .get_or_create(&MethodLabels {
                 method: method.into(),
                 outcome: outcome.into(),
             })
-            .inc();
+            .clone();
+        c.inc();
+        let mut w = slot.write().unwrap_or_else(|p| p.into_inner());
+        if !w.iter().any(|(o, _)| *o == outcome) {
+            w.push((outcome, c));
+        }
     }
 
     pub fn owned_cancel(&self, phase: &str, outcome: &str) {
@@ -175,14 +237,25 @@ impl Metrics {
             .inc();
     }
 
-    pub fn upstream(&self, operation: &str, status: &str, seconds: f64) {
-        self.inner
+    pub fn upstream(&self, op: Operation, status: UpstreamStatus, seconds: f64) {
+        let slot = &self.inner.upstream_handles[op as usize];
+        if let Some((_, h)) = read(slot).iter().find(|(s, _)| *s == status) {
+            h.observe(seconds);
+            return;
+        }
+        let h = self
+            .inner
             .upstream
             .get_or_create(&UpstreamLabels {
-                operation: operation.into(),
-                status: status.into(),
+                operation: op.key().into(),
+                status: status.label(),
             })
-            .observe(seconds);
+            .clone();
+        h.observe(seconds);
+        let mut w = slot.write().unwrap_or_else(|p| p.into_inner());
+        if !w.iter().any(|(s, _)| *s == status) {
+            w.push((status, h));
+        }
     }
 
     pub fn cache(&self, cache: &str, hit: bool) {
@@ -201,6 +274,11 @@ impl Metrics {
         let _ = prometheus_client::encoding::text::encode(&mut s, &self.inner.registry);
         s
     }
+}
+
+/// A poisoned lock only means a panic elsewhere while pushing a handle; the list is intact.
+fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Reloads the log filter (set once by [`init`]).
@@ -260,6 +338,94 @@ pub fn set_level(level: &str) {
     if let Some(reload) = LEVEL.get() {
         if let Ok(f) = tracing_subscriber::EnvFilter::try_new(level) {
             reload(f);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+        text.lines().find(|l| l.starts_with(prefix))
+    }
+
+    #[test]
+    fn request_counts_survive_the_handle_cache_and_client_method_names_stay_bounded() {
+        let m = Metrics::new();
+        for _ in 0..3 {
+            m.request("tasks/get", "ok");
+        }
+        m.request("tasks/get", "task_not_found");
+        // Unknown methods count under one `other` label, whatever name the client sent.
+        m.request("nope/x", "method_not_found");
+        m.request("nope/y", "method_not_found");
+        let text = m.render();
+        assert_eq!(
+            line(
+                &text,
+                "openwop_sidecar_mcp_requests_total{method=\"tasks/get\",outcome=\"ok\"}"
+            ),
+            Some("openwop_sidecar_mcp_requests_total{method=\"tasks/get\",outcome=\"ok\"} 3"),
+            "{text}"
+        );
+        assert!(text.contains(
+            "openwop_sidecar_mcp_requests_total{method=\"tasks/get\",outcome=\"task_not_found\"} 1"
+        ));
+        assert!(text.contains(
+            "openwop_sidecar_mcp_requests_total{method=\"other\",outcome=\"method_not_found\"} 2"
+        ));
+        assert!(!text.contains("nope/"), "{text}");
+    }
+
+    #[test]
+    fn upstream_histograms_are_labelled_by_operation_and_status() {
+        let m = Metrics::new();
+        m.upstream(
+            Operation::GetRun,
+            UpstreamStatus::Http(http::StatusCode::OK),
+            0.001,
+        );
+        m.upstream(
+            Operation::GetRun,
+            UpstreamStatus::Http(http::StatusCode::OK),
+            0.002,
+        );
+        m.upstream(Operation::CreateRun, UpstreamStatus::Timeout, 5.0);
+        m.upstream(
+            Operation::StreamEvents,
+            UpstreamStatus::Http(http::StatusCode::BAD_GATEWAY),
+            0.1,
+        );
+        let text = m.render();
+        let count = |labels: &str| {
+            line(
+                &text,
+                &format!("openwop_sidecar_upstream_request_duration_seconds_count{{{labels}}}"),
+            )
+            .and_then(|l| l.rsplit(' ').next())
+            .map(str::to_string)
+        };
+        assert_eq!(
+            count("operation=\"getRun\",status=\"200\"").as_deref(),
+            Some("2"),
+            "{text}"
+        );
+        assert_eq!(
+            count("operation=\"createRun\",status=\"timeout\"").as_deref(),
+            Some("1")
+        );
+        assert_eq!(
+            count("operation=\"streamEvents\",status=\"502\"").as_deref(),
+            Some("1")
+        );
+    }
+
+    #[test]
+    fn every_operation_has_its_own_handle_slot() {
+        // `upstream` indexes its cache by the enum's discriminant.
+        for (i, op) in Operation::ALL.into_iter().enumerate() {
+            assert_eq!(op as usize, i, "{op:?}");
         }
     }
 }

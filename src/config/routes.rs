@@ -164,6 +164,21 @@ pub fn parse_template(op: Operation, template: &str) -> Result<Vec<Segment>, Str
             return Err(format!("the {} path must contain {{{need}}}", op.key()));
         }
     }
+    // The host client sends the literals verbatim (no URL parser re-encodes them), so they
+    // must already be a valid request target (RFC 3986 §3.3): a space or a `"` is refused here.
+    let filled: String = segs
+        .iter()
+        .map(|s| match s {
+            Segment::Literal(l) => l.as_str(),
+            Segment::Param(_) => "x",
+        })
+        .collect();
+    if http::uri::PathAndQuery::try_from(filled).is_err() {
+        return Err(format!(
+            "the {} path is not a valid URL path (percent-encode it)",
+            op.key()
+        ));
+    }
     Ok(segs)
 }
 

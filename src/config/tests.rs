@@ -40,6 +40,21 @@ fn semantic_errors_point_at_the_value() {
 }
 
 #[test]
+fn a_route_path_that_is_not_a_url_path_is_refused_at_load() {
+    // The host client sends route literals verbatim; a space would be a broken request line.
+    let e =
+        parse("host:\n  routes:\n    getRun:\n      path: /runs/{runId}/my state\n").unwrap_err();
+    assert_eq!(e.line, 4, "{e}");
+    assert!(e.message.contains("not a valid URL path"), "{e}");
+    // Percent-encoded, the same path is fine.
+    let c = parse("host:\n  routes:\n    getRun:\n      path: /runs/{runId}/my%20state\n").unwrap();
+    assert_eq!(
+        c.routes.get(Operation::GetRun).template,
+        "/runs/{runId}/my%20state"
+    );
+}
+
+#[test]
 fn unknown_route_operation_is_refused() {
     let e = parse("host:\n  routes:\n    getRunz: {}\n").unwrap_err();
     assert_eq!(e.line, 3, "{e}");

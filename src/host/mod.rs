@@ -7,11 +7,20 @@ mod types;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use bytes::Bytes;
+use http::header::{self, HeaderName};
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{HeaderMap, HeaderValue, Method, Request, StatusCode, Uri};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
 use serde_json::Value;
 
+use crate::body::Body;
+use crate::config::routes::Segment;
 use crate::config::{Config, CreateTemplate, ErrorClass, Mapping, Operation, Routes};
+use crate::passthrough::UpstreamClient;
 use crate::sse::SseParser;
+use crate::telemetry::UpstreamStatus;
 pub use types::*;
 
 /// Who is calling: the credential and trace context relayed from the MCP request.
@@ -99,38 +108,53 @@ impl HostError {
 }
 
 /// The typed REST client.
+///
+/// It speaks through the passthrough's hyper-util client (one connection pool to the host)
+/// and builds each request target from parts that are already in wire form: the scheme and
+/// authority parsed once from `upstream.url`, the route template's literals and the projected
+/// ids (openwop-rest.md §2.2), so no URL parser runs per call (docs/benchmarks.md, finding 1a).
 #[derive(Clone)]
 pub struct HostClient {
     metrics: crate::telemetry::Metrics,
     max_event: usize,
-    http: reqwest::Client,
+    client: UpstreamClient,
     base: Arc<str>,
+    scheme: Scheme,
+    authority: Authority,
+    /// The path of `upstream.url` without its trailing `/`, prepended to every route path.
+    prefix: Arc<str>,
     routes: Arc<Routes>,
     mapping: Arc<Mapping>,
 }
 
+static OPENWOP_VERSION: HeaderName = HeaderName::from_static("openwop-version");
+static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+static TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+static TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
+static LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
+static APPLICATION_JSON: HeaderValue = HeaderValue::from_static("application/json");
+
 impl HostClient {
-    pub fn new(cfg: &Config, metrics: crate::telemetry::Metrics) -> anyhow::Result<HostClient> {
-        let tls = crate::tls::client_config(
-            cfg.upstream.ca_file.as_deref(),
-            cfg.upstream
-                .client_cert
-                .as_ref()
-                .map(|(c, k)| (c.as_path(), k.as_path())),
-        )?;
-        let http = reqwest::Client::builder()
-            .use_preconfigured_tls(tls)
-            .connect_timeout(cfg.upstream.connect_timeout)
-            .no_proxy()
-            .pool_idle_timeout(Duration::from_secs(60))
-            .pool_max_idle_per_host(256)
-            .tcp_nodelay(true)
-            .build()?;
+    pub fn new(
+        cfg: &Config,
+        metrics: crate::telemetry::Metrics,
+        client: UpstreamClient,
+    ) -> anyhow::Result<HostClient> {
+        let uri: Uri = cfg.upstream.url.parse()?;
+        let scheme = uri.scheme().cloned().unwrap_or(Scheme::HTTP);
+        let authority = uri
+            .authority()
+            .cloned()
+            .ok_or_else(|| anyhow::anyhow!("upstream URL has no host"))?;
+        let prefix: Arc<str> = uri.path().trim_end_matches('/').into();
         Ok(HostClient {
             metrics,
             max_event: cfg.limits.max_upstream_event_bytes,
-            http,
+            client,
             base: cfg.upstream.url.clone().into(),
+            scheme,
+            authority,
+            prefix,
             routes: cfg.routes.clone(),
             mapping: cfg.mapping.clone(),
         })
@@ -148,99 +172,142 @@ impl HostClient {
         &self.base
     }
 
+    /// The request for `op`: its target filled from wire-form parts, the route's headers and
+    /// the caller's credential and trace context (RFC 0208 §B), no body yet.
     fn request(
         &self,
         op: Operation,
         params: &[(&str, &str)],
-        query: &[(&str, String)],
+        query: &[(&str, &str)],
         caller: Option<&Caller>,
-    ) -> reqwest::RequestBuilder {
+    ) -> Result<Request<Body>, BadTarget> {
         let route = self.routes.get(op);
-        let mut url = format!("{}{}", self.base, route.path(params));
-        if !query.is_empty() {
-            url.push('?');
-            let q: Vec<String> = query
-                .iter()
-                .map(|(k, v)| format!("{k}={}", encode_query(v)))
-                .collect();
-            url.push_str(&q.join("&"));
+        let mut target = String::with_capacity(self.prefix.len() + route.template.len() + 64);
+        target.push_str(&self.prefix);
+        for seg in &route.segments {
+            match seg {
+                Segment::Literal(s) => target.push_str(s),
+                // Ids are already projected (`[A-Za-z0-9._~%-]` only), inserted verbatim so
+                // `~2F` reaches the host byte for byte (openwop-rest.md §2.2).
+                Segment::Param(name) => {
+                    if let Some((_, v)) = params.iter().find(|(k, _)| k == name) {
+                        target.push_str(v);
+                    }
+                }
+            }
         }
-        let mut rb = self
-            .http
-            .request(route.method.clone(), url)
-            .timeout(route.timeout)
-            .header("OpenWOP-Version", "2.0");
+        for (i, (k, v)) in query.iter().enumerate() {
+            target.push(if i == 0 { '?' } else { '&' });
+            target.push_str(k);
+            target.push('=');
+            encode_query_into(&mut target, v);
+        }
+        let pq = PathAndQuery::from_maybe_shared(Bytes::from(target)).map_err(|_| BadTarget)?;
+        let mut parts = http::uri::Parts::default();
+        parts.scheme = Some(self.scheme.clone());
+        parts.authority = Some(self.authority.clone());
+        parts.path_and_query = Some(pq);
+        let uri = Uri::from_parts(parts).map_err(|_| BadTarget)?;
+
+        let mut h = HeaderMap::with_capacity(8 + route.headers.len());
+        h.append(OPENWOP_VERSION.clone(), HeaderValue::from_static("2.0"));
         if op != Operation::StreamEvents {
-            rb = rb.header(http::header::ACCEPT, "application/json");
+            h.append(header::ACCEPT, APPLICATION_JSON.clone());
         }
         for (k, v) in &route.headers {
-            rb = rb.header(k, v);
+            h.append(k.clone(), v.clone());
         }
         if let Some(c) = caller {
             if let Some(a) = &c.authorization {
-                rb = rb.header(http::header::AUTHORIZATION, a.clone());
+                h.append(header::AUTHORIZATION, a.clone());
             }
             if let Some(t) = &c.traceparent {
-                rb = rb.header("traceparent", t.clone());
+                h.append(TRACEPARENT.clone(), t.clone());
             }
             if let Some(t) = &c.tracestate {
-                rb = rb.header("tracestate", t.clone());
+                h.append(TRACESTATE.clone(), t.clone());
             }
         }
-        rb
+        let mut req = Request::new(crate::body::empty());
+        *req.method_mut() = route.method.clone();
+        *req.uri_mut() = uri;
+        *req.headers_mut() = h;
+        Ok(req)
     }
 
-    /// Sends with bounded retries when the route allows them.
+    /// Sends with bounded retries when the route allows them, each attempt bounded by the
+    /// route's timeout.
     async fn send_json(
         &self,
         op: Operation,
-        build: impl Fn() -> reqwest::RequestBuilder,
-    ) -> Result<(StatusCode, HeaderMap, Value), HostError> {
+        build: impl Fn() -> Result<Request<Body>, BadTarget>,
+    ) -> Result<Value, HostError> {
+        self.send_json_within(op, self.routes.get(op).timeout, build)
+            .await
+    }
+
+    async fn send_json_within(
+        &self,
+        op: Operation,
+        timeout: Duration,
+        build: impl Fn() -> Result<Request<Body>, BadTarget>,
+    ) -> Result<Value, HostError> {
         let retry = self.routes.get(op).retry;
         let mut attempt = 0u32;
         loop {
             let started = std::time::Instant::now();
-            let res = self.once(build()).await;
+            let res = match build() {
+                Ok(req) => self.once(req, timeout).await,
+                Err(e) => Err(e.into()),
+            };
             let status = match &res {
-                Ok((s, _, _)) => s.as_str().to_string(),
-                Err(HostError::Status { status, .. }) => status.as_str().to_string(),
-                Err(HostError::Timeout) => "timeout".to_string(),
-                Err(HostError::Unavailable(_)) => "unavailable".to_string(),
-                Err(HostError::BadBody(_)) => "bad_body".to_string(),
+                Ok((s, _)) => UpstreamStatus::Http(*s),
+                Err(HostError::Status { status, .. }) => UpstreamStatus::Http(*status),
+                Err(HostError::Timeout) => UpstreamStatus::Timeout,
+                Err(HostError::Unavailable(_)) => UpstreamStatus::Unavailable,
+                Err(HostError::BadBody(_)) => UpstreamStatus::BadBody,
             };
             self.metrics
-                .upstream(op.key(), &status, started.elapsed().as_secs_f64());
+                .upstream(op, status, started.elapsed().as_secs_f64());
             match res {
                 Err(e) if retry && attempt < 2 && e.retriable(op) => {
                     attempt += 1;
                     tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt))).await;
                 }
-                other => return other,
+                other => return other.map(|(_, v)| v),
             }
         }
     }
 
+    /// One exchange, the whole of it (head and body) bounded by `timeout`.
     async fn once(
         &self,
-        rb: reqwest::RequestBuilder,
-    ) -> Result<(StatusCode, HeaderMap, Value), HostError> {
-        let resp = rb.send().await.map_err(map_reqwest)?;
-        let status = resp.status();
-        let headers = resp.headers().clone();
+        req: Request<Body>,
+        timeout: Duration,
+    ) -> Result<(StatusCode, Value), HostError> {
+        tokio::time::timeout(timeout, self.exchange(req))
+            .await
+            .unwrap_or(Err(HostError::Timeout))
+    }
+
+    async fn exchange(&self, req: Request<Body>) -> Result<(StatusCode, Value), HostError> {
+        let resp = self.client.request(req).await.map_err(map_send)?;
+        let (head, body) = resp.into_parts();
         // The head arrived: a body that breaks off now is a damaged answer, not a refusal.
-        let bytes = resp.bytes().await.map_err(|e| match map_reqwest(e) {
-            HostError::Unavailable(m) => HostError::BadBody(format!("the answer broke off: {m}")),
-            other => other,
-        })?;
-        if status.is_success() {
+        let bytes = body
+            .collect()
+            .await
+            .map_err(|e| HostError::BadBody(format!("the answer broke off: {}", root_cause(&e))))?
+            .to_bytes();
+        if head.status.is_success() {
             let v = if bytes.is_empty() {
                 Value::Null
             } else {
                 serde_json::from_slice(&bytes).map_err(|e| HostError::BadBody(e.to_string()))?
             };
-            Ok((status, headers, v))
+            Ok((head.status, v))
         } else {
-            Err(self.error_of(status, &headers, &bytes))
+            Err(self.error_of(head.status, &head.headers, &bytes))
         }
     }
 
@@ -254,7 +321,7 @@ impl HostClient {
                 .map(str::to_string)
         };
         let code = field(&f.error_code);
-        let www = headers.get(http::header::WWW_AUTHENTICATE).cloned();
+        let www = headers.get(header::WWW_AUTHENTICATE).cloned();
         let class = self.mapping.classify(
             status.as_u16(),
             code.as_deref(),
@@ -265,58 +332,45 @@ impl HostClient {
             code,
             message: field(&f.error_message),
             www_authenticate: www,
-            retry_after: headers.get(http::header::RETRY_AFTER).cloned(),
+            retry_after: headers.get(header::RETRY_AFTER).cloned(),
             class,
         }
     }
 
     /// `GET /.well-known/openwop` (unauthenticated, §1.1).
     pub async fn discovery(&self) -> Result<Value, HostError> {
-        let (_, _, v) = self
-            .send_json(Operation::Discovery, || {
-                self.request(Operation::Discovery, &[], &[], None)
-            })
-            .await?;
-        Ok(v)
+        self.send_json(Operation::Discovery, || {
+            self.request(Operation::Discovery, &[], &[], None)
+        })
+        .await
     }
 
     pub async fn get_workflow(&self, caller: &Caller, id: &str) -> Result<Value, HostError> {
         let wire = self.id(id);
-        let (_, _, v) = self
-            .send_json(Operation::GetWorkflow, || {
-                self.request(
-                    Operation::GetWorkflow,
-                    &[("workflowId", &wire)],
-                    &[],
-                    Some(caller),
-                )
-            })
-            .await?;
-        Ok(v)
+        self.send_json(Operation::GetWorkflow, || {
+            self.request(
+                Operation::GetWorkflow,
+                &[("workflowId", &wire)],
+                &[],
+                Some(caller),
+            )
+        })
+        .await
     }
 
     /// `GET /runs?limit=1`: the cheapest read that proves the host accepts the credential.
     pub async fn list_runs_probe(&self, caller: &Caller) -> Result<Value, HostError> {
-        let (_, _, v) = self
-            .send_json(Operation::ListRuns, || {
-                self.request(
-                    Operation::ListRuns,
-                    &[],
-                    &[("limit", "1".to_string())],
-                    Some(caller),
-                )
-            })
-            .await?;
-        Ok(v)
+        self.send_json(Operation::ListRuns, || {
+            self.request(Operation::ListRuns, &[], &[("limit", "1")], Some(caller))
+        })
+        .await
     }
 
     pub async fn list_tools(&self, caller: &Caller) -> Result<Value, HostError> {
-        let (_, _, v) = self
-            .send_json(Operation::ListTools, || {
-                self.request(Operation::ListTools, &[], &[], Some(caller))
-            })
-            .await?;
-        Ok(v)
+        self.send_json(Operation::ListTools, || {
+            self.request(Operation::ListTools, &[], &[], Some(caller))
+        })
+        .await
     }
 
     /// `POST /runs` with an Idempotency-Key, so a retried request never makes two runs (§1.9).
@@ -349,12 +403,14 @@ impl HostClient {
         if !metadata.is_empty() {
             body.insert("metadata".into(), Value::Object(metadata));
         }
-        let body = Value::Object(body);
-        let (_, _, v) = self
+        let body = json_bytes(&Value::Object(body));
+        let key = header_value(idempotency_key)?;
+        let v = self
             .send_json(Operation::CreateRun, || {
-                self.request(Operation::CreateRun, &[], &[], Some(caller))
-                    .header("Idempotency-Key", idempotency_key)
-                    .json(&body)
+                let mut req = self.request(Operation::CreateRun, &[], &[], Some(caller))?;
+                req.headers_mut()
+                    .append(IDEMPOTENCY_KEY.clone(), key.clone());
+                Ok(with_json(req, &body))
             })
             .await?;
         CreatedRun::from_json(&v, &self.mapping)
@@ -363,7 +419,7 @@ impl HostClient {
 
     pub async fn get_run(&self, caller: &Caller, run_id: &str) -> Result<RunSnapshot, HostError> {
         let wire = self.id(run_id);
-        let (_, _, v) = self
+        let v = self
             .send_json(Operation::GetRun, || {
                 self.request(Operation::GetRun, &[("runId", &wire)], &[], Some(caller))
             })
@@ -386,14 +442,12 @@ impl HostClient {
                 Value::String(r.to_string()),
             );
         }
-        let body = Value::Object(body);
-        let (_, _, v) = self
-            .send_json(Operation::CancelRun, || {
-                self.request(Operation::CancelRun, &[("runId", &wire)], &[], Some(caller))
-                    .json(&body)
-            })
-            .await?;
-        Ok(v)
+        let body = json_bytes(&Value::Object(body));
+        self.send_json(Operation::CancelRun, || {
+            let req = self.request(Operation::CancelRun, &[("runId", &wire)], &[], Some(caller))?;
+            Ok(with_json(req, &body))
+        })
+        .await
     }
 
     /// One cancel attempt, no internal retries: the ownership dispatcher owns the retry policy.
@@ -409,10 +463,10 @@ impl HostClient {
             self.mapping.bodies.cancel_reason.clone(),
             Value::String(reason.to_string()),
         );
-        let rb = self
-            .request(Operation::CancelRun, &[("runId", &wire)], &[], Some(caller))
-            .json(&Value::Object(body));
-        self.once(rb).await.map(|(_, _, v)| v)
+        let req = self.request(Operation::CancelRun, &[("runId", &wire)], &[], Some(caller))?;
+        let req = with_json(req, &json_bytes(&Value::Object(body)));
+        let timeout = self.routes.get(Operation::CancelRun).timeout;
+        self.once(req, timeout).await.map(|(_, v)| v)
     }
 
     pub async fn resolve_interrupt(
@@ -430,20 +484,20 @@ impl HostClient {
             self.mapping.bodies.resolve_value.clone(),
             resume_value.clone(),
         );
-        let body = Value::Object(body);
-        let (_, _, v) = self
-            .send_json(Operation::ResolveInterrupt, || {
-                self.request(
-                    Operation::ResolveInterrupt,
-                    &[("runId", &wire), ("nodeId", &node)],
-                    &[],
-                    Some(caller),
-                )
-                .header("Idempotency-Key", idempotency_key)
-                .json(&body)
-            })
-            .await?;
-        Ok(v)
+        let body = json_bytes(&Value::Object(body));
+        let key = header_value(idempotency_key)?;
+        self.send_json(Operation::ResolveInterrupt, || {
+            let mut req = self.request(
+                Operation::ResolveInterrupt,
+                &[("runId", &wire), ("nodeId", &node)],
+                &[],
+                Some(caller),
+            )?;
+            req.headers_mut()
+                .append(IDEMPOTENCY_KEY.clone(), key.clone());
+            Ok(with_json(req, &body))
+        })
+        .await
     }
 
     /// `GET /runs/{id}/events/poll`: events after `after` (all when `None`), long-polling up to
@@ -456,23 +510,25 @@ impl HostClient {
         timeout_s: u32,
     ) -> Result<EventPage, HostError> {
         let wire = self.id(run_id);
-        let mut query = vec![("timeout", timeout_s.clamp(1, 60).to_string())];
-        if let Some(a) = after {
-            query.push(("afterSequence", a.to_string()));
+        let timeout_s = timeout_s.clamp(1, 60);
+        let wait = timeout_s.to_string();
+        let after = after.map(|a| a.to_string());
+        let mut query = vec![("timeout", wait.as_str())];
+        if let Some(a) = &after {
+            query.push(("afterSequence", a.as_str()));
         }
         let route_timeout = self.routes.get(Operation::PollEvents).timeout;
         // The long-poll legitimately holds the answer for up to `timeout_s`; beyond that the
         // route's own timeout applies.
-        let total = route_timeout + Duration::from_secs(u64::from(timeout_s.clamp(1, 60)));
-        let (_, _, v) = self
-            .send_json(Operation::PollEvents, || {
+        let total = route_timeout + Duration::from_secs(u64::from(timeout_s));
+        let v = self
+            .send_json_within(Operation::PollEvents, total, || {
                 self.request(
                     Operation::PollEvents,
                     &[("runId", &wire)],
                     &query,
                     Some(caller),
                 )
-                .timeout(total)
             })
             .await?;
         EventPage::from_json(&v, &self.mapping)
@@ -487,34 +543,38 @@ impl HostClient {
         last_event_id: Option<i64>,
     ) -> Result<EventStream, HostError> {
         let wire = self.id(run_id);
-        let mut rb = self
-            .request(
-                Operation::StreamEvents,
-                &[("runId", &wire)],
-                &[],
-                Some(caller),
-            )
-            .header(http::header::ACCEPT, "text/event-stream")
-            // An event stream lives as long as the run; only the connect is bounded.
-            .timeout(Duration::from_secs(24 * 3600));
+        let mut req = self.request(
+            Operation::StreamEvents,
+            &[("runId", &wire)],
+            &[],
+            Some(caller),
+        )?;
+        let h = req.headers_mut();
+        h.append(
+            header::ACCEPT,
+            HeaderValue::from_static("text/event-stream"),
+        );
         if let Some(id) = last_event_id {
-            rb = rb.header("Last-Event-ID", id.to_string());
+            h.append(LAST_EVENT_ID.clone(), HeaderValue::from(id));
         }
-        // Opening the stream is bounded by the route timeout (the stream itself is not), so
-        // a host that holds back the head cannot stall a wait: the caller falls back to polling.
+        // Opening the stream is bounded by the route timeout (the stream itself is not: it
+        // lives as long as the run), so a host that holds back the head cannot stall a wait:
+        // the caller falls back to polling.
         let open = self.routes.get(Operation::StreamEvents).timeout;
-        let resp = tokio::time::timeout(open, rb.send())
+        let resp = tokio::time::timeout(open, self.client.request(req))
             .await
             .map_err(|_| HostError::Timeout)?
-            .map_err(map_reqwest)?;
-        let status = resp.status();
-        if !status.is_success() {
-            let headers = resp.headers().clone();
-            let bytes = resp.bytes().await.unwrap_or_default();
-            return Err(self.error_of(status, &headers, &bytes));
+            .map_err(map_send)?;
+        let (head, body) = resp.into_parts();
+        if !head.status.is_success() {
+            let bytes = match tokio::time::timeout(open, body.collect()).await {
+                Ok(Ok(c)) => c.to_bytes(),
+                _ => Bytes::new(),
+            };
+            return Err(self.error_of(head.status, &head.headers, &bytes));
         }
         Ok(EventStream {
-            resp,
+            body,
             parser: SseParser::new(self.max_event),
             pending: Default::default(),
             mapping: self.mapping.clone(),
@@ -532,7 +592,7 @@ impl HostClient {
 
 /// A run's live SSE event stream from the host.
 pub struct EventStream {
-    resp: reqwest::Response,
+    body: Incoming,
     parser: SseParser,
     pending: std::collections::VecDeque<RunEvent>,
     mapping: Arc<Mapping>,
@@ -545,24 +605,33 @@ impl EventStream {
             if let Some(ev) = self.pending.pop_front() {
                 return Ok(Some(ev));
             }
-            match self.resp.chunk().await.map_err(map_reqwest)? {
+            let bytes = match self.body.frame().await {
                 None => return Ok(None),
-                Some(bytes) => {
-                    let frames = self
-                        .parser
-                        .feed(&bytes)
-                        .map_err(|e| HostError::BadBody(e.to_string()))?;
-                    for f in frames {
-                        if let Ok(v) = serde_json::from_str::<Value>(&f.data) {
-                            let m = &self.mapping;
-                            if let Some(ev) = RunEvent::from_json(&v, m) {
-                                self.pending.push_back(ev);
-                            } else if let Some(arr) = v.as_array() {
-                                // `event: batch` frames carry an array of RunEventDoc (§1.8).
-                                self.pending
-                                    .extend(arr.iter().filter_map(|e| RunEvent::from_json(e, m)));
-                            }
-                        }
+                Some(Err(e)) => {
+                    return Err(HostError::BadBody(format!(
+                        "the exchange broke off: {}",
+                        root_cause(&e)
+                    )))
+                }
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(b) => b,
+                    // Trailers carry no events.
+                    Err(_) => continue,
+                },
+            };
+            let frames = self
+                .parser
+                .feed(&bytes)
+                .map_err(|e| HostError::BadBody(e.to_string()))?;
+            for f in frames {
+                if let Ok(v) = serde_json::from_str::<Value>(&f.data) {
+                    let m = &self.mapping;
+                    if let Some(ev) = RunEvent::from_json(&v, m) {
+                        self.pending.push_back(ev);
+                    } else if let Some(arr) = v.as_array() {
+                        // `event: batch` frames carry an array of RunEventDoc (§1.8).
+                        self.pending
+                            .extend(arr.iter().filter_map(|e| RunEvent::from_json(e, m)));
                     }
                 }
             }
@@ -572,37 +641,65 @@ impl EventStream {
 
 /// A connection that could not be made is a refusal (nothing reached the host); any other
 /// transport failure happened after the request may have been sent, so its outcome is unknown.
-fn map_reqwest(e: reqwest::Error) -> HostError {
-    if e.is_timeout() {
-        HostError::Timeout
-    } else if e.is_connect() {
-        HostError::Unavailable(without_url(&e))
+fn map_send(e: hyper_util::client::legacy::Error) -> HostError {
+    if e.is_connect() {
+        HostError::Unavailable(root_cause(&e))
     } else {
-        HostError::BadBody(format!("the exchange broke off: {}", without_url(&e)))
+        HostError::BadBody(format!("the exchange broke off: {}", root_cause(&e)))
     }
 }
 
-/// reqwest's Display includes the URL; keep only the cause so nothing of the request leaks.
-fn without_url(e: &reqwest::Error) -> String {
-    let mut src: Option<&dyn std::error::Error> = std::error::Error::source(e);
-    let mut last = String::from("connection failed");
-    while let Some(s) = src {
-        last = s.to_string();
-        src = s.source();
+/// The innermost cause (`Connection refused`, a TLS alert, …): the outer layers only say
+/// "client error", and nothing of the request (URL, credential) is ever part of it.
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut last = e;
+    while let Some(s) = last.source() {
+        last = s;
     }
-    last
+    last.to_string()
 }
 
-fn encode_query(v: &str) -> String {
-    let mut out = String::with_capacity(v.len());
+fn json_bytes(v: &Value) -> Bytes {
+    // Serializing a `Value` cannot fail: its keys are strings and it holds no non-finite floats.
+    Bytes::from(serde_json::to_vec(v).unwrap_or_default())
+}
+
+fn with_json(mut req: Request<Body>, body: &Bytes) -> Request<Body> {
+    req.headers_mut()
+        .entry(header::CONTENT_TYPE)
+        .or_insert_with(|| APPLICATION_JSON.clone());
+    *req.body_mut() = crate::body::full(body.clone());
+    req
+}
+
+/// An idempotency key that cannot be a header value is refused before anything is sent.
+fn header_value(v: &str) -> Result<HeaderValue, BadTarget> {
+    HeaderValue::from_str(v).map_err(|_| BadTarget)
+}
+
+/// A request that cannot be put on the wire (a target that is not a valid URI, a header value
+/// with control bytes). `HostClient::new` checks the route templates and ids are projected,
+/// so this is not expected; it is still refused before anything is sent.
+#[derive(Debug)]
+struct BadTarget;
+
+impl From<BadTarget> for HostError {
+    fn from(_: BadTarget) -> HostError {
+        HostError::Unavailable("the request cannot be put on the wire".into())
+    }
+}
+
+fn encode_query_into(out: &mut String, v: &str) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for &b in v.as_bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
             out.push(b as char);
         } else {
-            out.push_str(&format!("%{b:02X}"));
+            out.push('%');
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 0xF)]));
         }
     }
-    out
 }
 
 /// Method helper for the passthrough and tests.

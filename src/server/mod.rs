@@ -89,8 +89,8 @@ impl AppState {
         previous: Option<&AppState>,
     ) -> anyhow::Result<Arc<AppState>> {
         let cfg = Arc::new(cfg);
-        let host = HostClient::new(&cfg, shared.metrics.clone())?;
         let proxy = Passthrough::new(&cfg)?;
+        let host = HostClient::new(&cfg, shared.metrics.clone(), proxy.client().clone())?;
         let mount = Mount::new(&cfg, previous.map(|p| (&*p.cfg, &p.mount)));
         Ok(Arc::new(AppState {
             cfg,

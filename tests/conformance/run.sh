@@ -57,22 +57,13 @@ fi
 log "node $("$NODE" --version) ($NODE), suite $("$NODE" "$SUITE_JS" --version)"
 
 # --- the demo ---------------------------------------------------------------------------------
+# shellcheck source=../../scripts/lib/demo.sh
+source "$REPO_ROOT/scripts/lib/demo.sh"
+DEMO_LOG_TAG=conformance
+DEMO_READY_TIMEOUT_S="$READY_TIMEOUT_S"
 LOG_DIR="$(mktemp -d "${TMPDIR:-/tmp}/openwop-conformance.XXXXXX")"
-DEMO_OUT="$LOG_DIR/demo.stdout"
-DEMO_ERR="$LOG_DIR/demo.stderr"
-DEMO_PID=""
 SUITE_PID=""
 LOGS_ANNOUNCED=""
-
-stop_within() {
-  local i
-  for ((i = 0; i < $1 * 10; i++)); do
-    kill -0 "$2" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL "$2" 2>/dev/null || true
-  wait "$2" 2>/dev/null || true
-}
 
 cleanup() {
   local rc=$?
@@ -80,10 +71,7 @@ cleanup() {
     kill -TERM "$SUITE_PID" 2>/dev/null || true
     stop_within 3 "$SUITE_PID"
   fi
-  if [[ -n "$DEMO_PID" ]] && kill -0 "$DEMO_PID" 2>/dev/null; then
-    kill -TERM "$DEMO_PID" 2>/dev/null || true
-    stop_within 5 "$DEMO_PID"
-  fi
+  demo_stop
   if [[ $rc -ne 0 || -n "${CONFORMANCE_KEEP_LOGS:-}" ]]; then
     [[ -n "$LOGS_ANNOUNCED" ]] || log "demo and suite logs kept in $LOG_DIR"
   else
@@ -95,24 +83,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-RUST_LOG="${RUST_LOG:-warn}" "$SIDECAR_BIN" demo --anonymous --listen 127.0.0.1:0 >"$DEMO_OUT" 2>"$DEMO_ERR" &
-DEMO_PID=$!
-deadline=$((SECONDS + READY_TIMEOUT_S))
-until grep -qx 'ready' "$DEMO_OUT" 2>/dev/null; do
-  if ! kill -0 "$DEMO_PID" 2>/dev/null || ((SECONDS >= deadline)); then
-    log "the demo did not become ready"
-    sed 's/^/  demo stdout: /' "$DEMO_OUT" >&2 || true
-    sed 's/^/  demo stderr: /' "$DEMO_ERR" >&2 || true
-    exit 2
-  fi
-  sleep 0.1
-done
-MCP_URL="$(sed -n 's/^ *MCP endpoint *: *\(http[^ ]*\).*$/\1/p' "$DEMO_OUT" | head -n1)"
-if [[ -z "$MCP_URL" ]]; then
-  log "could not read the MCP URL from the demo banner"
-  cat "$DEMO_OUT" >&2
-  exit 2
-fi
+demo_start "$LOG_DIR" --anonymous
 log "demo pid $DEMO_PID, MCP endpoint $MCP_URL"
 
 # --- the runs ---------------------------------------------------------------------------------

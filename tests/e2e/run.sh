@@ -26,22 +26,12 @@ if [[ ! -d "$E2E_DIR/node_modules/@modelcontextprotocol/ext-tasks" ]]; then
   (cd "$E2E_DIR" && npm ci --no-audit --no-fund --loglevel=error) >&2
 fi
 
+# shellcheck source=../../scripts/lib/demo.sh
+source "$REPO_ROOT/scripts/lib/demo.sh"
+DEMO_LOG_TAG=e2e
+DEMO_READY_TIMEOUT_S="$READY_TIMEOUT_S"
 LOG_DIR="$(mktemp -d "${TMPDIR:-/tmp}/openwop-e2e.XXXXXX")"
-DEMO_OUT="$LOG_DIR/demo.stdout"
-DEMO_ERR="$LOG_DIR/demo.stderr"
-DEMO_PID=""
 NODE_PID=""
-
-# stop_within SECONDS PID: wait for PID to exit, SIGKILL it after SECONDS.
-stop_within() {
-  local i
-  for ((i = 0; i < $1 * 10; i++)); do
-    kill -0 "$2" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL "$2" 2>/dev/null || true
-  wait "$2" 2>/dev/null || true
-}
 
 cleanup() {
   local rc=$?
@@ -51,10 +41,7 @@ cleanup() {
     kill -TERM "$NODE_PID" 2>/dev/null || true
     stop_within 3 "$NODE_PID"
   fi
-  if [[ -n "$DEMO_PID" ]] && kill -0 "$DEMO_PID" 2>/dev/null; then
-    kill -TERM "$DEMO_PID" 2>/dev/null || true
-    stop_within 5 "$DEMO_PID"
-  fi
+  demo_stop
   if [[ $rc -ne 0 || -n "${E2E_KEEP_LOGS:-}" ]]; then
     echo "e2e: demo logs kept in $LOG_DIR" >&2
   else
@@ -66,35 +53,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-RUST_LOG="${RUST_LOG:-warn}" "$SIDECAR_BIN" demo --listen 127.0.0.1:0 >"$DEMO_OUT" 2>"$DEMO_ERR" &
-DEMO_PID=$!
-
-deadline=$((SECONDS + READY_TIMEOUT_S))
-until grep -qx 'ready' "$DEMO_OUT" 2>/dev/null; do
-  if ! kill -0 "$DEMO_PID" 2>/dev/null; then
-    echo "e2e: the demo exited before it was ready" >&2
-    sed 's/^/  demo stdout: /' "$DEMO_OUT" >&2 || true
-    sed 's/^/  demo stderr: /' "$DEMO_ERR" >&2 || true
-    exit 2
-  fi
-  if ((SECONDS >= deadline)); then
-    echo "e2e: the demo did not print 'ready' within ${READY_TIMEOUT_S}s" >&2
-    sed 's/^/  demo stdout: /' "$DEMO_OUT" >&2 || true
-    sed 's/^/  demo stderr: /' "$DEMO_ERR" >&2 || true
-    exit 2
-  fi
-  sleep 0.1
-done
-
-MCP_URL="$(sed -n 's/^ *MCP endpoint *: *\(http[^ ]*\).*$/\1/p' "$DEMO_OUT" | head -n1)"
-REST_URL="$(sed -n 's/^ *REST (proxied) *: *\(http[^ ]*\).*$/\1/p' "$DEMO_OUT" | head -n1)"
-REST_URL="${REST_URL%/}"
-if [[ -z "$MCP_URL" || -z "$REST_URL" ]]; then
-  echo "e2e: could not read the MCP/REST URLs from the demo banner:" >&2
-  cat "$DEMO_OUT" >&2
-  exit 2
-fi
-export MCP_URL REST_URL
+demo_start "$LOG_DIR"
 echo "e2e: demo pid $DEMO_PID, MCP_URL=$MCP_URL REST_URL=$REST_URL" >&2
 
 files=()

@@ -486,3 +486,71 @@ impl Env {
             .await
     }
 }
+
+/// The value of the sample line `name{labels}` in a Prometheus text page (0 when absent).
+fn sample(page: &str, series: &str) -> f64 {
+    page.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .map_or(0.0, |v| v.trim().parse().unwrap())
+}
+
+#[tokio::test]
+async fn metrics_count_each_get_and_the_host_call_behind_it() {
+    let env = env().await;
+    let task = tasked(
+        &env,
+        A,
+        "conformance-cancellable",
+        json!({"delayMs": 60000}),
+    )
+    .await;
+    let metrics = || async {
+        env.http
+            .get(format!("{}/metrics", env.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    };
+    let gets = "openwop_sidecar_mcp_requests_total{method=\"tasks/get\",outcome=\"ok\"}";
+    let reads = "openwop_sidecar_upstream_request_duration_seconds_count{operation=\"getRun\",status=\"200\"}";
+    let missing =
+        "openwop_sidecar_mcp_requests_total{method=\"tasks/get\",outcome=\"task_not_found\"}";
+    let before = metrics().await;
+    for _ in 0..3 {
+        let g = env
+            .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
+            .await;
+        assert_eq!(g.result()["status"], "working", "{}", g.text);
+    }
+    let g = env
+        .rpc(
+            Some(A),
+            "tasks/get",
+            json!({"taskId": "acme~2Fnope"}),
+            task_caps(),
+        )
+        .await;
+    assert!(g.body.get("error").is_some(), "{}", g.text);
+    let after = metrics().await;
+    assert_eq!(sample(&after, gets) - sample(&before, gets), 3.0, "{after}");
+    assert_eq!(
+        sample(&after, missing) - sample(&before, missing),
+        1.0,
+        "{after}"
+    );
+    assert!(
+        sample(&after, reads) - sample(&before, reads) >= 3.0,
+        "each tasks/get reads the run: {after}"
+    );
+    env.rpc(
+        Some(A),
+        "tasks/cancel",
+        json!({"taskId": task}),
+        task_caps(),
+    )
+    .await;
+    env.shutdown().await;
+}

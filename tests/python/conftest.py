@@ -1,0 +1,14 @@
+"""pytest wiring: the tests are anyio tests (the `mcp` SDK is built on anyio) on asyncio."""
+
+import os
+import sys
+
+import pytest
+
+# The tests import the suite's helpers (support.py, tasks_ext.py) by module name.
+sys.path.insert(0, os.path.dirname(__file__))
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
