@@ -823,7 +823,8 @@ fn mcp_suite_fixtures() -> Vec<Workflow> {
         },
         // input-required-result-basic-elicitation / -missing-input-response /
         // -result-type / -ignore-extra-params / -validate-input. The node id is the
-        // suite's inputRequests key.
+        // interrupt's own key (`node.suspended.key`), the suite's inputRequests key under
+        // the sidecar's `inputRequestKey: interruptKey` (tests/conformance/sidecar.yaml).
         Workflow {
             nodes: vec![
                 clarification("user_name", "Ask name", name_question("name", "What is your name?")),
@@ -909,6 +910,34 @@ fn mcp_suite_fixtures() -> Vec<Workflow> {
                 "test_streaming_elicitation",
                 "test_streaming_elicitation",
                 "Asks for a name through elicitation, then greets.",
+            )
+        },
+        // json-schema-2020-12: a tool whose published input schema uses JSON Schema
+        // 2020-12 keywords. Workflow variables cannot express `$defs`/`allOf`/`if`; the
+        // schema itself is an operator's `tools.overrides` inputSchema
+        // (tests/conformance/sidecar.yaml), which the sidecar serves verbatim.
+        Workflow {
+            nodes: vec![text_output("Contact saved for {{name}}.")],
+            variables: vec![
+                string_var("name", "The contact's name.", Some("")),
+                Variable {
+                    name: "address".into(),
+                    ty: VarType::Object,
+                    description: "Street and city.".into(),
+                    required: false,
+                    default: None,
+                    minimum: None,
+                    maximum: None,
+                },
+                string_var("contactMethod", "phone or email.", Some("")),
+                string_var("phone", "Phone number.", Some("")),
+                string_var("email", "Email address.", Some("")),
+            ],
+            metadata: mcp_meta("forbidden"),
+            ..base(
+                "json_schema_2020_12_tool",
+                "json_schema_2020_12_tool",
+                "Tool with JSON Schema 2020-12 features",
             )
         },
         // server-stateless: a call that must log nothing without a logLevel.

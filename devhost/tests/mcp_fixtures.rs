@@ -48,6 +48,7 @@ async fn every_suite_fixture_is_advertised_and_readable() {
         "test_logging_tool",
         "test_tool_with_progress",
         "conformance-approval-delay",
+        "json_schema_2020_12_tool",
     ] {
         assert!(fixtures.contains(&json!(id)), "{id} not advertised");
         let wf = h.get(ACME, &format!("/workflows/{id}")).await;
@@ -306,6 +307,11 @@ async fn input_required_fixtures_ask_under_the_suite_keys() {
             asked["payload"]["data"]["questions"][0]["id"], question,
             "{id}"
         );
+        // The interrupt's own key is the suite's inputRequests key: a sidecar configured
+        // with `inputRequestKey: interruptKey` names the input request by it.
+        assert_eq!(asked["payload"]["key"], node, "{id}");
+        let suspended = of_type(&events, "node.suspended")[0];
+        assert_eq!(suspended["payload"]["key"], node, "{id}");
         let r = h.resolve(ACME, &run, node, answer).await;
         assert_eq!(r.status, 200, "{id}: {}", r.body);
         assert_eq!(completed_text(&h, &run).await, text, "{id}");

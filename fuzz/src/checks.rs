@@ -213,11 +213,11 @@ pub fn envelope(data: &[u8]) {
 }
 
 fn well_formed_error(id: &Value, e: &McpError) {
-    // JSON-RPC: the request's id when it could be read, else null. A fractional number id is
-    // echoed by the early refusals (wrong jsonrpc, no method) and answered with null by the
-    // id check (observation O1 in docs/hardening.md); both are well-formed.
+    // JSON-RPC: the request's id when it could be read, else null. MCP ids are strings or
+    // integers: any other number (a fraction, an integer beyond 64 bits) is answered with
+    // null by every refusal (observation O1 in docs/hardening.md, fixed).
     assert!(
-        id.is_null() || id.is_string() || id.is_number(),
+        id.is_null() || id.is_string() || id.is_i64() || id.is_u64(),
         "error id {id:?}"
     );
     let obj = e.to_error_object();
@@ -233,10 +233,7 @@ fn well_formed_error(id: &Value, e: &McpError) {
     let text = serde_json::to_string(&wire).expect("serialises");
     let back: Value = serde_json::from_str(&text).expect("re-parses");
     assert_eq!(back["error"], wire["error"]);
-    if !id.is_f64() {
-        // A float id need not survive serde_json's text round trip (observation O1).
-        assert_eq!(back["id"], wire["id"]);
-    }
+    assert_eq!(back["id"], wire["id"]);
     let status = e.http_status().as_u16();
     assert!(status == 200 || (400..500).contains(&status), "{status}");
     for (_, v) in e.headers() {

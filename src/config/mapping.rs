@@ -130,6 +130,8 @@ pub struct Fields {
     pub interrupt_id: String,
     pub interrupt_node_id: String,
     pub interrupt_kind: String,
+    /// The interrupt's own key (InterruptPayload `key`) inside the `node.suspended` payload.
+    pub interrupt_key: String,
     pub error_code: String,
     pub error_message: String,
 }
@@ -257,6 +259,7 @@ pub struct RawFields {
     pub interrupt_id: Option<String>,
     pub interrupt_node_id: Option<String>,
     pub interrupt_kind: Option<String>,
+    pub interrupt_key: Option<String>,
     pub error_code: Option<String>,
     pub error_message: Option<String>,
 }
@@ -287,6 +290,7 @@ impl RawFields {
             ("interruptId", &self.interrupt_id),
             ("interruptNodeId", &self.interrupt_node_id),
             ("interruptKind", &self.interrupt_kind),
+            ("interruptKey", &self.interrupt_key),
             ("errorCode", &self.error_code),
             ("errorMessage", &self.error_message),
         ]
@@ -361,6 +365,7 @@ const FIELD_DEFAULTS: &[(&str, &str)] = &[
     ("interruptId", "/interruptId"),
     ("interruptNodeId", "/nodeId"),
     ("interruptKind", "/kind"),
+    ("interruptKey", "/key"),
     ("errorCode", "/error"),
     ("errorMessage", "/message"),
 ];
@@ -479,6 +484,7 @@ impl RawMapping {
             interrupt_id: f("interruptId"),
             interrupt_node_id: f("interruptNodeId"),
             interrupt_kind: f("interruptKind"),
+            interrupt_key: f("interruptKey"),
             error_code: f("errorCode"),
             error_message: f("errorMessage"),
         };

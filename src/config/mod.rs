@@ -61,6 +61,19 @@ pub enum TaskSupport {
     Never,
 }
 
+/// What names a tool's MRTR input requests (the `inputRequests` keys of a `tools/call` round).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum InputRequestKey {
+    /// The open interrupt's `interruptId` (openwop-rest.md §3.6: "Key = the open interrupt's
+    /// interruptId"), the default.
+    #[default]
+    InterruptId,
+    /// The interrupt's own `key` (InterruptPayload `key`, a name the workflow chose), bound to
+    /// its `interruptId` by the requestState; the `interruptId` whenever an interrupt has no
+    /// key or shares it with another open interrupt.
+    InterruptKey,
+}
+
 /// Extra createRun body content (tags, metadata) for every run or one tool's runs.
 #[derive(Debug, Clone, Default)]
 pub struct CreateTemplate {
@@ -68,13 +81,15 @@ pub struct CreateTemplate {
     pub metadata: Option<serde_json::Value>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct ToolOverride {
     pub title: Option<String>,
     pub description: Option<String>,
     pub input_schema: Option<serde_json::Value>,
-    pub task: TaskSupport,
+    /// None: the workflow's own declaration (or `may`) stays.
+    pub task: Option<TaskSupport>,
     pub create_run: Option<CreateTemplate>,
+    pub input_request_key: Option<InputRequestKey>,
 }
 
 #[derive(Debug, Clone)]

@@ -193,6 +193,9 @@ pub struct RawToolOverride {
     #[schemars(with = "Option<String>")]
     pub task: Option<Spanned<String>>,
     pub create_run: Option<RawCreateTemplate>,
+    /// `interruptId` (default) or `interruptKey`: what names the tool's MRTR input requests.
+    #[schemars(with = "Option<String>")]
+    pub input_request_key: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -652,8 +655,22 @@ impl RawConfig {
                     title: o.title.clone(),
                     description: o.description.clone(),
                     input_schema: o.input_schema.clone(),
-                    task: task_support(&o.task, &what)?,
+                    task: match &o.task {
+                        None => None,
+                        t => Some(task_support(t, &what)?),
+                    },
                     create_run: template(&o.create_run, &what)?,
+                    input_request_key: match &o.input_request_key {
+                        None => None,
+                        Some(s) => Some(match s.value.as_str() {
+                            "interruptId" => InputRequestKey::InterruptId,
+                            "interruptKey" => InputRequestKey::InterruptKey,
+                            other => return Err(err(
+                                loc(s),
+                                format!("{what}.inputRequestKey: '{other}' is not one of interruptId, interruptKey"),
+                            )),
+                        }),
+                    },
                 },
             );
         }

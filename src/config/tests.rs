@@ -149,7 +149,7 @@ fn tool_catalog_options_normalise() {
     assert!(!c.tools.admits("greet"));
     assert_eq!(
         c.tools.overrides["conformance-delay"].task,
-        TaskSupport::Must
+        Some(TaskSupport::Must)
     );
     assert_eq!(c.tools.create_run.tags, vec!["mcp"]);
     assert!(
@@ -157,6 +157,15 @@ fn tool_catalog_options_normalise() {
         "a static catalog needs tools"
     );
     assert!(parse("tools:\n  overrides:\n    x: { task: sometimes }\n").is_err());
+    let keyed = parse("tools:\n  overrides:\n    x: { inputRequestKey: interruptKey }\n").unwrap();
+    assert_eq!(
+        keyed.tools.overrides["x"].input_request_key,
+        Some(InputRequestKey::InterruptKey)
+    );
+    // An override that does not name `task` leaves the workflow's own declaration alone.
+    assert_eq!(keyed.tools.overrides["x"].task, None);
+    let bad = parse("tools:\n  overrides:\n    x: { inputRequestKey: nodeId }\n").unwrap_err();
+    assert!(bad.to_string().contains("inputRequestKey"), "{bad}");
     assert!(parse("tools:\n  overrides:\n    x: { inputSchema: { type: string } }\n").is_err());
 }
 

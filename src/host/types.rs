@@ -199,6 +199,11 @@ pub struct OpenInterrupt {
     pub kind: String,
     /// The `InterruptPayload` from `interrupt.requested` (`{kind, key, data, resumeSchema?}`).
     pub payload: Value,
+    /// The interrupt's own key (openwop-rest.md event table: `node.suspended.key`, else the
+    /// `InterruptPayload.key`): a name the workflow chose, stable across runs, unlike the
+    /// host-minted `interruptId`. Only a tool configured with `inputRequestKey: interruptKey`
+    /// puts it on the wire.
+    pub key: Option<String>,
 }
 
 /// Finds the open interrupts in a run's event log (openwop-rest.md §8.3): every
@@ -234,12 +239,17 @@ pub fn open_interrupts(events: &[RunEvent], m: &Mapping) -> Vec<OpenInterrupt> {
                     .or_else(|| payload.get("kind").and_then(Value::as_str))
                     .unwrap_or("custom")
                     .to_string();
+                let key = Mapping::str_at(p, &f.interrupt_key)
+                    .or_else(|| payload.get("key").and_then(Value::as_str))
+                    .filter(|k| !k.is_empty())
+                    .map(str::to_string);
                 open.retain(|o| o.interrupt_id != iid);
                 open.push(OpenInterrupt {
                     interrupt_id: iid.to_string(),
                     node_id: node.to_string(),
                     kind,
                     payload,
+                    key,
                 });
             }
             "interrupt.resolved" | "node.resumed" => {
@@ -306,6 +316,31 @@ mod tests {
         assert_eq!(open[0].interrupt_id, "acme/i-1");
         assert_eq!(open[0].node_id, "gate");
         assert_eq!(open[0].payload["data"]["actions"][0], "accept");
+    }
+
+    #[test]
+    fn an_interrupt_carries_its_own_key_from_the_suspension_or_its_payload() {
+        let suspended = |key: Value| {
+            let mut p = json!({"nodeId":"ask","interruptId":"acme/i-1","kind":"clarification"});
+            if !key.is_null() {
+                p["key"] = key;
+            }
+            vec![
+                ev(
+                    1,
+                    "interrupt.requested",
+                    Some("ask"),
+                    json!({"kind":"clarification","key":"from_payload"}),
+                ),
+                ev(2, "node.suspended", Some("ask"), p),
+            ]
+        };
+        let key = |log: Vec<RunEvent>| open_interrupts(&log, &Mapping::default())[0].key.clone();
+        assert_eq!(
+            key(suspended(json!("user_name"))).as_deref(),
+            Some("user_name")
+        );
+        assert_eq!(key(suspended(Value::Null)).as_deref(), Some("from_payload"));
     }
 
     #[test]

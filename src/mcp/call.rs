@@ -21,8 +21,10 @@ use super::respond::{
 use super::tools::{validate_arguments, ToolDef};
 use super::{McpError, McpRequest};
 use crate::body::Response;
-use crate::config::{ErrorClass, TaskSupport};
-use crate::host::{open_interrupts, Caller, HostError, RunEvent, RunSnapshot, RunStatus};
+use crate::config::{ErrorClass, InputRequestKey, TaskSupport};
+use crate::host::{
+    open_interrupts, Caller, HostError, OpenInterrupt, RunEvent, RunSnapshot, RunStatus,
+};
 use crate::ownership::{GuardedBody, RunGuard};
 use crate::server::AppState;
 use crate::sse::{keepalive_frame, message_frame};
@@ -54,6 +56,17 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
             )))
         }
     };
+    // SEP-2322: `inputResponses`, when present, is a map of key → response; anything else
+    // (null, a number) is a protocol error, answered before any run exists.
+    if req
+        .params
+        .get("inputResponses")
+        .is_some_and(|r| !r.is_object())
+    {
+        return Err(McpError::InvalidParams(
+            "Invalid params: inputResponses must be an object".into(),
+        ));
+    }
     let tools = state.mount.tools.tools_for(&state, &req.caller).await?;
     let tool = tools
         .by_name
@@ -144,7 +157,108 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
     if tasked {
         return Ok(task_answer(&state, req, &created.run_id, created.status, guard).await);
     }
+    if round == 1 && tool.input_request_key == InputRequestKey::InterruptKey {
+        if let Some(answers) = req.params.get("inputResponses").and_then(Value::as_object) {
+            // An error here drops the guard, which cancels the run: the client never saw it.
+            answer_ahead(&state, req, &tool, &created.run_id, answers).await?;
+        }
+    }
     Ok(blocking_answer(state, req, tool, sent, created.run_id, round, guard).await)
+}
+
+/// The `inputRequests` key of each open interrupt. openwop-rest.md §3.6: "Key = the open
+/// interrupt's interruptId" — the default. A tool configured with `inputRequestKey:
+/// interruptKey` names an interrupt by its own key (the workflow's name for it, e.g. the
+/// fixture-chosen `user_name` SEP-2322's scenarios expect) when that key is unique among the
+/// open interrupts and is no other interrupt's id; otherwise by its interruptId, so the keys
+/// of one round always name exactly one interrupt each.
+pub fn wire_keys(tool: &ToolDef, open: &[OpenInterrupt]) -> Vec<String> {
+    open.iter()
+        .map(|i| match (&tool.input_request_key, &i.key) {
+            (InputRequestKey::InterruptKey, Some(k))
+                if open.iter().filter(|o| o.key.as_ref() == Some(k)).count() == 1
+                    && !open.iter().any(|o| &o.interrupt_id == k) =>
+            {
+                k.clone()
+            }
+            _ => i.interrupt_id.clone(),
+        })
+        .collect()
+}
+
+/// A first call (no requestState) to an `interruptKey` tool may carry `inputResponses` that
+/// already answer an interrupt by its key (SEP-2322: a client that knows the server's input
+/// request ahead of time may send the response with the request; the
+/// input-required-result-ignore-extra-params scenario). Such a key is a stable, workflow-chosen
+/// name, so the answer can be given before the run mints the interruptId: once the run this
+/// request just created suspends, each open interrupt whose key is answered is resolved with
+/// that answer, exactly as a retry would resolve it, at most once per key. Entries that name
+/// no open interrupt are ignored (servers SHOULD ignore what they do not recognise); one that
+/// is not a valid ElicitResult answers nothing, so the round asks for it again (SEP-2322:
+/// re-request, never an error). An entry named after one of the tool's arguments belongs to
+/// the argument round (`gather_arguments`), never to an interrupt. Under the default
+/// `interruptId` keys nothing is answered ahead: no client can know a key before it is minted.
+async fn answer_ahead(
+    state: &AppState,
+    req: &McpRequest,
+    tool: &ToolDef,
+    run_id: &str,
+    answers: &Map<String, Value>,
+) -> Result<(), McpError> {
+    let mut used: std::collections::HashSet<String> =
+        tool.variables.iter().map(|v| v.name.clone()).collect();
+    let deadline = Instant::now() + state.cfg.mcp.json_answer_cap;
+    for _ in 0..state.cfg.mcp.mrtr_max_rounds {
+        if answers.keys().all(|k| used.contains(k)) {
+            return Ok(());
+        }
+        let cap = deadline.saturating_duration_since(Instant::now());
+        let (run, events) = wait_settled(state, &req.caller, run_id, cap, None).await?;
+        if !run.status.awaits_client() {
+            return Ok(());
+        }
+        let open = open_interrupts(&events, state.host.mapping());
+        let mut answered = false;
+        for (i, key) in open.iter().zip(wire_keys(tool, &open)) {
+            if key == i.interrupt_id || used.contains(&key) {
+                continue;
+            }
+            let Some(answer) = answers.get(&key) else {
+                continue;
+            };
+            used.insert(key);
+            let Ok(effect) = effect_of(i, answer) else {
+                continue;
+            };
+            match effect {
+                Effect::Resolve(resume) => {
+                    let idem = resolve_key(&i.interrupt_id, &resume);
+                    match state
+                        .host
+                        .resolve_interrupt(&req.caller, run_id, &i.node_id, &resume, &idem)
+                        .await
+                    {
+                        Ok(_) => answered = true,
+                        // Resolved meanwhile (e.g. through REST): nothing left to answer.
+                        Err(HostError::Status { status, .. })
+                            if status == http::StatusCode::CONFLICT => {}
+                        Err(e) => return Err(McpError::from_host(&e)),
+                    }
+                }
+                Effect::CancelRun => {
+                    let _ = state
+                        .host
+                        .cancel_run(&req.caller, run_id, Some("mcp-elicitation-cancelled"))
+                        .await;
+                    return Ok(());
+                }
+            }
+        }
+        if !answered {
+            return Ok(());
+        }
+    }
+    Ok(())
 }
 
 /// Required arguments the caller left out, asked for before any run exists (an MRTR round
@@ -763,12 +877,13 @@ fn outcome(
         return pending_result(run, None);
     };
     let modes = Modes::of(&req.caps);
+    let keys = wire_keys(tool, &open);
     let mut requests = Map::new();
-    for i in &open {
+    for (i, key) in open.iter().zip(&keys) {
         let url = resolve_url(state, req, run, &i.node_id);
         match input_request(i, modes, &url) {
             Ok(r) => {
-                requests.insert(i.interrupt_id.clone(), r);
+                requests.insert(key.clone(), r);
             }
             // §3.6: an interrupt that cannot be carried is never degraded into a form.
             Err(nc) => return pending_result(run, Some((&nc.kind, &i.node_id))),
@@ -784,12 +899,13 @@ fn outcome(
         ));
         return r;
     }
-    let token = state.mount.state_key.issue(
+    let token = state.mount.state_key.issue_keyed(
         &req.caller,
         &tool.name,
         args,
         &run.run_id,
-        &first.interrupt_id,
+        &keys[0],
+        Some(&first.interrupt_id),
         round,
     );
     json!({ "resultType": "input_required", "inputRequests": requests, "requestState": token })
@@ -877,9 +993,12 @@ async fn retry(
         .await
         .map_err(|e| McpError::from_host(&e))?;
     let open = open_interrupts(&page.events, state.host.mapping());
+    // The token names the interrupt it asked about: `i` when the round keyed it by the
+    // interrupt's own key, else the key is the interruptId itself.
+    let target = claims.i.as_deref().unwrap_or(&claims.n);
     let interrupt = open
         .iter()
-        .find(|i| i.interrupt_id == claims.n)
+        .find(|i| i.interrupt_id == target)
         .ok_or_else(|| refused("its interrupt is no longer open"))?
         .clone();
     let effect = effect_of(&interrupt, answer).map_err(McpError::InvalidParams)?;
@@ -934,4 +1053,39 @@ async fn retry(
         guard,
     )
     .await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(id: &str, key: Option<&str>) -> OpenInterrupt {
+        OpenInterrupt {
+            interrupt_id: id.into(),
+            node_id: "n".into(),
+            kind: "clarification".into(),
+            payload: Value::Null,
+            key: key.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn interrupt_keys_name_requests_only_when_each_names_exactly_one_interrupt() {
+        let mut tool = super::super::tools::from_workflow("t", &json!({}));
+        let set = [
+            open("acme/i-1", Some("name")),
+            open("acme/i-2", Some("dup")),
+            open("acme/i-3", Some("dup")),
+            open("acme/i-4", None),
+            open("acme/i-5", Some("acme/i-1")),
+        ];
+        // The default (openwop-rest.md §3.6): always the interruptId.
+        let ids: Vec<String> = set.iter().map(|i| i.interrupt_id.clone()).collect();
+        assert_eq!(wire_keys(&tool, &set), ids);
+        tool.input_request_key = InputRequestKey::InterruptKey;
+        assert_eq!(
+            wire_keys(&tool, &set),
+            ["name", "acme/i-2", "acme/i-3", "acme/i-4", "acme/i-5"]
+        );
+    }
 }

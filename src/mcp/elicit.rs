@@ -249,6 +249,7 @@ mod tests {
             node_id: "gate".into(),
             kind: "approval".into(),
             payload: json!({"kind":"approval","data":{"title":"Conformance approval","description":"please accept","actions":["accept","reject"]}}),
+            key: None,
         }
     }
 
@@ -285,6 +286,7 @@ mod tests {
                 node_id: "ask".into(),
                 kind: "clarification".into(),
                 payload: json!({"kind":"clarification","data":{"questions":[{"id":"q1","question":"?","schema":schema}]}}),
+                key: None,
             };
             assert!(input_request(
                 &i,

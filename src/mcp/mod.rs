@@ -328,8 +328,11 @@ fn parse_envelope_inner(
         }
     };
     let id = obj.get("id").cloned();
+    // MCP: a request id is a string or an integer; JSON-RPC 2.0 §5: when the id cannot be
+    // detected (as here, for a fractional number or an integer beyond 64 bits, which
+    // serde_json reads as a float) the error's id is null, in every refusal alike.
     let id_for_errors = match &id {
-        Some(i @ (Value::String(_) | Value::Number(_))) => i.clone(),
+        Some(i) if i.is_string() || i.is_i64() || i.is_u64() => i.clone(),
         _ => Value::Null,
     };
     if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {

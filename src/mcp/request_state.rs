@@ -38,8 +38,14 @@ pub struct Claims {
     pub d: String,
     /// The bound run id.
     pub r: String,
-    /// The interrupt key (interruptId) answered by this round.
+    /// The interrupt key answered by this round: the `inputRequests` key the client answers
+    /// under (the interruptId, or the interrupt's own key for an `interruptKey` tool).
     pub n: String,
+    /// The interruptId `n` stands for, when `n` is not itself the interruptId: the binding
+    /// that lets a retry answered under a workflow-chosen key resolve exactly the interrupt
+    /// this round asked about (never another one that happens to share the key later).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub i: Option<String>,
     /// Random token id.
     pub j: String,
     /// The MRTR round this token was issued in (1-based).
@@ -155,13 +161,30 @@ impl Keys {
         interrupt_id: &str,
         round: u32,
     ) -> String {
+        self.issue_keyed(caller, name, arguments, run_id, interrupt_id, None, round)
+    }
+
+    /// [`Keys::issue`] for a round whose input request is named `key` rather than by the
+    /// interruptId: the token carries both, so the retry resolves `interrupt_id`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn issue_keyed(
+        &self,
+        caller: &Caller,
+        name: &str,
+        arguments: &Value,
+        run_id: &str,
+        key: &str,
+        interrupt_id: Option<&str>,
+        round: u32,
+    ) -> String {
         let claims = Claims {
             v: 1,
             p: principal_of(caller),
             e: now_ms() + self.ttl.as_millis() as u64,
             d: request_digest(name, arguments),
             r: run_id.to_string(),
-            n: interrupt_id.to_string(),
+            n: key.to_string(),
+            i: interrupt_id.filter(|i| *i != key).map(str::to_string),
             j: random_id(16),
             k: round,
         };
@@ -284,6 +307,32 @@ mod tests {
             k.verify(&json!(t), &caller("a"), "tool", &json!({})),
             Err(Refusal::AlreadyUsed)
         );
+    }
+
+    #[test]
+    fn a_keyed_token_binds_its_key_to_the_interrupt_id() {
+        let k = keys();
+        let t = k.issue_keyed(
+            &caller("a"),
+            "tool",
+            &json!({}),
+            "acme/r-1",
+            "user_name",
+            Some("acme/i-1"),
+            1,
+        );
+        let c = k
+            .verify(&json!(t), &caller("a"), "tool", &json!({}))
+            .unwrap();
+        assert_eq!(
+            (c.n.as_str(), c.i.as_deref()),
+            ("user_name", Some("acme/i-1"))
+        );
+        // An interruptId-keyed token carries no separate binding (its wire form is unchanged).
+        let plain = k.issue(&caller("a"), "tool", &json!({}), "acme/r-1", "acme/i-1", 1);
+        let body = B64.decode(plain.split_once('.').unwrap().0).unwrap();
+        let claims: Value = serde_json::from_slice(&body).unwrap();
+        assert!(claims.get("i").is_none(), "{claims}");
     }
 
     #[test]

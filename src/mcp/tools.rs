@@ -13,7 +13,8 @@ use serde_json::{json, Map, Value};
 use super::{McpError, McpRequest};
 use crate::body::Response;
 use crate::config::{
-    Config, CreateTemplate, StaticTool, TaskSupport, ToolOverride, ToolSource, Tools,
+    Config, CreateTemplate, InputRequestKey, StaticTool, TaskSupport, ToolOverride, ToolSource,
+    Tools,
 };
 use crate::host::{Caller, HostError};
 use crate::server::AppState;
@@ -46,6 +47,8 @@ pub struct ToolDef {
     pub can_suspend: bool,
     pub task: TaskSupport,
     pub create_run: Option<CreateTemplate>,
+    /// What names this tool's MRTR input requests (an operator's `tools.overrides` choice).
+    pub input_request_key: InputRequestKey,
 }
 
 impl ToolDef {
@@ -58,6 +61,7 @@ impl ToolDef {
             can_suspend,
             task: TaskSupport::May,
             create_run: None,
+            input_request_key: InputRequestKey::InterruptId,
         }
     }
 
@@ -73,9 +77,14 @@ impl ToolDef {
             self.wire["inputSchema"] = schema.clone();
             self.variables = variables_of_schema(schema);
         }
-        self.task = o.task;
+        if let Some(t) = o.task {
+            self.task = t;
+        }
         if o.create_run.is_some() {
             self.create_run = o.create_run.clone();
+        }
+        if let Some(k) = o.input_request_key {
+            self.input_request_key = k;
         }
     }
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The official MCP conformance suite (@modelcontextprotocol/conformance, pinned in package.json)
-# against `openwop-mcp-sidecar demo --anonymous` on a free loopback port:
+# against `openwop-mcp-sidecar demo --anonymous --config tests/conformance/sidecar.yaml` on a
+# free loopback port:
 #
 #   1. every scenario the 2026-07-28 revision requires (`--requirements 2026-07-28`, which also
 #      runs and reports the unscored extension/pending ones), and
@@ -83,7 +84,9 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-demo_start "$LOG_DIR" --anonymous
+# sidecar.yaml: the per-tool options the fixtures need (inputRequestKey for the SEP-2322 tools,
+# the json-schema-2020-12 tool's schema).
+demo_start "$LOG_DIR" --anonymous --config "$CONF_DIR/sidecar.yaml"
 log "demo pid $DEMO_PID, MCP endpoint $MCP_URL"
 
 # --- the runs ---------------------------------------------------------------------------------

@@ -302,3 +302,44 @@ impl Env {
             .await
     }
 }
+
+#[tokio::test]
+async fn a_number_id_that_is_not_an_integer_is_answered_with_id_null() {
+    // MCP: ids are strings or integers. Whichever check refuses the request first, a number
+    // that is not an integer (a fraction, or beyond 64 bits) is not echoed (JSON-RPC 2.0 §5:
+    // an id that cannot be detected is null), never as a float that does not re-parse.
+    let env = env().await;
+    let std = h(&[("MCP-Protocol-Version", V), ("Mcp-Method", "tools/list")]);
+    for (id, jsonrpc, method) in [
+        ("1.5", "2.0", true),
+        ("1.5", "1.0", true),
+        ("1.5", "2.0", false),
+        ("111111111111111111111111111111", "2.0", true),
+        ("111111111111111111111111111111", "1.0", true),
+    ] {
+        let method = if method {
+            r#","method":"tools/list""#
+        } else {
+            ""
+        };
+        let body = format!(
+            r#"{{"jsonrpc":"{jsonrpc}","id":{id}{method},"params":{{"_meta":{{"io.modelcontextprotocol/protocolVersion":"{V}","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
+        );
+        let r = env.raw(&std, body.clone()).await;
+        assert_eq!(
+            (r.status, r.error_code()),
+            (400, Some(-32600)),
+            "{body}: {}",
+            r.text
+        );
+        assert!(r.body["id"].is_null(), "{body}: {}", r.text);
+    }
+    // Integer and string ids are still echoed by the same refusals.
+    for id in [json!(7), json!("req-7"), json!(u64::MAX)] {
+        let body = json!({"jsonrpc":"1.0","id":id,"method":"tools/list"}).to_string();
+        let r = env.raw(&std, body).await;
+        assert_eq!(r.error_code(), Some(-32600), "{}", r.text);
+        assert_eq!(r.body["id"], id, "{}", r.text);
+    }
+    env.shutdown().await;
+}

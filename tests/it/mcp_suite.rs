@@ -250,11 +250,8 @@ async fn the_final_argument_round_of_a_task_tool_answers_the_task() {
         cfg.tools.overrides.insert(
             "greet".into(),
             openwop_mcp_sidecar::config::ToolOverride {
-                title: None,
-                description: None,
-                input_schema: None,
-                task: openwop_mcp_sidecar::config::TaskSupport::Must,
-                create_run: None,
+                task: Some(openwop_mcp_sidecar::config::TaskSupport::Must),
+                ..Default::default()
             },
         );
     })

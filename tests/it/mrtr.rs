@@ -417,3 +417,243 @@ async fn nested_or_sensitive_questions_never_become_forms() {
     }
     env.shutdown().await;
 }
+
+// ---- inputRequestKey: interruptKey (tools.overrides) -------------------------------------
+// The SEP-2322 fixtures name their input request (`user_name`); the OpenWOP default keys it by
+// the interruptId. An operator's per-tool `inputRequestKey: interruptKey` puts the interrupt's
+// own key (`node.suspended.key`) on the wire, bound to the interruptId by the requestState.
+
+const ASK_NAME: &str = "test_input_required_result_elicitation";
+
+async fn keyed_env() -> Env {
+    env_with(|c| {
+        for tool in [ASK_NAME, "test_input_required_result_multi_round"] {
+            c.tools.overrides.insert(
+                tool.into(),
+                openwop_mcp_sidecar::config::ToolOverride {
+                    input_request_key: Some(
+                        openwop_mcp_sidecar::config::InputRequestKey::InterruptKey,
+                    ),
+                    ..Default::default()
+                },
+            );
+        }
+    })
+    .await
+}
+
+fn name_answer(name: &str) -> Value {
+    json!({"action": "accept", "content": {"name": name}})
+}
+
+/// A first call that carries `inputResponses` (no requestState).
+async fn call_with_responses(env: &Env, tool: &str, responses: Value) -> Rpc {
+    env.rpc(
+        Some(A),
+        "tools/call",
+        json!({"name": tool, "arguments": {}, "inputResponses": responses}),
+        elicit(),
+    )
+    .await
+}
+
+fn only_key(r: &Rpc) -> String {
+    let res = r.result();
+    assert_eq!(res["resultType"], "input_required", "{}", r.text);
+    let reqs = res["inputRequests"].as_object().unwrap();
+    assert_eq!(reqs.len(), 1, "{}", r.text);
+    reqs.keys().next().unwrap().clone()
+}
+
+#[tokio::test]
+async fn an_interrupt_key_tool_names_its_input_request_by_the_interrupts_own_key() {
+    let env = keyed_env().await;
+    let r = env.call(A, ASK_NAME, json!({}), elicit()).await;
+    assert_eq!(only_key(&r), "user_name");
+    assert_eq!(
+        r.result()["inputRequests"]["user_name"]["method"],
+        "elicitation/create"
+    );
+    let done = retry(
+        &env,
+        A,
+        ASK_NAME,
+        json!({}),
+        &r.result()["requestState"],
+        json!({"user_name": name_answer("Alice")}),
+        elicit(),
+    )
+    .await;
+    assert_eq!(done.result()["resultType"], "complete", "{}", done.text);
+    assert_eq!(done.result()["content"][0]["text"], "Hello, Alice!");
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn without_the_override_the_same_tool_is_keyed_by_interrupt_id() {
+    let env = env().await;
+    let r = env.call(A, ASK_NAME, json!({}), elicit()).await;
+    let key = only_key(&r);
+    assert!(
+        openwop_mcp_sidecar::wire_id::is_tenant_bound(&key),
+        "default key is the interruptId: {key}"
+    );
+    let run = env.run_ids(A, ASK_NAME).await[0].clone();
+    assert!(suspended_interrupts(&env, &run).await.contains(&key));
+    // An answer under the workflow's key means nothing here: no client can know an
+    // interruptId before it is minted, so nothing is answered ahead.
+    let r = call_with_responses(&env, ASK_NAME, json!({"user_name": name_answer("Alice")})).await;
+    assert!(openwop_mcp_sidecar::wire_id::is_tenant_bound(&only_key(&r)));
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn two_runs_with_the_same_key_each_resume_their_own_interrupt() {
+    let env = keyed_env().await;
+    let first = env.call(A, ASK_NAME, json!({}), elicit()).await;
+    let run1 = env.fresh_run(A, ASK_NAME, &[]).await;
+    let second = env.call(A, ASK_NAME, json!({}), elicit()).await;
+    let run2 = env
+        .fresh_run(A, ASK_NAME, std::slice::from_ref(&run1))
+        .await;
+    assert_eq!(
+        (only_key(&first), only_key(&second)),
+        ("user_name".into(), "user_name".into())
+    );
+    // Answered in the other order: each requestState names its own run and interrupt.
+    for (r, name, run) in [(&second, "Bob", &run2), (&first, "Alice", &run1)] {
+        let done = retry(
+            &env,
+            A,
+            ASK_NAME,
+            json!({}),
+            &r.result()["requestState"],
+            json!({"user_name": name_answer(name)}),
+            elicit(),
+        )
+        .await;
+        assert_eq!(
+            done.result()["content"][0]["text"],
+            format!("Hello, {name}!"),
+            "{}",
+            done.text
+        );
+        assert_eq!(
+            &done.result()["structuredContent"]["runId"],
+            run,
+            "{}",
+            done.text
+        );
+    }
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_keyed_state_is_single_use_and_the_next_round_gets_the_next_key() {
+    let env = keyed_env().await;
+    let tool = "test_input_required_result_multi_round";
+    let r1 = env.call(A, tool, json!({}), elicit()).await;
+    assert_eq!(only_key(&r1), "step1");
+    let s1 = r1.result()["requestState"].clone();
+    let r2 = retry(
+        &env,
+        A,
+        tool,
+        json!({}),
+        &s1,
+        json!({"step1": name_answer("Alice")}),
+        elicit(),
+    )
+    .await;
+    assert_eq!(only_key(&r2), "step2");
+    let again = retry(
+        &env,
+        A,
+        tool,
+        json!({}),
+        &s1,
+        json!({"step1": name_answer("Mallory")}),
+        elicit(),
+    )
+    .await;
+    assert_eq!(again.error_code(), Some(-32602), "{}", again.text);
+    // The round-2 state answered under the round-1 key answers nothing: it is asked again.
+    let s2 = r2.result()["requestState"].clone();
+    let wrong = retry(
+        &env,
+        A,
+        tool,
+        json!({}),
+        &s2,
+        json!({"step1": name_answer("x")}),
+        elicit(),
+    )
+    .await;
+    assert_eq!(only_key(&wrong), "step2");
+    let done = retry(
+        &env,
+        A,
+        tool,
+        json!({}),
+        &wrong.result()["requestState"],
+        json!({"step2": {"action": "accept", "content": {"color": "blue"}}}),
+        elicit(),
+    )
+    .await;
+    assert_eq!(
+        done.result()["content"][0]["text"],
+        "Hello, Alice! Your favorite color is blue.",
+        "{}",
+        done.text
+    );
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_first_call_answering_the_interrupt_key_completes_at_once_ignoring_extra_keys() {
+    let env = keyed_env().await;
+    let r = call_with_responses(
+        &env,
+        ASK_NAME,
+        json!({
+            "user_name": name_answer("Alice"),
+            "unknown_extra_key": {"action": "accept", "content": {"foo": "bar"}},
+            "another_unexpected": {"action": "accept", "content": {"baz": 123}},
+        }),
+    )
+    .await;
+    assert_eq!(r.result()["resultType"], "complete", "{}", r.text);
+    assert_eq!(r.result()["content"][0]["text"], "Hello, Alice!");
+    let runs = env.run_ids(A, ASK_NAME).await;
+    assert_eq!(runs.len(), 1, "one run, answered through its own interrupt");
+    assert_eq!(env.status(A, &runs[0]).await, "completed");
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_first_call_with_a_wrong_or_malformed_answer_is_asked_again() {
+    let env = keyed_env().await;
+    for responses in [
+        json!({"wrong_key": name_answer("Alice")}),
+        json!({"user_name": 12345}),
+        json!({}),
+    ] {
+        let r = call_with_responses(&env, ASK_NAME, responses.clone()).await;
+        assert_eq!(only_key(&r), "user_name", "{responses}");
+    }
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn input_responses_that_are_not_an_object_are_invalid_params_before_any_run() {
+    let env = keyed_env().await;
+    for responses in [Value::Null, json!(42), json!(["user_name"])] {
+        let r = call_with_responses(&env, ASK_NAME, responses.clone()).await;
+        assert_eq!(r.error_code(), Some(-32602), "{responses}: {}", r.text);
+    }
+    assert!(
+        env.run_ids(A, ASK_NAME).await.is_empty(),
+        "no run was created"
+    );
+    env.shutdown().await;
+}

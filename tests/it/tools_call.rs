@@ -354,3 +354,44 @@ async fn trace_context_from_meta_continues_into_every_upstream_call() {
     assert_eq!(r.result()["isError"], false, "{}", r.text);
     env.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_operator_input_schema_is_listed_with_its_2020_12_keywords_intact() {
+    // SEP-1613 / SEP-2106: a tool's inputSchema is JSON Schema 2020-12; the sidecar serves an
+    // operator's tools.overrides inputSchema as written, whatever keywords it uses.
+    let schema = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "$defs": {"address": {"$anchor": "addressDef", "type": "object",
+                   "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+        "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"},
+                       "phone": {"type": "string"}, "email": {"type": "string"}},
+        "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+        "if": {"properties": {"name": {"const": "x"}}, "required": ["name"]},
+        "then": {"required": ["phone"]},
+        "else": {"required": ["email"]},
+        "additionalProperties": false,
+    });
+    let tool = "json_schema_2020_12_tool";
+    let s = schema.clone();
+    let env = env_with(move |c| {
+        c.tools.overrides.insert(
+            tool.into(),
+            openwop_mcp_sidecar::config::ToolOverride {
+                input_schema: Some(s),
+                ..Default::default()
+            },
+        );
+    })
+    .await;
+    let r = env.rpc(Some(A), "tools/list", json!({}), json!({})).await;
+    let listed = r.result()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == tool)
+        .unwrap_or_else(|| panic!("{tool} listed: {}", r.text))
+        .clone();
+    assert_eq!(listed["inputSchema"], schema);
+    env.shutdown().await;
+}
