@@ -542,7 +542,7 @@ fn valid_traceparent(t: &str) -> bool {
 }
 
 /// Decodes the `=?base64?…?=` sentinel of mcp-tasks.md §1.2.
-fn decode_header_value(v: &http::HeaderValue) -> Option<String> {
+pub(super) fn decode_header_value(v: &http::HeaderValue) -> Option<String> {
     let s = std::str::from_utf8(v.as_bytes()).ok()?;
     if let Some(inner) = s
         .strip_prefix("=?base64?")
