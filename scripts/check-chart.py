@@ -251,7 +251,7 @@ def find_sidecar_bin() -> Path | None:
         p = Path(os.environ["SIDECAR_BIN"])
         return p if p.is_file() else None
     target = Path(os.environ.get("CARGO_TARGET_DIR") or ROOT / "target")
-    for profile in ("debug", "release"):
+    for profile in ("debug", "release", "x86_64-unknown-linux-gnu/release"):
         p = target / profile / "openwop-mcp-sidecar"
         if p.is_file() and os.access(p, os.X_OK):
             return p
@@ -636,26 +636,45 @@ def dockerfile_case(binary: Path | None) -> Case:
         return case
     build, final = stages[0], stages[-1]
     case.check(build["image"].startswith("rust:") and "bookworm" in build["image"], f"builder is rust:*bookworm, got {build['image']}")
-    case.check(final["image"].startswith("gcr.io/distroless/cc-debian12") and final["image"].endswith(":nonroot"),
-               f"runtime is distroless cc-debian12:nonroot, got {final['image']}")
+    case.check(final["image"] == "scratch" or (final["image"].startswith("gcr.io/distroless/static-debian12") and final["image"].endswith(":nonroot")),
+               f"runtime is scratch or distroless static-debian12:nonroot (the binary is static), got {final['image']}")
 
-    # The build command.
+    # The build command: a static release build for an explicit target.
     builds = [a for i, a in build["ins"] if i == "RUN" for a in [a] if "cargo build" in a]
     case.check(len(builds) >= 1, "builder runs cargo build")
-    bin_name = None
+    bin_name = triple = None
     for run in builds:
         cmd = run[run.index("cargo build"):].split("&&")[0].split()
         case.check("--release" in cmd, f"cargo build --release: {' '.join(cmd)}")
         case.check("--locked" in cmd, f"cargo build --locked: {' '.join(cmd)}")
-        case.check("--target" not in cmd, "no --target (it would move the binary out of target/release)")
+        if case.check("--target" in cmd, f"cargo build --target <triple> (a static build needs one): {' '.join(cmd)}"):
+            t = cmd[cmd.index("--target") + 1]
+            case.check(triple in (None, t), "every cargo build builds the same target")
+            triple = t
         if case.check("--bin" in cmd, f"cargo build --bin: {' '.join(cmd)}"):
             b = cmd[cmd.index("--bin") + 1]
             case.check(b in bins, f"--bin {b} is a [[bin]] of Cargo.toml ({sorted(bins)})")
             case.check(bin_name in (None, b), "every cargo build builds the same binary")
             bin_name = b
+    rustflags = ""
     for i, a in build["ins"]:
         if i in ("ENV", "ARG"):
-            case.check(not re.search(r"CARGO_TARGET_DIR|CARGO_BUILD_TARGET", a), f"{i} {a} would move the binary out of target/release")
+            case.check(not re.search(r"CARGO_TARGET_DIR|CARGO_BUILD_TARGET", a), f"{i} {a} would move the binary out of target/<triple>/release")
+            m = re.match(r'RUSTFLAGS[= ]"?([^"]*)"?', a)
+            if m:
+                rustflags = m.group(1).strip()
+    if triple and triple.endswith("-linux-gnu"):
+        case.check("target-feature=+crt-static" in rustflags, f"a -linux-gnu build is static only with RUSTFLAGS +crt-static, got {rustflags!r}")
+
+    # CI builds the same release: scripts/bench (run by .ci/run) builds the same binary for the
+    # same target with the same flags, and the image measurement below reads that build.
+    bench = (ROOT / "scripts" / "bench").read_text()
+    bench_cmd = " ".join(l.strip().rstrip("\\") for l in bench.splitlines() if not l.strip().startswith("#"))
+    case.check(f'RUSTFLAGS="{rustflags}"' in bench_cmd, f"scripts/bench builds with the Dockerfile's RUSTFLAGS ({rustflags})")
+    case.check(f"triple={triple}" in bench_cmd and '--target "$triple"' in bench_cmd,
+               f"scripts/bench builds --target {triple}")
+    case.check(re.search(r"cargo build --release --locked .*-p " + re.escape(bin_name or "?"), bench_cmd) is not None,
+               f"scripts/bench runs cargo build --release --locked ... -p {bin_name}")
 
     # Each workspace member's manifest is in place before the first cargo build.
     first_build = next((n for n, (i, a) in enumerate(build["ins"]) if i == "RUN" and "cargo build" in a), len(build["ins"]))
@@ -669,14 +688,14 @@ def dockerfile_case(binary: Path | None) -> Case:
     # The binary's path and the entrypoint.
     copies = [a for i, a in final["ins"] if i == "COPY"]
     from_build = [a for a in copies if a.startswith("--from=")]
-    want_src = os.path.join(build["workdir"], "target/release", bin_name or "?")
+    want_src = os.path.join(build["workdir"], "target", triple or "?", "release", bin_name or "?")
     dest_bin = None
     for a in from_build:
         parts = a.split()
         src, dest = parts[1], parts[-1]
         case.check(parts[0] in (f"--from={build['name']}", "--from=0"), f"COPY {a} comes from the build stage")
         case.eq(src, want_src, "COPY source of the binary")
-        case.check(src.endswith(f"target/release/{bin_name}"), f"binary COPY source is target/release/{bin_name}")
+        case.check(src.endswith(f"target/{triple}/release/{bin_name}"), f"binary COPY source is target/{triple}/release/{bin_name}")
         dest_bin = dest
     entry = next((json.loads(a) for i, a in final["ins"] if i == "ENTRYPOINT"), None)
     case.eq(entry, [dest_bin], "ENTRYPOINT is the copied binary")
@@ -688,6 +707,7 @@ def dockerfile_case(binary: Path | None) -> Case:
     case.check(user is not None and re.match(r"^[1-9]\d*(:\d+)?$", user) is not None, f"numeric non-root USER, got {user}")
 
     # Files copied from the build context exist and are not excluded by .dockerignore.
+    config_copies: list[tuple[str, str]] = []
     context_copies = [a for st in stages for i, a in st["ins"] if i == "COPY" and not a.startswith("--from=")]
     config_dest = None
     for a in context_copies:
@@ -699,6 +719,7 @@ def dockerfile_case(binary: Path | None) -> Case:
                 case.check(dockerignore_included(f, ignore), f"{f} (COPY {src}) is excluded by .dockerignore")
             if src.startswith("config/"):
                 config_dest = parts[-1]
+                config_copies.append((src, config_dest))
                 sidecar_check_config(case, binary, (ROOT / src).read_text(), src)
     case.check(config_dest is not None and "--config" in cmd and cmd[cmd.index("--config") + 1] == config_dest,
                f"CMD --config names the copied configuration ({config_dest})")
@@ -715,8 +736,69 @@ def dockerfile_case(binary: Path | None) -> Case:
                 case.check(dockerignore_included(target, ignore), f"{rel} includes {target}, excluded from the build context")
     for excluded in ("target/x", ".git/HEAD", "node_modules/x", ".tools/x", "tests/it/main.rs"):
         case.check(not dockerignore_included(excluded, ignore), f".dockerignore lets {excluded} into the context")
-    case.summary = f"--bin {bin_name} --locked, COPY {want_src} -> {dest_bin}, context per .dockerignore complete"
+    summary = f"--bin {bin_name} --locked --target {triple}, COPY {want_src} -> {dest_bin}, context per .dockerignore complete"
+
+    # The image's size, measured from the release build CI made (scripts/bench), when present.
+    static_bin = Path(os.environ.get("CARGO_TARGET_DIR") or ROOT / "target") / (triple or "?") / "release" / (bin_name or "?")
+    if final["image"] == "scratch" and static_bin.is_file():
+        case.check(elf_is_static(static_bin), f"{static_bin} is statically linked (no program interpreter): scratch has no loader")
+        layers = [(static_bin, dest_bin)] + [((ROOT / p), d) for p, d in config_copies]
+        size = image_size(layers)
+        case.check(size["compressed"] <= IMAGE_LIMIT, f"image is {size['compressed']} bytes compressed, over {IMAGE_LIMIT}")
+        summary += (f"; image {size['compressed'] / 1e6:.1f} MB compressed, {size['unpacked'] / 1e6:.1f} MB unpacked "
+                    f"({len(layers)} layers over scratch)")
+    else:
+        case.notes.append(f"no release build at {static_bin} (scripts/bench makes it): image size not measured")
+    case.summary = summary
     return case
+
+
+# The issue 7 budget for the image, compressed as a registry stores it.
+IMAGE_LIMIT = 25 * 1000 * 1000
+
+
+def elf_is_static(path: Path) -> bool:
+    """True when the ELF executable has no PT_INTERP program header (no dynamic loader)."""
+    import struct
+    with open(path, "rb") as f:
+        head = f.read(64)
+        if head[:4] != b"\x7fELF" or head[4] != 2:
+            return False
+        phoff, = struct.unpack_from("<Q", head, 0x20)
+        phentsize, phnum = struct.unpack_from("<HH", head, 0x36)
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+    return all(struct.unpack_from("<I", table, i * phentsize)[0] != 3 for i in range(phnum))
+
+
+def image_size(layers: list[tuple[Path, str]]) -> dict:
+    """Sizes of the image a container engine builds from the Dockerfile's final stage over
+    `scratch`: one layer per COPY, each a tar of the destination path (parent directories
+    included, root-owned, as BuildKit writes them) compressed with gzip at the default level 6
+    that registries store. `compressed` is what a pull downloads (manifest and config, under
+    2 kB, not counted); `unpacked` the layer tars' size on disk."""
+    import gzip
+    import io
+    import tarfile
+    out = {"compressed": 0, "unpacked": 0}
+    for src, dest in layers:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            parts = dest.strip("/").split("/")
+            for i in range(1, len(parts)):
+                d = tarfile.TarInfo("/".join(parts[:i]) + "/")
+                d.type, d.mode, d.mtime = tarfile.DIRTYPE, 0o755, 0
+                tar.addfile(d)
+            info = tar.gettarinfo(str(src), arcname="/".join(parts))
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mtime = 0
+            with open(src, "rb") as f:
+                tar.addfile(info, f)
+        raw = buf.getvalue()
+        out["unpacked"] += len(raw)
+        out["compressed"] += len(gzip.compress(raw, compresslevel=6, mtime=0))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

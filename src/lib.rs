@@ -8,6 +8,7 @@ pub mod demo;
 pub mod discovery;
 pub mod host;
 pub mod mcp;
+pub mod otlp;
 pub mod ownership;
 pub mod passthrough;
 pub mod server;

@@ -108,7 +108,20 @@ fn main() -> ExitCode {
                     Ok(c) => c,
                     Err(code) => return code,
                 };
-                telemetry::init_logging(&cfg.logging.level, cfg.logging.json);
+                let otlp = match cfg
+                    .telemetry
+                    .otlp
+                    .as_ref()
+                    .map(openwop_mcp_sidecar::otlp::provider)
+                {
+                    None => None,
+                    Some(Ok(p)) => Some(p),
+                    Some(Err(e)) => {
+                        eprintln!("error: telemetry.otlp: {e:#}");
+                        return ExitCode::from(EXIT_CONFIG);
+                    }
+                };
+                telemetry::init(&cfg.logging.level, cfg.logging.json, otlp);
                 let source = config.map(|path| ConfigSource { path, overrides });
                 serve(cfg, source).await
             }
@@ -157,6 +170,11 @@ async fn serve(cfg: Config, source: Option<ConfigSource>) -> ExitCode {
     wait_for_signal().await;
     tracing::info!("shutting down");
     server.shutdown().await;
+    // The spans of the drained requests are still queued: export them before exiting. The
+    // flush blocks on the collector (bounded by telemetry.otlp.timeoutMs), so off the workers.
+    if openwop_mcp_sidecar::otlp::enabled() {
+        let _ = tokio::task::spawn_blocking(openwop_mcp_sidecar::otlp::shutdown).await;
+    }
     ExitCode::SUCCESS
 }
 

@@ -281,37 +281,52 @@ fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     l.read().unwrap_or_else(|p| p.into_inner())
 }
 
-type LevelHandle =
-    tracing_subscriber::reload::Handle<tracing_subscriber::EnvFilter, tracing_subscriber::Registry>;
+/// Reloads the log filter (set once by [`init`]).
+type LevelReload = Box<dyn Fn(tracing_subscriber::EnvFilter) + Send + Sync>;
 
-static LEVEL: OnceLock<LevelHandle> = OnceLock::new();
+static LEVEL: OnceLock<LevelReload> = OnceLock::new();
 
 /// Installs the tracing subscriber (text or JSON lines to stderr) once. `RUST_LOG` wins over
 /// the configured level.
 pub fn init_logging(level: &str, json: bool) {
+    init(level, json, None);
+}
+
+/// [`init_logging`] plus, when `otlp` is given, the OTLP span export layer (src/otlp.rs).
+/// The log level filters the log lines only: the exported spans do not go quiet when an
+/// operator turns logging down to `warn`.
+pub fn init(level: &str, json: bool, otlp: Option<opentelemetry_sdk::trace::SdkTracerProvider>) {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
-    let registry = tracing_subscriber::registry().with(filter);
+    let registry = tracing_subscriber::registry().with(otlp.map(crate::otlp::layer));
     let ok = if json {
         registry
             .with(
                 tracing_subscriber::fmt::layer()
                     .json()
-                    .with_writer(std::io::stderr),
+                    .with_writer(std::io::stderr)
+                    .with_filter(filter),
             )
             .try_init()
             .is_ok()
     } else {
         registry
-            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(std::io::stderr)
+                    .with_filter(filter),
+            )
             .try_init()
             .is_ok()
     };
     if ok {
-        let _ = LEVEL.set(handle);
+        let _ = LEVEL.set(Box::new(move |f| {
+            let _ = handle.reload(f);
+        }));
     }
 }
 
@@ -320,9 +335,9 @@ pub fn set_level(level: &str) {
     if std::env::var_os("RUST_LOG").is_some() {
         return;
     }
-    if let Some(h) = LEVEL.get() {
+    if let Some(reload) = LEVEL.get() {
         if let Ok(f) = tracing_subscriber::EnvFilter::try_new(level) {
-            let _ = h.reload(f);
+            reload(f);
         }
     }
 }

@@ -122,6 +122,8 @@ pub struct Config {
     pub mapping: Arc<Mapping>,
     pub tools: Tools,
     pub logging: Logging,
+    /// Read at start only: a reload that changes it is logged and takes effect on restart.
+    pub telemetry: Telemetry,
 }
 
 #[derive(Debug, Clone)]
@@ -254,6 +256,44 @@ pub fn glob(pattern: &str, s: &str) -> bool {
 pub struct Logging {
     pub level: String,
     pub json: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Telemetry {
+    pub otlp: Option<Otlp>,
+}
+
+/// OTLP/HTTP span export (issue 7).
+#[derive(Clone, PartialEq)]
+pub struct Otlp {
+    /// The full traces URL (`…/v1/traces`).
+    pub endpoint: String,
+    pub headers: Vec<(String, String)>,
+    pub service_name: String,
+    pub sample_ratio: f64,
+    pub timeout: Duration,
+    pub ca_file: Option<std::path::PathBuf>,
+}
+
+impl std::fmt::Debug for Otlp {
+    // Header values are often collector credentials (issue 7: never in logs).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Otlp")
+            .field("endpoint", &self.endpoint)
+            .field(
+                "headers",
+                &self
+                    .headers
+                    .iter()
+                    .map(|(k, _)| (k.as_str(), "<redacted>"))
+                    .collect::<Vec<_>>(),
+            )
+            .field("service_name", &self.service_name)
+            .field("sample_ratio", &self.sample_ratio)
+            .field("timeout", &self.timeout)
+            .field("ca_file", &self.ca_file)
+            .finish()
+    }
 }
 
 /// Command-line overrides (flags win over the file).

@@ -37,6 +37,8 @@ pub struct RawConfig {
     #[serde(default)]
     pub logging: RawLogging,
     #[serde(default)]
+    pub telemetry: RawTelemetry,
+    #[serde(default)]
     pub reload: RawReload,
     pub tls: Option<RawTls>,
     #[serde(default)]
@@ -270,6 +272,38 @@ pub struct RawLogging {
     pub level: Option<String>,
     #[schemars(with = "Option<String>")]
     pub format: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawTelemetry {
+    /// OTLP span export; absent means no export (spans stay in the logs only).
+    pub otlp: Option<RawOtlp>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawOtlp {
+    /// The collector's OTLP/HTTP (protobuf) traces URL, path included:
+    /// `http://otel-collector:4318/v1/traces`.
+    #[schemars(with = "String")]
+    pub endpoint: Spanned<String>,
+    /// Extra request headers (for example a collector's API key). Values are never logged;
+    /// `OTEL_EXPORTER_OTLP_HEADERS` (`k=v,k2=v2`) adds headers from the environment.
+    #[schemars(with = "Option<BTreeMap<String, String>>")]
+    pub headers: Option<Spanned<BTreeMap<String, String>>>,
+    /// `service.name` of the exported spans (default `openwop-mcp-sidecar`).
+    pub service_name: Option<String>,
+    /// Share of new traces recorded, 0.0 to 1.0 (default 1.0). A caller's sampled flag wins
+    /// (parent-based sampling), so a trace the client records is recorded here too.
+    #[schemars(with = "Option<f64>")]
+    pub sample_ratio: Option<Spanned<f64>>,
+    /// Per-export request timeout (default 10000).
+    #[schemars(with = "Option<u64>")]
+    pub timeout_ms: Option<Spanned<u64>>,
+    /// Extra CA bundle (PEM) trusted for an `https://` endpoint.
+    #[schemars(with = "Option<String>")]
+    pub ca_file: Option<Spanned<String>>,
 }
 
 fn loc<T>(s: &Spanned<T>) -> Option<(u64, u64)> {
@@ -702,6 +736,68 @@ impl RawConfig {
             },
         };
 
+        let otlp = match &self.telemetry.otlp {
+            None => None,
+            Some(o) => {
+                let endpoint = check_url(&o.endpoint.value)
+                    .map_err(|m| err(loc(&o.endpoint), format!("telemetry.otlp.endpoint: {m}")))?;
+                let mut headers = Vec::new();
+                if let Some(h) = &o.headers {
+                    for (k, v) in &h.value {
+                        if http::HeaderName::from_bytes(k.as_bytes()).is_err() {
+                            return Err(err(
+                                loc(h),
+                                format!("telemetry.otlp.headers: '{k}' is not a header name"),
+                            ));
+                        }
+                        // The value may be a credential: name the header, never print it.
+                        if http::HeaderValue::from_str(v).is_err() {
+                            return Err(err(
+                                loc(h),
+                                format!("telemetry.otlp.headers: the value of '{k}' is not a valid header value"),
+                            ));
+                        }
+                        headers.push((k.clone(), v.clone()));
+                    }
+                }
+                let sample_ratio = match &o.sample_ratio {
+                    Some(s) if !(0.0..=1.0).contains(&s.value) => {
+                        return Err(err(
+                            loc(s),
+                            "telemetry.otlp.sampleRatio must be between 0.0 and 1.0".into(),
+                        ))
+                    }
+                    Some(s) => s.value,
+                    None => 1.0,
+                };
+                let timeout = match &o.timeout_ms {
+                    Some(s) if s.value < 100 => {
+                        return Err(err(
+                            loc(s),
+                            "telemetry.otlp.timeoutMs must be at least 100".into(),
+                        ))
+                    }
+                    Some(s) => Duration::from_millis(s.value),
+                    None => Duration::from_millis(10_000),
+                };
+                let ca_file = match &o.ca_file {
+                    Some(s) => Some(file(s, "telemetry.otlp.caFile")?),
+                    None => None,
+                };
+                Some(Otlp {
+                    endpoint,
+                    headers,
+                    service_name: o
+                        .service_name
+                        .clone()
+                        .unwrap_or_else(|| "openwop-mcp-sidecar".into()),
+                    sample_ratio,
+                    timeout,
+                    ca_file,
+                })
+            }
+        };
+
         let reload_poll = match &self.reload.poll_interval_ms {
             Some(s) if s.value < 100 => {
                 return Err(err(
@@ -775,6 +871,7 @@ impl RawConfig {
             mapping: Arc::new(mapping),
             tools,
             logging,
+            telemetry: Telemetry { otlp },
         })
     }
 }

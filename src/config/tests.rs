@@ -178,3 +178,48 @@ fn glob_matches_like_a_shell_star() {
     assert!(glob("exact", "exact"));
     assert!(!glob("exact", "exactly"));
 }
+
+#[test]
+fn otlp_export_is_off_by_default_and_its_section_is_validated_at_the_value() {
+    assert_eq!(parse("").unwrap().telemetry.otlp, None);
+    let c = parse(
+        "telemetry:\n  otlp:\n    endpoint: http://collector:4318/v1/traces\n    headers: { x-api-key: k }\n",
+    )
+    .unwrap();
+    let o = c.telemetry.otlp.expect("on when the section is there");
+    assert_eq!(o.endpoint, "http://collector:4318/v1/traces");
+    assert_eq!(o.service_name, "openwop-mcp-sidecar");
+    assert_eq!(o.sample_ratio, 1.0);
+    assert_eq!(o.timeout, std::time::Duration::from_secs(10));
+    let e =
+        parse("telemetry:\n  otlp:\n    endpoint: http://c:4318/v1/traces\n    sampleRatio: 1.5\n")
+            .unwrap_err();
+    assert_eq!(e.line, 4, "{e}");
+    assert!(e.message.contains("sampleRatio"), "{e}");
+    let e = parse("telemetry:\n  otlp:\n    endpoint: collector:4318\n").unwrap_err();
+    assert_eq!(e.line, 3, "{e}");
+    assert!(
+        parse("telemetry:\n  otlp:\n    headers: { a: b }\n").is_err(),
+        "endpoint is required"
+    );
+    assert!(
+        parse("telemetry:\n  otlp:\n    endpoint: http://c:1/v1/traces\n    timeoutMs: 5\n")
+            .is_err()
+    );
+    // A bad header value is named by its header, never echoed: it may be a credential.
+    let e = parse(
+        "telemetry:\n  otlp:\n    endpoint: http://c:1/v1/traces\n    headers: { x-key: \"secret\\nvalue\" }\n",
+    )
+    .unwrap_err();
+    assert!(
+        e.message.contains("x-key") && !e.message.contains("secret"),
+        "{e}"
+    );
+    // Debug output (what a log line would show) redacts header values.
+    let o = parse("telemetry:\n  otlp:\n    endpoint: http://c:1/v1/traces\n    headers: { x-key: hunter2 }\n")
+        .unwrap()
+        .telemetry
+        .otlp
+        .unwrap();
+    assert!(!format!("{o:?}").contains("hunter2"));
+}

@@ -182,7 +182,7 @@ pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response {
             &McpError::InvalidRequest(format!("JSON nesting deeper than {depth} levels")),
         );
     }
-    let parsed = match parse_envelope(&cfg, &parts.headers, &bytes) {
+    let mut parsed = match parse_envelope(&cfg, &parts.headers, &bytes) {
         Ok(Parsed::Request(r)) => *r,
         Ok(Parsed::Notification) => {
             let mut r = http::Response::new(empty());
@@ -203,6 +203,16 @@ pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response {
         rpc_id = %parsed.id,
         traceparent = parsed.caller.traceparent.as_ref().and_then(|t| t.to_str().ok()).unwrap_or(""),
     );
+    // With OTLP export on, the span joins the caller's trace and the host is told that this
+    // span is its parent (W3C Trace Context §3.2), so the host's spans hang under an exported
+    // span; with export off the caller's traceparent is relayed unchanged.
+    if let Some(tp) = crate::otlp::continue_trace(
+        &span,
+        parsed.caller.traceparent.as_ref(),
+        parsed.caller.tracestate.as_ref(),
+    ) {
+        parsed.caller.traceparent = Some(tp);
+    }
     tracing::Instrument::instrument(dispatch(state, parsed), span).await
 }
 

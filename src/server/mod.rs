@@ -169,6 +169,9 @@ impl Live {
                 if cfg.listen != old.cfg.listen {
                     tracing::warn!(old = %old.cfg.listen, new = %cfg.listen, "listen changes only on restart");
                 }
+                if cfg.telemetry != old.cfg.telemetry {
+                    tracing::warn!("telemetry.otlp changes only on restart");
+                }
                 AppState::build(cfg, &old.shared(), Some(&old)).map_err(|e| e.to_string())
             });
         self.digest

@@ -8,6 +8,7 @@ mod isolation;
 mod limits;
 mod mcp_suite;
 mod mrtr;
+mod otlp;
 mod ownership;
 mod passthrough;
 mod reload;
