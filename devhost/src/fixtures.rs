@@ -940,6 +940,40 @@ fn mcp_suite_fixtures() -> Vec<Workflow> {
                 "Tool with JSON Schema 2020-12 features",
             )
         },
+        // http-custom-header-server-validation: a tool whose arguments are mirrored into
+        // `Mcp-Param-*` headers. The `x-mcp-header` marks are an operator's
+        // `tools.overrides` inputSchema (tests/conformance/sidecar.yaml); the run itself
+        // only echoes what it was given.
+        Workflow {
+            nodes: vec![text_output("Routed to {{region}}.")],
+            variables: vec![
+                string_var("region", "Where the request is routed.", Some("")),
+                Variable {
+                    name: "priority".into(),
+                    ty: VarType::Integer,
+                    description: "Queue priority.".into(),
+                    required: false,
+                    default: None,
+                    minimum: None,
+                    maximum: None,
+                },
+                Variable {
+                    name: "dryRun".into(),
+                    ty: VarType::Boolean,
+                    description: "Plan only.".into(),
+                    required: false,
+                    default: None,
+                    minimum: None,
+                    maximum: None,
+                },
+            ],
+            metadata: mcp_meta("forbidden"),
+            ..base(
+                "test_custom_header_tool",
+                "test_custom_header_tool",
+                "Echoes the region its Mcp-Param-Region header names.",
+            )
+        },
         // server-stateless: a call that must log nothing without a logLevel.
         Workflow {
             nodes: vec![text_output("test_logging_tool completed")],

@@ -86,7 +86,8 @@
 //! `test_input_required_result_request_state`,
 //! `test_input_required_result_multi_round`,
 //! `test_input_required_result_tampered_state`, `test_streaming_elicitation`,
-//! `test_logging_tool`, `test_tool_with_progress`, `json_schema_2020_12_tool`). Those
+//! `test_logging_tool`, `test_tool_with_progress`, `json_schema_2020_12_tool`,
+//! `test_custom_header_tool`). Those
 //! publish their answer text as the run variable **`text`** (`RunSnapshot.variables.text`, also
 //! `run.completed.payload.outputs.text`); failures carry it in
 //! `RunSnapshot.error.message`. `GET /workflows/{id}` says how the suite registers

@@ -49,6 +49,7 @@ async fn every_suite_fixture_is_advertised_and_readable() {
         "test_tool_with_progress",
         "conformance-approval-delay",
         "json_schema_2020_12_tool",
+        "test_custom_header_tool",
     ] {
         assert!(fixtures.contains(&json!(id)), "{id} not advertised");
         let wf = h.get(ACME, &format!("/workflows/{id}")).await;

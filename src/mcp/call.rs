@@ -73,6 +73,9 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
         .get(&name)
         .ok_or_else(|| McpError::InvalidParams(format!("unknown tool {name}")))?
         .clone();
+    // Header/body agreement comes before capability and argument checks (mcp-tasks.md §1.5
+    // validation order), and before any run exists.
+    check_param_headers(&tool, &args, &req.param_headers)?;
     let declared = state.cfg.tasks.enabled && req.declares_tasks();
     // mcp-tasks.md §5.2: a tool that can only run as a task refuses a client without the
     // extension with -32021; one that must not is always answered synchronously.
@@ -164,6 +167,75 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
         }
     }
     Ok(blocking_answer(state, req, tool, sent, created.run_id, round, guard).await)
+}
+
+/// mcp-tasks.md §1.2 `Mcp-Param-{Name}`: each argument the tool's schema marks with
+/// `x-mcp-header` travels twice, in the body and as a header an intermediary may route or
+/// authorize on, so the two must agree: a present, non-null argument needs its header, equal
+/// after the Base64 sentinel is decoded (strings as-is, integers numerically, booleans as
+/// `true`/`false`). A header with no argument behind it disagrees with the body as well.
+/// Any disagreement is 400 + -32020 (HeaderMismatch).
+fn check_param_headers(
+    tool: &ToolDef,
+    args: &Map<String, Value>,
+    headers: &http::HeaderMap,
+) -> Result<(), McpError> {
+    for p in &tool.param_headers {
+        let shown = format!("Mcp-Param-{}", p.header);
+        let arg = p.path.join(".");
+        let mut value = args.get(&p.path[0]);
+        for k in &p.path[1..] {
+            value = value.and_then(|v| v.get(k));
+        }
+        let value = value.filter(|v| !v.is_null());
+        let name = format!("mcp-param-{}", p.header.to_ascii_lowercase());
+        let mut sent = headers.get_all(name.as_str()).iter();
+        let (raw, extra) = (sent.next(), sent.next());
+        if extra.is_some() {
+            return Err(McpError::HeaderMismatch(format!(
+                "{shown} is sent more than once"
+            )));
+        }
+        let (value, raw) = match (value, raw) {
+            (None, None) => continue,
+            (Some(_), None) => {
+                return Err(McpError::HeaderMismatch(format!(
+                    "the {shown} header is required: argument '{arg}' is present"
+                )))
+            }
+            (None, Some(_)) => {
+                return Err(McpError::HeaderMismatch(format!(
+                    "{shown} is sent but argument '{arg}' is absent or null"
+                )))
+            }
+            (Some(v), Some(r)) => (v, r),
+        };
+        // The one strict decoder Mcp-Name uses: canonical padding, standard alphabet, UTF-8.
+        let Some(got) = super::decode_header_value(raw) else {
+            return Err(McpError::HeaderMismatch(format!(
+                "{shown} is not a valid value (invalid characters, or a =?base64?…?= sentinel \
+                 that is not strict Base64 of UTF-8)"
+            )));
+        };
+        let agrees = match value {
+            Value::String(s) => got == *s,
+            Value::Bool(b) => got == if *b { "true" } else { "false" },
+            // §1.2: integers SHOULD be compared numerically ("+7" and "007" are 7).
+            Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+                (Some(i), _) => got.parse::<i128>().is_ok_and(|g| g == i128::from(i)),
+                (_, Some(u)) => got.parse::<i128>().is_ok_and(|g| g == i128::from(u)),
+                _ => got.parse::<f64>().ok() == n.as_f64(),
+            },
+            // Not a mirrorable type: the argument check refuses it with -32602 later.
+            _ => true,
+        };
+        if !agrees {
+            return Err(McpError::HeaderMismatch(format!(
+                "{shown} '{got}' != argument '{arg}' {value}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The `inputRequests` key of each open interrupt. openwop-rest.md §3.6: "Key = the open

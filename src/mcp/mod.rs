@@ -74,6 +74,8 @@ pub struct McpRequest {
     pub accepts_sse: bool,
     /// An owned copy of the request's Host (or `:authority`), for URLs back to this sidecar.
     pub host: Option<HeaderValue>,
+    /// Owned copies of the `Mcp-Param-*` headers (empty, and unallocated, when none was sent).
+    pub param_headers: HeaderMap,
 }
 
 impl McpRequest {
@@ -116,6 +118,7 @@ impl McpRequest {
             wants_sse: self.wants_sse,
             accepts_sse: self.accepts_sse,
             host: self.host.clone(),
+            param_headers: self.param_headers.clone(),
         }
     }
 
@@ -518,6 +521,7 @@ fn parse_envelope_inner(
         wants_sse: first_accept_is_sse(headers),
         accepts_sse: any_accept_is_sse(headers),
         host: headers.get(http::header::HOST).map(owned_value),
+        param_headers: param_headers_of(headers),
     })))
 }
 
@@ -527,6 +531,19 @@ fn owned_value(v: &HeaderValue) -> HeaderValue {
     let mut o = HeaderValue::from_bytes(v.as_bytes()).unwrap_or_else(|_| v.clone());
     o.set_sensitive(v.is_sensitive());
     o
+}
+
+/// The `Mcp-Param-*` headers, names and values copied (see McpRequest).
+fn param_headers_of(headers: &HeaderMap) -> HeaderMap {
+    let mut out = HeaderMap::new();
+    for (k, v) in headers {
+        if k.as_str().starts_with("mcp-param-") {
+            if let Ok(name) = http::HeaderName::from_bytes(k.as_str().as_bytes()) {
+                out.append(name, owned_value(v));
+            }
+        }
+    }
+    out
 }
 
 fn is_event_stream(entry: &str) -> bool {
@@ -600,7 +617,7 @@ fn valid_traceparent(t: &str) -> bool {
 }
 
 /// Decodes the `=?base64?…?=` sentinel of mcp-tasks.md §1.2.
-fn decode_header_value(v: &http::HeaderValue) -> Option<String> {
+pub(super) fn decode_header_value(v: &http::HeaderValue) -> Option<String> {
     let s = std::str::from_utf8(v.as_bytes()).ok()?;
     if let Some(inner) = s
         .strip_prefix("=?base64?")

@@ -395,3 +395,235 @@ async fn an_operator_input_schema_is_listed_with_its_2020_12_keywords_intact() {
     assert_eq!(listed["inputSchema"], schema);
     env.shutdown().await;
 }
+
+/// The conformance fixture's schema: three arguments mirrored into `Mcp-Param-*` headers.
+const HEADER_TOOL: &str = "test_custom_header_tool";
+
+fn header_tool_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "priority": {"type": "integer", "x-mcp-header": "Priority"},
+            "dryRun": {"type": "boolean", "x-mcp-header": "Dry-Run"},
+        },
+        "additionalProperties": true,
+    })
+}
+
+async fn env_with_schemas(schemas: Vec<(&'static str, Value)>) -> Env {
+    env_with(move |c| {
+        for (tool, schema) in schemas {
+            c.tools.overrides.insert(
+                tool.into(),
+                openwop_mcp_sidecar::config::ToolOverride {
+                    input_schema: Some(schema),
+                    ..Default::default()
+                },
+            );
+        }
+    })
+    .await
+}
+
+/// A tools/call of the header fixture with the standard headers plus `extra`.
+async fn call_with_headers(env: &Env, args: Value, extra: &[(&str, &str)]) -> Rpc {
+    let mut headers = vec![
+        ("MCP-Protocol-Version", V.to_string()),
+        ("Mcp-Method", "tools/call".to_string()),
+        ("Mcp-Name", HEADER_TOOL.to_string()),
+        ("Authorization", format!("Bearer {A}")),
+    ];
+    headers.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+    let body = body_of(
+        7,
+        "tools/call",
+        json!({ "name": HEADER_TOOL, "arguments": args }),
+        json!({}),
+    );
+    env.raw(&headers, body.to_string()).await
+}
+
+fn assert_header_mismatch(r: &Rpc, needle: &str) {
+    assert_eq!(r.status, 400, "{}", r.text);
+    assert_eq!(r.error_code(), Some(-32020), "{}", r.text);
+    let msg = r.body["error"]["message"].as_str().unwrap_or_default();
+    assert!(msg.contains(needle), "{needle:?} not in {msg:?}");
+}
+
+#[tokio::test]
+async fn a_param_header_that_disagrees_with_the_argument_is_refused_before_any_run() {
+    let env = env_with_schemas(vec![(HEADER_TOOL, header_tool_schema())]).await;
+    let r = call_with_headers(
+        &env,
+        json!({"region": "us-east"}),
+        &[("Mcp-Param-Region", "eu-west")],
+    )
+    .await;
+    assert_header_mismatch(&r, "Mcp-Param-Region 'eu-west' != argument 'region'");
+    // Header values are case-sensitive (mcp-tasks.md §1.2).
+    let r = call_with_headers(
+        &env,
+        json!({"region": "us-east"}),
+        &[("mcp-param-region", "US-EAST")],
+    )
+    .await;
+    assert_header_mismatch(&r, "Mcp-Param-Region 'US-EAST'");
+    // A header with no argument behind it disagrees with the body too.
+    let r = call_with_headers(&env, json!({}), &[("Mcp-Param-Region", "us-east")]).await;
+    assert_header_mismatch(&r, "argument 'region' is absent");
+    assert!(
+        env.run_ids(A, HEADER_TOOL).await.is_empty(),
+        "no run was created"
+    );
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_argument_marked_x_mcp_header_needs_its_header_unless_absent() {
+    let env = env_with_schemas(vec![(HEADER_TOOL, header_tool_schema())]).await;
+    let r = call_with_headers(&env, json!({"region": "us-east"}), &[]).await;
+    assert_header_mismatch(&r, "the Mcp-Param-Region header is required");
+    assert!(
+        env.run_ids(A, HEADER_TOOL).await.is_empty(),
+        "no run was created"
+    );
+    // An absent argument is not mirrored, so no header is owed.
+    let r = call_with_headers(&env, json!({}), &[]).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.result()["isError"], false, "{}", r.text);
+    // Matching headers (names case-insensitive) let the run start and finish.
+    let r = call_with_headers(
+        &env,
+        json!({"region": "us-east", "dryRun": true}),
+        &[
+            ("MCP-PARAM-REGION", "us-east"),
+            ("Mcp-Param-Dry-Run", "true"),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(r.text.contains("Routed to us-east."), "{}", r.text);
+    let r = call_with_headers(
+        &env,
+        json!({"dryRun": false}),
+        &[("Mcp-Param-Dry-Run", "False")],
+    )
+    .await;
+    assert_header_mismatch(&r, "Mcp-Param-Dry-Run 'False' != argument 'dryRun' false");
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_base64_sentinel_param_header_is_decoded_before_comparing() {
+    use base64::Engine;
+    let env = env_with_schemas(vec![(HEADER_TOOL, header_tool_schema())]).await;
+    // Non-ASCII and surrounding spaces cannot travel as a plain header value (§1.2).
+    let region = "  Zürich ";
+    let sentinel = format!(
+        "=?base64?{}?=",
+        base64::engine::general_purpose::STANDARD.encode(region)
+    );
+    let r = call_with_headers(
+        &env,
+        json!({"region": region}),
+        &[("Mcp-Param-Region", &sentinel)],
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(r.text.contains("Routed to   Zürich ."), "{}", r.text);
+    // Without both markers the value is a literal, compared as-is.
+    let r = call_with_headers(
+        &env,
+        json!({"region": "=?base64?SGk="}),
+        &[("Mcp-Param-Region", "=?base64?SGk=")],
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_param_header_with_malformed_base64_is_refused_before_any_run() {
+    let env = env_with_schemas(vec![(HEADER_TOOL, header_tool_schema())]).await;
+    // Missing padding, a character outside the alphabet, and bytes that are not UTF-8.
+    for bad in [
+        "=?base64?SGVsbG8?=",
+        "=?base64?SGVs!!!bG8=?=",
+        "=?base64?/w==?=",
+    ] {
+        let r = call_with_headers(
+            &env,
+            json!({"region": "Hello"}),
+            &[("Mcp-Param-Region", bad)],
+        )
+        .await;
+        assert_header_mismatch(&r, "Mcp-Param-Region is not a valid value");
+    }
+    assert!(
+        env.run_ids(A, HEADER_TOOL).await.is_empty(),
+        "no run was created"
+    );
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_integer_param_header_is_compared_numerically() {
+    let env = env_with_schemas(vec![(HEADER_TOOL, header_tool_schema())]).await;
+    for same in ["7", "007", "+7"] {
+        let r = call_with_headers(
+            &env,
+            json!({"priority": 7}),
+            &[("Mcp-Param-Priority", same)],
+        )
+        .await;
+        assert_eq!(r.status, 200, "{same}: {}", r.text);
+        assert_eq!(r.result()["isError"], false, "{same}: {}", r.text);
+    }
+    for other in ["8", "7.5", "seven", ""] {
+        let r = call_with_headers(
+            &env,
+            json!({"priority": 7}),
+            &[("Mcp-Param-Priority", other)],
+        )
+        .await;
+        assert_header_mismatch(&r, "argument 'priority' 7");
+    }
+    assert_eq!(
+        env.run_ids(A, HEADER_TOOL).await.len(),
+        3,
+        "only the agreeing calls ran"
+    );
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_tool_with_an_invalid_x_mcp_header_is_neither_listed_nor_callable() {
+    // mcp-tasks.md §1.2: conforming clients drop such a tool, so the mount does not serve it.
+    let on_number = json!({"type": "object", "properties": {
+        "region": {"type": "number", "x-mcp-header": "Region"}}});
+    let env = env_with_schemas(vec![
+        (HEADER_TOOL, header_tool_schema()),
+        ("test_simple_text", on_number),
+    ])
+    .await;
+    let r = env.rpc(Some(A), "tools/list", json!({}), json!({})).await;
+    let names: Vec<&str> = r.result()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(!names.contains(&"test_simple_text"), "{names:?}");
+    let listed = r.result()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == HEADER_TOOL)
+        .unwrap_or_else(|| panic!("{HEADER_TOOL} listed: {}", r.text));
+    assert_eq!(listed["inputSchema"], header_tool_schema());
+    let r = env.call(A, "test_simple_text", json!({}), json!({})).await;
+    assert_eq!(r.error_code(), Some(-32602), "{}", r.text);
+    assert!(env.run_ids(A, "test_simple_text").await.is_empty());
+    env.shutdown().await;
+}
