@@ -87,9 +87,23 @@ pub enum SseItem {
 /// A body fed by a channel; `is_end_stream` turns true the moment the final frame is yielded,
 /// so a [`GuardedBody`] around it is disarmed exactly when the last byte is handed over.
 pub struct SseBody {
+    // First field, so it runs before the channel is dropped (fields drop in order), as the
+    // stream's bookkeeping expects.
+    _on_close: OnClose,
     rx: mpsc::Receiver<SseItem>,
     done: bool,
-    on_close: Option<Box<dyn FnOnce() + Send>>,
+}
+
+/// Runs its callback once when the response body is dropped: hyper drops the body when the
+/// client goes away or the stream ends, which is when a stream's bookkeeping must be released.
+struct OnClose(Option<Box<dyn FnOnce() + Send>>);
+
+impl Drop for OnClose {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.take() {
+            f();
+        }
+    }
 }
 
 impl SseBody {
@@ -97,15 +111,7 @@ impl SseBody {
         SseBody {
             rx,
             done: false,
-            on_close: Some(on_close),
-        }
-    }
-}
-
-impl Drop for SseBody {
-    fn drop(&mut self) {
-        if let Some(f) = self.on_close.take() {
-            f();
+            _on_close: OnClose(Some(on_close)),
         }
     }
 }
@@ -165,12 +171,12 @@ where
 /// connection polls it, so an idle listen costs only this struct and its two timers
 /// (issue 10: 10,000 open listens in ≤ 100 MB).
 pub struct KeepaliveBody {
+    _on_close: OnClose,
     first: Option<Bytes>,
     last: Option<Bytes>,
     keepalive: tokio::time::Interval,
     shutdown: tokio_stream::wrappers::WatchStream<bool>,
     done: bool,
-    on_close: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl KeepaliveBody {
@@ -188,15 +194,7 @@ impl KeepaliveBody {
             keepalive: tokio::time::interval_at(start, period),
             shutdown: tokio_stream::wrappers::WatchStream::new(shutdown),
             done: false,
-            on_close: Some(on_close),
-        }
-    }
-}
-
-impl Drop for KeepaliveBody {
-    fn drop(&mut self) {
-        if let Some(f) = self.on_close.take() {
-            f();
+            _on_close: OnClose(Some(on_close)),
         }
     }
 }
