@@ -117,18 +117,7 @@ async fn credentials_and_state_keys_never_reach_logs_or_errors() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
-    let base = loop {
-        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-            .await
-            .unwrap()
-            .unwrap()
-            .expect("a line");
-        if let Some(u) = line.strip_prefix("openwop-mcp-sidecar listening on ") {
-            break u.trim().to_string();
-        }
-    };
+    let (base, _stdout) = crate::support::listening_base(&mut child).await;
     let http = reqwest::Client::new();
     let post = |key: &str, body: serde_json::Value| {
         let method = body["method"].as_str().unwrap_or("").to_string();

@@ -151,18 +151,7 @@ async fn exported_spans_carry_the_callers_trace_and_parent_the_hosts_traceparent
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
-    let base = loop {
-        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-            .await
-            .unwrap()
-            .unwrap()
-            .expect("a line");
-        if let Some(u) = line.strip_prefix("openwop-mcp-sidecar listening on ") {
-            break u.trim().to_string();
-        }
-    };
+    let (base, _stdout) = crate::support::listening_base(&mut child).await;
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
     let call = |id: u64, meta: serde_json::Value| {
         http.post(format!("{base}/mcp"))

@@ -468,3 +468,25 @@ pub fn as_v2(v: Value) -> Value {
     }
     doc(v)
 }
+
+/// Reads a spawned sidecar's stdout up to its `listening on URL` line and returns the URL, with
+/// the rest of stdout for the caller to keep open (a closed pipe would fail the sidecar's writes).
+pub async fn listening_base(
+    child: &mut tokio::process::Child,
+) -> (
+    String,
+    tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+) {
+    let stdout = child.stdout.take().expect("stdout piped");
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
+    loop {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("the sidecar prints its listening line within 20 s")
+            .unwrap()
+            .expect("a line");
+        if let Some(u) = line.strip_prefix("openwop-mcp-sidecar listening on ") {
+            return (u.trim().to_string(), lines);
+        }
+    }
+}
