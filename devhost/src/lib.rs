@@ -243,6 +243,9 @@ pub struct DevHostConfig {
     pub sse_keepalive: Duration,
     /// Wire dialect (default [`Flavor::V2`]).
     pub flavor: Flavor,
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS` advertised on HTTP/2 connections (default `None`:
+    /// hyper's own, 200). Tests lower it to prove a client never queues streams behind it.
+    pub http2_max_concurrent_streams: Option<u32>,
 }
 
 impl Default for DevHostConfig {
@@ -267,6 +270,7 @@ impl Default for DevHostConfig {
             anonymous: false,
             sse_keepalive: Duration::from_secs(15),
             flavor: Flavor::V2,
+            http2_max_concurrent_streams: None,
         }
     }
 }
@@ -293,6 +297,10 @@ pub struct RecordedRequest {
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
     pub at: Instant,
+    /// The protocol it came over (HTTP/1.1, or HTTP/2 for h2c / ALPN h2 clients).
+    pub version: http::Version,
+    /// Which accepted connection carried it: 1 for the first the host accepted, and so on.
+    pub connection: u64,
 }
 
 impl RecordedRequest {
@@ -310,6 +318,8 @@ struct Inner {
     config: DevHostConfig,
     state: Arc<HostState>,
     stop: watch::Sender<bool>,
+    /// Bumped by [`DevHost::drop_connections`]; every connection task watches it.
+    kick: watch::Sender<u64>,
     server: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -363,6 +373,13 @@ impl DevHost {
         self.inner.state.faults.clone()
     }
 
+    /// Close every open connection at once, streams included, without a GOAWAY or a
+    /// response, as a host that crashed and came back would look to its clients; the host
+    /// keeps listening and keeps its runs. Connections accepted afterwards are not touched.
+    pub fn drop_connections(&self) {
+        self.inner.kick.send_modify(|g| *g += 1);
+    }
+
     /// Stop accepting, close open connections (streams included) and stop executors.
     pub async fn shutdown(self) {
         let _ = self.inner.stop.send(true);
@@ -378,8 +395,9 @@ pub async fn spawn(config: DevHostConfig, addr: SocketAddr) -> anyhow::Result<De
     let listener = TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let (stop, stopped) = watch::channel(false);
+    let (kick, kicked) = watch::channel(0u64);
     let state = Arc::new(HostState::new(config.clone(), stopped.clone()));
-    let server = tokio::spawn(accept_loop(listener, state.clone(), stopped));
+    let server = tokio::spawn(accept_loop(listener, state.clone(), stopped, kicked));
     tracing::info!(%addr, "openwop-devhost listening");
     Ok(DevHost {
         inner: Arc::new(Inner {
@@ -387,6 +405,7 @@ pub async fn spawn(config: DevHostConfig, addr: SocketAddr) -> anyhow::Result<De
             config,
             state,
             stop,
+            kick,
             server: Mutex::new(Some(server)),
         }),
     })
@@ -396,8 +415,11 @@ async fn accept_loop(
     listener: TcpListener,
     state: Arc<HostState>,
     mut stop: watch::Receiver<bool>,
+    kicked: watch::Receiver<u64>,
 ) {
     let mut conns = JoinSet::new();
+    let mut seq = 0u64;
+    let h2_limit = state.config.http2_max_concurrent_streams;
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -412,14 +434,26 @@ async fn accept_loop(
                 };
                 let _ = stream.set_nodelay(true);
                 let state = state.clone();
+                seq += 1;
+                let connection = seq;
+                let mut kicked = kicked.clone();
+                kicked.mark_unchanged();
                 conns.spawn(async move {
                     let svc = service_fn(move |req| {
                         let state = state.clone();
-                        async move { Ok::<_, Infallible>(serve(&state, req).await) }
+                        async move { Ok::<_, Infallible>(serve(&state, req, connection).await) }
                     });
-                    let _ = auto::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .await;
+                    let mut builder = auto::Builder::new(TokioExecutor::new());
+                    if let Some(n) = h2_limit {
+                        builder.http2().max_concurrent_streams(n);
+                    }
+                    let conn = builder.serve_connection(TokioIo::new(stream), svc);
+                    // Dropping the connection future closes the socket: no GOAWAY, no answer
+                    // to the requests in flight (DevHost::drop_connections).
+                    tokio::select! {
+                        _ = conn => {}
+                        _ = kicked.changed() => {}
+                    }
                 });
             }
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
@@ -430,7 +464,11 @@ async fn accept_loop(
     conns.shutdown().await;
 }
 
-async fn serve(state: &Arc<HostState>, req: http::Request<Incoming>) -> http::Response<api::Body> {
+async fn serve(
+    state: &Arc<HostState>,
+    req: http::Request<Incoming>,
+    connection: u64,
+) -> http::Response<api::Body> {
     let (parts, body) = req.into_parts();
     let body = match Limited::new(body, MAX_BODY_BYTES).collect().await {
         Ok(c) => c.to_bytes(),
@@ -440,7 +478,7 @@ async fn serve(state: &Arc<HostState>, req: http::Request<Incoming>) -> http::Re
         }
     };
     if state.recording.load(Ordering::Relaxed) {
-        record(state, &parts, &body);
+        record(state, &parts, &body, connection);
     }
     // Fault switches (faults.rs): a status fault answers before processing; the
     // others damage the answer after the request took effect.
@@ -479,7 +517,7 @@ async fn serve(state: &Arc<HostState>, req: http::Request<Incoming>) -> http::Re
     finish(resp)
 }
 
-fn record(state: &HostState, parts: &http::request::Parts, body: &bytes::Bytes) {
+fn record(state: &HostState, parts: &http::request::Parts, body: &bytes::Bytes, connection: u64) {
     lock(&state.requests).push(RecordedRequest {
         method: parts.method.to_string(),
         path: parts.uri.path().to_owned(),
@@ -496,6 +534,8 @@ fn record(state: &HostState, parts: &http::request::Parts, body: &bytes::Bytes) 
             .collect(),
         body: body.to_vec(),
         at: Instant::now(),
+        version: parts.version,
+        connection,
     });
 }
 

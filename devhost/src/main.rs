@@ -1,5 +1,6 @@
 #![forbid(unsafe_code)]
-//! `openwop-devhost --listen ADDR [--anonymous] [--sse-keepalive-ms N] [--flavor v2|legacy]`
+//! `openwop-devhost --listen ADDR [--anonymous] [--sse-keepalive-ms N] [--flavor v2|legacy]
+//! [--h2-max-concurrent-streams N]`
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -23,6 +24,9 @@ struct Args {
     /// Wire dialect: the OpenWOP v2 run API, or the legacy /api/v1/jobs API.
     #[arg(long, default_value = "v2")]
     flavor: Flavor,
+    /// SETTINGS_MAX_CONCURRENT_STREAMS advertised to HTTP/2 clients (default: hyper's, 200).
+    #[arg(long)]
+    h2_max_concurrent_streams: Option<u32>,
 }
 
 #[tokio::main]
@@ -39,6 +43,7 @@ async fn main() -> anyhow::Result<()> {
         anonymous: args.anonymous,
         sse_keepalive: Duration::from_millis(args.sse_keepalive_ms),
         flavor: args.flavor,
+        http2_max_concurrent_streams: args.h2_max_concurrent_streams,
         ..DevHostConfig::default()
     };
     let host = openwop_devhost::spawn(config.clone(), args.listen).await?;

@@ -139,6 +139,11 @@ pub struct Upstream {
     pub request_timeout: Duration,
     /// How long `/readyz` waits for the host's discovery document.
     pub ready_timeout: Duration,
+    /// The sidecar's own host API calls go over HTTP/2 (src/host/h2pool.rs); passthrough
+    /// traffic keeps HTTP/1.1.
+    pub http2: bool,
+    /// Streams per HTTP/2 connection before the pool opens another (at least 1).
+    pub http2_max_streams_per_connection: usize,
 }
 
 #[derive(Debug, Clone)]

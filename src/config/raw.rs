@@ -94,6 +94,13 @@ pub struct RawUpstream {
     pub connect_timeout_ms: Option<u64>,
     pub request_timeout_ms: Option<u64>,
     pub ready_timeout_ms: Option<u64>,
+    /// Speak HTTP/2 to the host for the sidecar's own API calls (default false): h2c with
+    /// prior knowledge for `http://`, ALPN `h2` for `https://`.
+    pub http2: Option<bool>,
+    /// Streams the HTTP/2 pool opens on one connection before it opens another (default 100,
+    /// at least 1).
+    #[schemars(with = "Option<u64>", range(min = 1))]
+    pub http2_max_streams_per_connection: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -382,6 +389,18 @@ impl RawConfig {
             connect_timeout: ms(self.upstream.connect_timeout_ms, 2_000),
             request_timeout: ms(self.upstream.request_timeout_ms, 10_000),
             ready_timeout: ms(self.upstream.ready_timeout_ms, 2_000),
+            http2: self.upstream.http2.unwrap_or(false),
+            http2_max_streams_per_connection: match &self.upstream.http2_max_streams_per_connection
+            {
+                Some(s) if s.value < 1 => {
+                    return Err(err(
+                        loc(s),
+                        "upstream.http2MaxStreamsPerConnection must be at least 1".into(),
+                    ))
+                }
+                Some(s) => usize::try_from(s.value).unwrap_or(usize::MAX),
+                None => 100,
+            },
         };
 
         let path = match &self.mount.path {

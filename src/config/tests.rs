@@ -223,3 +223,20 @@ fn otlp_export_is_off_by_default_and_its_section_is_validated_at_the_value() {
         .unwrap();
     assert!(!format!("{o:?}").contains("hunter2"));
 }
+
+#[test]
+fn upstream_http2_is_off_by_default_and_a_zero_stream_budget_is_refused() {
+    let c = parse("").unwrap();
+    assert!(!c.upstream.http2, "many hosts refuse h2c prior knowledge");
+    assert_eq!(c.upstream.http2_max_streams_per_connection, 100);
+    let c = parse("upstream:\n  http2: true\n  http2MaxStreamsPerConnection: 4\n").unwrap();
+    assert!(c.upstream.http2);
+    assert_eq!(c.upstream.http2_max_streams_per_connection, 4);
+    let e = parse("upstream:\n  http2: true\n  http2MaxStreamsPerConnection: 0\n").unwrap_err();
+    assert_eq!(e.line, 3, "{e}");
+    assert!(
+        e.message
+            .contains("upstream.http2MaxStreamsPerConnection must be at least 1"),
+        "{e}"
+    );
+}

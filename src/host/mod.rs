@@ -2,6 +2,7 @@
 //! configured [`Routes`] and carries the caller's own credential (RFC 0208 §B: the mount acts
 //! under the caller's Subject; the sidecar never holds a service credential).
 
+pub mod h2pool;
 mod types;
 
 use std::sync::Arc;
@@ -12,7 +13,6 @@ use http::header::{self, HeaderName};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderMap, HeaderValue, Method, Request, StatusCode, Uri};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use serde_json::Value;
 
 use crate::body::Body;
@@ -21,6 +21,7 @@ use crate::config::{Config, CreateTemplate, ErrorClass, Mapping, Operation, Rout
 use crate::passthrough::UpstreamClient;
 use crate::sse::SseParser;
 use crate::telemetry::UpstreamStatus;
+use h2pool::{H2Pool, PoolError, PooledBody};
 pub use types::*;
 
 /// Who is calling: the credential and trace context relayed from the MCP request.
@@ -107,17 +108,30 @@ impl HostError {
     }
 }
 
+/// How the REST client reaches the host.
+// The HTTP/1.1 client is held inline as it was before there was a choice: boxing it would add
+// an allocation to every clone of the HostClient for a few hundred bytes per generation.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone)]
+enum Transport {
+    /// HTTP/1.1 through the passthrough's hyper-util client (one connection pool to the host).
+    Http1(UpstreamClient),
+    /// `upstream.http2`: streams on a pool of HTTP/2 connections, at most
+    /// `upstream.http2MaxStreamsPerConnection` on each (h2pool.rs).
+    Http2(H2Pool),
+}
+
 /// The typed REST client.
 ///
-/// It speaks through the passthrough's hyper-util client (one connection pool to the host)
-/// and builds each request target from parts that are already in wire form: the scheme and
+/// It speaks through the passthrough's hyper-util client (one connection pool to the host),
+/// or over HTTP/2 through its own pool when `upstream.http2` is on, and builds each request target from parts that are already in wire form: the scheme and
 /// authority parsed once from `upstream.url`, the route template's literals and the projected
 /// ids (openwop-rest.md §2.2), so no URL parser runs per call (docs/benchmarks.md, finding 1a).
 #[derive(Clone)]
 pub struct HostClient {
     metrics: crate::telemetry::Metrics,
     max_event: usize,
-    client: UpstreamClient,
+    transport: Transport,
     base: Arc<str>,
     scheme: Scheme,
     authority: Authority,
@@ -147,10 +161,15 @@ impl HostClient {
             .cloned()
             .ok_or_else(|| anyhow::anyhow!("upstream URL has no host"))?;
         let prefix: Arc<str> = uri.path().trim_end_matches('/').into();
+        let transport = if cfg.upstream.http2 {
+            Transport::Http2(H2Pool::new(cfg)?)
+        } else {
+            Transport::Http1(client)
+        };
         Ok(HostClient {
             metrics,
             max_event: cfg.limits.max_upstream_event_bytes,
-            client,
+            transport,
             base: cfg.upstream.url.clone().into(),
             scheme,
             authority,
@@ -170,6 +189,31 @@ impl HostClient {
 
     pub fn base_url(&self) -> &str {
         &self.base
+    }
+
+    /// The HTTP/2 pool's connections and the streams open on each (`None` over HTTP/1.1).
+    pub fn http2_connections(&self) -> Option<Vec<usize>> {
+        match &self.transport {
+            Transport::Http1(_) => None,
+            Transport::Http2(p) => Some(p.connections()),
+        }
+    }
+
+    /// Sends one request and returns the answer head; the body streams.
+    async fn send(&self, req: Request<Body>) -> Result<http::Response<PooledBody>, HostError> {
+        match &self.transport {
+            Transport::Http1(c) => c
+                .request(req)
+                .await
+                .map(|r| r.map(PooledBody::unpooled))
+                .map_err(map_send),
+            Transport::Http2(p) => p.send(req).await.map_err(|e| match e {
+                PoolError::Connect(why) | PoolError::NotSent(why) => HostError::Unavailable(why),
+                PoolError::Broken(why) => {
+                    HostError::BadBody(format!("the exchange broke off: {why}"))
+                }
+            }),
+        }
     }
 
     /// The request for `op`: its target filled from wire-form parts, the route's headers and
@@ -291,7 +335,7 @@ impl HostClient {
     }
 
     async fn exchange(&self, req: Request<Body>) -> Result<(StatusCode, Value), HostError> {
-        let resp = self.client.request(req).await.map_err(map_send)?;
+        let resp = self.send(req).await?;
         let (head, body) = resp.into_parts();
         // The head arrived: a body that breaks off now is a damaged answer, not a refusal.
         let bytes = body
@@ -561,10 +605,9 @@ impl HostClient {
         // lives as long as the run), so a host that holds back the head cannot stall a wait:
         // the caller falls back to polling.
         let open = self.routes.get(Operation::StreamEvents).timeout;
-        let resp = tokio::time::timeout(open, self.client.request(req))
+        let resp = tokio::time::timeout(open, self.send(req))
             .await
-            .map_err(|_| HostError::Timeout)?
-            .map_err(map_send)?;
+            .map_err(|_| HostError::Timeout)??;
         let (head, body) = resp.into_parts();
         if !head.status.is_success() {
             let bytes = match tokio::time::timeout(open, body.collect()).await {
@@ -592,7 +635,7 @@ impl HostClient {
 
 /// A run's live SSE event stream from the host.
 pub struct EventStream {
-    body: Incoming,
+    body: PooledBody,
     parser: SseParser,
     pending: std::collections::VecDeque<RunEvent>,
     mapping: Arc<Mapping>,
@@ -651,7 +694,7 @@ fn map_send(e: hyper_util::client::legacy::Error) -> HostError {
 
 /// The innermost cause (`Connection refused`, a TLS alert, …): the outer layers only say
 /// "client error", and nothing of the request (URL, credential) is ever part of it.
-fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     let mut last = e;
     while let Some(s) = last.source() {
         last = s;

@@ -39,7 +39,17 @@ pub fn legacy() -> bool {
 }
 
 pub async fn env_with(f: impl FnOnce(&mut Config)) -> Env {
-    let host_cfg = DevHostConfig {
+    env_with_host(|_| {}, f).await
+}
+
+/// Local runs only: `OPENWOP_TEST_UPSTREAM_HTTP2=1` runs the suites with `upstream.http2` on.
+pub fn upstream_http2() -> bool {
+    std::env::var("OPENWOP_TEST_UPSTREAM_HTTP2").is_ok_and(|v| v == "1")
+}
+
+/// [`env_with`], with the devhost's configuration adjusted by `h` first.
+pub async fn env_with_host(h: impl FnOnce(&mut DevHostConfig), f: impl FnOnce(&mut Config)) -> Env {
+    let mut host_cfg = DevHostConfig {
         sse_keepalive: Duration::from_millis(500),
         flavor: if legacy() {
             openwop_devhost::Flavor::Legacy
@@ -48,6 +58,7 @@ pub async fn env_with(f: impl FnOnce(&mut Config)) -> Env {
         },
         ..DevHostConfig::default()
     };
+    h(&mut host_cfg);
     let host = openwop_devhost::spawn(host_cfg, "127.0.0.1:0".parse().unwrap())
         .await
         .expect("devhost starts");
@@ -67,6 +78,9 @@ pub async fn env_with(f: impl FnOnce(&mut Config)) -> Env {
     cfg.mcp.sse_keepalive = Duration::from_millis(200);
     cfg.ownership.cancel_deadline = Duration::from_secs(5);
     cfg.shutdown.drain_timeout = Duration::from_secs(2);
+    if upstream_http2() {
+        cfg.upstream.http2 = true;
+    }
     f(&mut cfg);
     let server = Server::start(cfg).await.expect("sidecar starts");
     let url = format!("http://{}", server.addr);

@@ -1,0 +1,449 @@
+//! The HTTP/2 connection pool of the host API client (`upstream.http2: true`).
+//!
+//! Why a pool of our own: every blocking SSE `tools/call` and every `subscriptions/listen` that
+//! names a task holds one event stream to the host for as long as the run lives. Over HTTP/1.1
+//! each is a connection of its own (docs/benchmarks.md, "HTTP/2 to the host"); over HTTP/2 they
+//! are streams on a few connections. hyper-util's legacy client puts every request on ONE h2
+//! connection, and a request beyond the peer's `SETTINGS_MAX_CONCURRENT_STREAMS` then waits in
+//! hyper's queue until a stream frees (RFC 9113 §5.1.2) — for event streams that live as long
+//! as a run, a hang. This pool never puts more than `upstream.http2MaxStreamsPerConnection`
+//! streams (nor more than the host's advertised limit, once its SETTINGS arrived) on one
+//! connection and opens another instead.
+//!
+//! Rules:
+//! * A stream's slot is taken before the request is sent and given back when the response
+//!   body is finished or dropped, or when the request fails.
+//! * A connection that is closed (GOAWAY, host restart) or on which a request failed gets no
+//!   new streams; its streams in flight finish on it. A request that hyper hands back unsent
+//!   (the connection closed before it went out) is sent once more, on a connection opened
+//!   after the failed one: nothing reached the host, so this is safe for every operation.
+//! * Connections are opened concurrently with the requests that wait for them: a burst of N
+//!   requests opens ⌈N / budget⌉ connections, not N.
+//! * At most [`MAX_IDLE`] connections without streams are kept; one more that becomes idle is
+//!   closed at once. Idle connections are pinged ([`KEEP_ALIVE`]), so a host that vanished
+//!   without a FIN is noticed before a request is put on the dead connection.
+//!
+//! No lock is held across an await: the pool's mutex guards only the list of connections.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::uri::Scheme;
+use http::{Request, Response, Uri};
+use hyper::body::{Frame, Incoming, SizeHint};
+use hyper::client::conn::http2::{Builder, SendRequest};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::sync::watch;
+
+use crate::body::Body;
+
+/// Idle connections (no stream) kept for the next burst; more are closed when they go idle.
+pub const MAX_IDLE: usize = 2;
+/// PING interval on every pooled connection, idle or not, and how long an answer may take
+/// before the connection is declared dead.
+pub const KEEP_ALIVE: (Duration, Duration) = (Duration::from_secs(30), Duration::from_secs(10));
+
+/// Why a request did not get an answer head.
+#[derive(Debug)]
+pub enum PoolError {
+    /// No connection could be made (refused, TLS failure, no `h2` in ALPN, connect timeout):
+    /// nothing reached the host.
+    Connect(String),
+    /// The request was handed back unsent twice: nothing reached the host.
+    NotSent(String),
+    /// The exchange failed after the request may have reached the host.
+    Broken(String),
+}
+
+/// The pool; clones share it.
+#[derive(Clone)]
+pub struct H2Pool {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    conns: Mutex<Conns>,
+    budget: usize,
+    connector: Connector,
+    builder: Builder<TokioExecutor>,
+}
+
+#[derive(Default)]
+struct Conns {
+    list: Vec<Slot>,
+    next_id: u64,
+}
+
+type Handshake = Option<Result<SendRequest<Body>, Arc<str>>>;
+
+struct Slot {
+    id: u64,
+    in_flight: usize,
+    /// The host's `SETTINGS_MAX_CONCURRENT_STREAMS` as the connection last saw it (the
+    /// configured budget until the host's SETTINGS arrive).
+    peer_max: Arc<AtomicUsize>,
+    /// A request failed on it: no new streams.
+    retired: bool,
+    state: SlotState,
+}
+
+enum SlotState {
+    /// Being opened; the receiver yields the sender (or why not) when the handshake is done.
+    Connecting(watch::Receiver<Handshake>),
+    Ready(SendRequest<Body>),
+}
+
+impl Slot {
+    fn usable(&self, budget: usize) -> bool {
+        let limit = budget.min(self.peer_max.load(Ordering::Relaxed));
+        !self.retired && self.in_flight < limit && !self.closed()
+    }
+    fn closed(&self) -> bool {
+        matches!(&self.state, SlotState::Ready(s) if s.is_closed())
+    }
+    fn idle(&self) -> bool {
+        self.in_flight == 0 && matches!(self.state, SlotState::Ready(_))
+    }
+}
+
+/// What a request got: a slot on one connection, given back on drop.
+struct Lease {
+    pool: Arc<Inner>,
+    id: u64,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.pool.release(self.id);
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, Conns> {
+        // A panic while holding this lock leaves the list consistent (every update is one
+        // statement), so a poisoned lock is still usable.
+        self.conns.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn release(&self, id: u64) {
+        let mut c = self.lock();
+        let Some(i) = c.list.iter().position(|s| s.id == id) else {
+            return;
+        };
+        let slot = &mut c.list[i];
+        slot.in_flight = slot.in_flight.saturating_sub(1);
+        if slot.in_flight > 0 {
+            return;
+        }
+        if slot.retired || slot.closed() || c.list.iter().filter(|s| s.idle()).count() > MAX_IDLE {
+            // Dropping the last sender lets hyper close the connection gracefully.
+            c.list.swap_remove(i);
+        }
+    }
+
+    fn retire(&self, id: u64) {
+        let mut c = self.lock();
+        if let Some(s) = c.list.iter_mut().find(|s| s.id == id) {
+            s.retired = true;
+        }
+    }
+}
+
+impl H2Pool {
+    pub fn new(cfg: &crate::config::Config) -> anyhow::Result<H2Pool> {
+        let mut builder = Builder::new(TokioExecutor::new());
+        let budget = cfg.upstream.http2_max_streams_per_connection.max(1);
+        builder
+            .timer(TokioTimer::new())
+            // Until the host's SETTINGS say otherwise, assume it takes our budget.
+            .initial_max_send_streams(budget)
+            .keep_alive_interval(KEEP_ALIVE.0)
+            .keep_alive_timeout(KEEP_ALIVE.1)
+            .keep_alive_while_idle(true);
+        Ok(H2Pool {
+            inner: Arc::new(Inner {
+                conns: Mutex::new(Conns::default()),
+                budget,
+                connector: Connector::new(cfg)?,
+                builder,
+            }),
+        })
+    }
+
+    /// Open connections and the streams on each, for tests and diagnostics.
+    pub fn connections(&self) -> Vec<usize> {
+        self.inner.lock().list.iter().map(|s| s.in_flight).collect()
+    }
+
+    /// Sends `req` on a connection with a free stream slot, opening one when none has.
+    pub async fn send(&self, req: Request<Body>) -> Result<Response<PooledBody>, PoolError> {
+        let mut req = req;
+        *req.version_mut() = http::Version::HTTP_2;
+        let mut newer_than = None;
+        loop {
+            let (lease, mut send) = self.acquire(newer_than).await?;
+            match send.try_send_request(req).await {
+                Ok(resp) => {
+                    return Ok(resp.map(|b| PooledBody {
+                        inner: b,
+                        lease: Some(lease),
+                    }))
+                }
+                Err(mut e) => {
+                    self.inner.retire(lease.id);
+                    let why = crate::host::root_cause(e.error());
+                    match e.take_message() {
+                        // Handed back unsent (the connection closed before it went out):
+                        // nothing reached the host, so one more try on a newer connection is
+                        // safe whatever the operation.
+                        Some(r) if newer_than.is_none() => {
+                            tracing::debug!(error = %why, "h2 connection closed before the request was sent; retrying");
+                            newer_than = Some(lease.id);
+                            req = r;
+                        }
+                        Some(_) => return Err(PoolError::NotSent(why)),
+                        None => return Err(PoolError::Broken(why)),
+                    }
+                }
+            }
+        }
+    }
+
+    /// A slot on a usable connection (one opened after `newer_than`, when given), or on a new
+    /// one. The slot is counted before any await, so concurrent callers share a connection that
+    /// is still being opened instead of each opening their own.
+    async fn acquire(
+        &self,
+        newer_than: Option<u64>,
+    ) -> Result<(Lease, SendRequest<Body>), PoolError> {
+        let inner = &self.inner;
+        let (id, state) = {
+            let mut c = inner.lock();
+            // Closed connections get no new streams; their streams in flight keep them alive.
+            c.list.retain(|s| !s.closed());
+            let min_id = newer_than.map_or(0, |n| n + 1);
+            match c
+                .list
+                .iter_mut()
+                .find(|s| s.id >= min_id && s.usable(inner.budget))
+            {
+                Some(s) => {
+                    s.in_flight += 1;
+                    let st = match &s.state {
+                        SlotState::Ready(send) => Ok(send.clone()),
+                        SlotState::Connecting(rx) => Err(rx.clone()),
+                    };
+                    (s.id, st)
+                }
+                None => {
+                    let id = c.next_id;
+                    c.next_id += 1;
+                    let (tx, rx) = watch::channel(None);
+                    let peer_max = Arc::new(AtomicUsize::new(inner.budget));
+                    c.list.push(Slot {
+                        id,
+                        in_flight: 1,
+                        peer_max: peer_max.clone(),
+                        retired: false,
+                        state: SlotState::Connecting(rx.clone()),
+                    });
+                    // The handshake runs in its own task: a caller that gives up (timeout,
+                    // client gone) must not strand the others waiting on this connection.
+                    tokio::spawn(open(inner.clone(), id, peer_max, tx));
+                    (id, Err(rx))
+                }
+            }
+        };
+        let lease = Lease {
+            pool: inner.clone(),
+            id,
+        };
+        let send = match state {
+            Ok(send) => send,
+            Err(mut rx) => match rx.wait_for(Option::is_some).await {
+                Ok(v) => match v.as_ref() {
+                    Some(Ok(send)) => send.clone(),
+                    Some(Err(why)) => return Err(PoolError::Connect(why.to_string())),
+                    None => return Err(PoolError::Connect("the connection attempt ended".into())),
+                },
+                Err(_) => return Err(PoolError::Connect("the connection attempt ended".into())),
+            },
+        };
+        Ok((lease, send))
+    }
+}
+
+/// Opens connection `id` and publishes the outcome to the slot and its waiters.
+async fn open(
+    inner: Arc<Inner>,
+    id: u64,
+    peer_max: Arc<AtomicUsize>,
+    tx: watch::Sender<Handshake>,
+) {
+    let res = tokio::time::timeout(
+        inner.connector.timeout,
+        inner.connector.connect(&inner.builder, peer_max),
+    )
+    .await
+    .unwrap_or_else(|_| Err("connect timeout".to_string()));
+    let outcome: Handshake = Some(res.map_err(|e| Arc::from(e.as_str())));
+    {
+        let mut c = inner.lock();
+        match &outcome {
+            Some(Ok(send)) => {
+                if let Some(s) = c.list.iter_mut().find(|s| s.id == id) {
+                    s.state = SlotState::Ready(send.clone());
+                }
+            }
+            _ => c.list.retain(|s| s.id != id),
+        }
+    }
+    if let Some(Err(why)) = &outcome {
+        tracing::warn!(error = %why, "HTTP/2 connection to the host failed");
+    }
+    tx.send_replace(outcome);
+}
+
+/// How connections to the host are made: TCP (TCP_NODELAY), then for `https://` TLS with the
+/// upstream's CA and client certificate and ALPN `h2` only (RFC 9113 §3.2; a host that does
+/// not select `h2` is refused rather than spoken HTTP/1.1 to), then the h2 handshake — with
+/// prior knowledge over plain TCP (RFC 9113 §3.3).
+struct Connector {
+    host: String,
+    port: u16,
+    tls: Option<(
+        tokio_rustls::TlsConnector,
+        rustls::pki_types::ServerName<'static>,
+    )>,
+    timeout: Duration,
+}
+
+impl Connector {
+    fn new(cfg: &crate::config::Config) -> anyhow::Result<Connector> {
+        let uri: Uri = cfg.upstream.url.parse()?;
+        let https = uri.scheme() == Some(&Scheme::HTTPS);
+        let host = uri
+            .host()
+            .ok_or_else(|| anyhow::anyhow!("upstream URL has no host"))?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        let tls = if https {
+            let mut tls = crate::tls::client_config(
+                cfg.upstream.ca_file.as_deref(),
+                cfg.upstream
+                    .client_cert
+                    .as_ref()
+                    .map(|(c, k)| (c.as_path(), k.as_path())),
+            )?;
+            tls.alpn_protocols = vec![b"h2".to_vec()];
+            let name = rustls::pki_types::ServerName::try_from(host.clone())
+                .map_err(|e| anyhow::anyhow!("upstream host {host}: {e}"))?;
+            Some((tokio_rustls::TlsConnector::from(Arc::new(tls)), name))
+        } else {
+            None
+        };
+        Ok(Connector {
+            host,
+            port,
+            tls,
+            timeout: cfg.upstream.connect_timeout,
+        })
+    }
+
+    async fn connect(
+        &self,
+        builder: &Builder<TokioExecutor>,
+        peer_max: Arc<AtomicUsize>,
+    ) -> Result<SendRequest<Body>, String> {
+        let tcp = tokio::net::TcpStream::connect((self.host.as_str(), self.port))
+            .await
+            .map_err(|e| e.to_string())?;
+        let _ = tcp.set_nodelay(true);
+        match &self.tls {
+            None => handshake(builder, TokioIo::new(tcp), peer_max).await,
+            Some((tls, name)) => {
+                let stream = tls
+                    .connect(name.clone(), tcp)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
+                    return Err("the host did not select h2 in ALPN (upstream.http2 needs a host that speaks HTTP/2)".into());
+                }
+                handshake(builder, TokioIo::new(stream), peer_max).await
+            }
+        }
+    }
+}
+
+/// The h2 handshake over `io`; the connection is driven by a task of its own that also
+/// publishes the host's current stream limit after every poll (SETTINGS may change it).
+async fn handshake<T>(
+    builder: &Builder<TokioExecutor>,
+    io: T,
+    peer_max: Arc<AtomicUsize>,
+) -> Result<SendRequest<Body>, String>
+where
+    T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (send, conn) = builder
+        .handshake::<T, Body>(io)
+        .await
+        .map_err(|e| crate::host::root_cause(&e))?;
+    let mut conn = Box::pin(conn);
+    tokio::spawn(async move {
+        let r = std::future::poll_fn(|cx| {
+            let r = conn.as_mut().poll(cx);
+            peer_max.store(conn.current_max_send_streams(), Ordering::Relaxed);
+            r
+        })
+        .await;
+        if let Err(e) = r {
+            tracing::debug!(error = %e, "HTTP/2 connection to the host ended");
+        }
+    });
+    Ok(send)
+}
+
+/// A response body that gives its stream slot back when it ends, fails or is dropped.
+pub struct PooledBody {
+    inner: Incoming,
+    lease: Option<Lease>,
+}
+
+impl PooledBody {
+    /// A body that holds no slot (an HTTP/1.1 answer).
+    pub fn unpooled(inner: Incoming) -> PooledBody {
+        PooledBody { inner, lease: None }
+    }
+}
+
+impl hyper::body::Body for PooledBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let r = std::task::ready!(Pin::new(&mut self.inner).poll_frame(cx));
+        if !matches!(r, Some(Ok(_))) {
+            self.lease = None;
+        }
+        Poll::Ready(r)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
