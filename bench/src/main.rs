@@ -67,6 +67,13 @@ struct Args {
     /// Start the sidecar under this command (e.g. "valgrind --tool=callgrind").
     #[arg(long)]
     wrap: Option<String>,
+    /// Every sidecar of the run talks to the host over HTTP/2 (`upstream.http2: true`).
+    #[arg(long)]
+    upstream_http2: bool,
+    /// Section 3c also in quick mode: listen streams that each name a waiting task (each follows
+    /// the run's event stream at the host), as the full mode does.
+    #[arg(long)]
+    listen_with_task: bool,
 }
 
 /// The knobs of one mode.
@@ -137,6 +144,9 @@ fn main() -> std::process::ExitCode {
     } else {
         Plan::full()
     };
+    if args.listen_with_task {
+        plan.listen_with_task = true;
+    }
     let nofile = procs::raise_nofile();
     // Each held stream costs a descriptor in this process (client or in-process host side) and
     // one in the sidecar; stay under the limit rather than fail on EMFILE.
@@ -187,6 +197,8 @@ struct Ctx {
     report: Report,
     only: Vec<String>,
     wrap: Option<String>,
+    /// `--upstream-http2`: every sidecar speaks HTTP/2 to the host.
+    upstream_h2: bool,
 }
 
 impl Ctx {
@@ -195,9 +207,27 @@ impl Ctx {
     }
 
     async fn sidecar(&self, tag: &str) -> anyhow::Result<Sidecar> {
+        self.sidecar_with(tag, self.upstream_h2).await
+    }
+
+    /// A sidecar that talks to the host over HTTP/2 (`upstream.http2: true`) when `host_h2`.
+    async fn sidecar_with(&self, tag: &str, host_h2: bool) -> anyhow::Result<Sidecar> {
         let log = self.logs.join(format!("sidecar-{tag}.log"));
-        let sc = procs::spawn_sidecar(&self.bin, &self.host.base_url(), &log, self.wrap.as_deref())
-            .await?;
+        let config = if host_h2 {
+            let p = self.logs.join("sidecar-upstream-http2.yaml");
+            std::fs::write(&p, "upstream:\n  http2: true\n")?;
+            Some(p)
+        } else {
+            None
+        };
+        let sc = procs::spawn_sidecar(
+            &self.bin,
+            &self.host.base_url(),
+            config.as_deref(),
+            &log,
+            self.wrap.as_deref(),
+        )
+        .await?;
         procs::wait_ready(sc.addr, Duration::from_secs(60)).await?;
         Ok(sc)
     }
@@ -227,6 +257,7 @@ async fn run(args: Args, plan: Plan, host: DevHost, nofile: u64) -> std::process
         logs,
         only: args.only.clone(),
         wrap: args.wrap.clone(),
+        upstream_h2: args.upstream_http2,
     };
     if let Some(what) = args.soak.clone() {
         return match soak(&mut ctx, &what, &args).await {
@@ -238,11 +269,22 @@ async fn run(args: Args, plan: Plan, host: DevHost, nofile: u64) -> std::process
         };
     }
     eprintln!(
-        "openwop-bench {} mode; sidecar {}; logs in {}",
+        "openwop-bench {} mode; sidecar {}{}; logs in {}",
         ctx.plan.name,
         ctx.bin.display(),
+        if ctx.upstream_h2 {
+            " (upstream.http2: true)"
+        } else {
+            ""
+        },
         ctx.logs.display()
     );
+    if ctx.upstream_h2 {
+        ctx.report.condition(
+            "sidecar to host",
+            "HTTP/2 (--upstream-http2: upstream.http2: true)".into(),
+        );
+    }
     let t0 = Instant::now();
 
     if ctx.wants("5") {
@@ -578,7 +620,7 @@ async fn section5_start(ctx: &mut Ctx) -> anyhow::Result<()> {
     let mut idle = Vec::new();
     for i in 0..ctx.plan.starts {
         let log = ctx.logs.join("sidecar-start.log");
-        let sc = procs::spawn_sidecar(&ctx.bin, &ctx.host.base_url(), &log, None).await?;
+        let sc = procs::spawn_sidecar(&ctx.bin, &ctx.host.base_url(), None, &log, None).await?;
         let at = procs::wait_ready(sc.addr, Duration::from_secs(20)).await?;
         ready.push(at.duration_since(sc.spawned_at).as_secs_f64() * 1e3);
         listening.push(sc.to_listening.as_secs_f64() * 1e3);
@@ -959,9 +1001,10 @@ async fn listen_once(
     transport: Transport,
     task: Option<String>,
     tag: &str,
+    host_h2: bool,
 ) -> anyhow::Result<()> {
     let n = ctx.plan.streams;
-    let sc = ctx.sidecar(tag).await?;
+    let sc = ctx.sidecar_with(tag, host_h2).await?;
     let res = async {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let idle = sc.mem();
@@ -991,9 +1034,14 @@ async fn listen_once(
         tokio::time::sleep(Duration::from_secs(2)).await;
         let after = sc.mem();
         let per = (open.rss_kb.saturating_sub(idle.rss_kb)) as f64 / opened.max(1) as f64;
-        let with = if task.is_some() { "one taskId each" } else { "taskIds: []" };
+        let with = match (task.is_some(), host_h2) {
+            (true, true) => "one taskId each, host over HTTP/2",
+            (true, false) => "one taskId each",
+            (false, true) => "taskIds: [], host over HTTP/2",
+            (false, false) => "taskIds: []",
+        };
         let full_count = opened == n;
-        let target_applies = n >= 10_000 && task.is_none() && transport == Transport::H1;
+        let target_applies = n >= 10_000 && task.is_none() && transport == Transport::H1 && !host_h2;
         ctx.report.row(Row {
             section: "3c",
             measure: format!("sidecar VmRSS with {opened} open subscriptions/listen ({with}; {})", transport.label()),
@@ -1035,10 +1083,11 @@ async fn listen_once(
 
 /// Section 3c: `n` concurrent open listen streams.
 async fn section3c_listen(ctx: &mut Ctx) -> anyhow::Result<()> {
-    listen_once(ctx, Transport::H1, None, "listen-h1").await?;
+    let host_h2 = ctx.upstream_h2;
+    listen_once(ctx, Transport::H1, None, "listen-h1", host_h2).await?;
     let h2 = Transport::H2(ctx.plan.h2_conns);
     if ctx.plan.listen_with_task {
-        listen_once(ctx, h2, None, "listen-h2").await?;
+        listen_once(ctx, h2, None, "listen-h2", host_h2).await?;
         // One waiting task named by every listen: each listen then also follows the run's
         // event stream upstream (one host connection per listen). Over HTTP/2 so that the
         // sidecar's inbound side does not need another 10,000 descriptors.
@@ -1046,7 +1095,12 @@ async fn section3c_listen(ctx: &mut Ctx) -> anyhow::Result<()> {
         let id = create_task(sc.addr, "conformance-approval", json!({})).await;
         sc.stop(Duration::from_secs(5)).await;
         let id = id?;
-        let r = listen_once(ctx, h2, Some(id.clone()), "listen-task").await;
+        let mut r = listen_once(ctx, h2, Some(id.clone()), "listen-task", host_h2).await;
+        // The full run also measures the same listens with the sidecar's host API calls
+        // over HTTP/2: one stream each instead of one host connection each.
+        if r.is_ok() && !host_h2 && ctx.plan.name == "full" {
+            r = listen_once(ctx, h2, Some(id.clone()), "listen-task-h2up", true).await;
+        }
         cancel_direct(ctx.host.addr(), &id).await;
         r?;
     }
@@ -1056,9 +1110,25 @@ async fn section3c_listen(ctx: &mut Ctx) -> anyhow::Result<()> {
 /// Section 3d: `n` concurrent blocking SSE `tools/call`s waiting on runs; then every client
 /// goes away, the sidecar cancels the orphaned runs, and a sweep cancels any left.
 async fn section3d_sse_calls(ctx: &mut Ctx) -> anyhow::Result<()> {
+    let host_h2 = ctx.upstream_h2;
+    sse_calls_once(ctx, host_h2).await?;
+    // The full run also measures the calls with the host API over HTTP/2 (one stream per
+    // call instead of one host connection).
+    if !host_h2 && ctx.plan.name == "full" {
+        sse_calls_once(ctx, true).await?;
+    }
+    Ok(())
+}
+
+async fn sse_calls_once(ctx: &mut Ctx, host_h2: bool) -> anyhow::Result<()> {
     let n = ctx.plan.streams;
     let transport = Transport::H2(ctx.plan.h2_conns);
-    let sc = ctx.sidecar("sse-calls").await?;
+    let tag = if host_h2 {
+        "sse-calls-h2up"
+    } else {
+        "sse-calls"
+    };
+    let sc = ctx.sidecar_with(tag, host_h2).await?;
     let host = ctx.host.addr();
     let res = async {
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -1113,8 +1183,9 @@ async fn section3d_sse_calls(ctx: &mut Ctx) -> anyhow::Result<()> {
         ctx.report.row(Row {
             section: "3d",
             measure: format!(
-                "sidecar VmRSS with {opened} blocking SSE tools/call waiting on runs ({})",
-                transport.label()
+                "sidecar VmRSS with {opened} blocking SSE tools/call waiting on runs ({}{})",
+                transport.label(),
+                if host_h2 { "; host over HTTP/2" } else { "" }
             ),
             sidecar: report::mb(open.rss_kb),
             direct: "—".into(),
@@ -1133,7 +1204,10 @@ async fn section3d_sse_calls(ctx: &mut Ctx) -> anyhow::Result<()> {
         });
         ctx.report.row(Row {
             section: "3d",
-            measure: format!("… all {opened} clients gone: orphaned runs cancelled by the sidecar"),
+            measure: format!(
+                "… all {opened} clients gone: orphaned runs cancelled by the sidecar{}",
+                if host_h2 { " (host over HTTP/2)" } else { "" }
+            ),
             sidecar: match cancel_time {
                 Some(t) => format!("{cancelled} in {:.2} s", t.as_secs_f64()),
                 None => format!("{cancelled} in > 90 s"),
@@ -1144,7 +1218,8 @@ async fn section3d_sse_calls(ctx: &mut Ctx) -> anyhow::Result<()> {
             verdict: Some(cancel_time.is_some() && swept == 0),
         });
         ctx.report.note(format!(
-            "3d: opened {opened}/{n} in {:.1} s, {failed} failed{}; idle {}, open {}, after {}",
+            "3d{}: opened {opened}/{n} in {:.1} s, {failed} failed{}; idle {}, open {}, after {}",
+            if host_h2 { " (host over HTTP/2)" } else { "" },
             took.as_secs_f64(),
             fe.map(|e| format!(" (first: {e})")).unwrap_or_default(),
             report::mem_str(idle),

@@ -20,11 +20,12 @@ pub struct Sidecar {
     pub spawned_at: Instant,
 }
 
-/// Starts `bin serve --upstream URL --listen 127.0.0.1:0`, stderr (logs) to `log`, and waits
-/// for the "listening on http://ADDR" line.
+/// Starts `bin serve [--config FILE] --upstream URL --listen 127.0.0.1:0`, stderr (logs) to
+/// `log`, and waits for the "listening on http://ADDR" line.
 pub async fn spawn_sidecar(
     bin: &Path,
     upstream: &str,
+    config: Option<&Path>,
     log: &Path,
     wrap: Option<&str>,
 ) -> anyhow::Result<Sidecar> {
@@ -43,8 +44,12 @@ pub async fn spawn_sidecar(
         }
         None => Command::new(bin),
     };
+    cmd.arg("serve");
+    if let Some(c) = config {
+        cmd.arg("--config").arg(c);
+    }
     let mut child = cmd
-        .args(["serve", "--upstream", upstream, "--listen", "127.0.0.1:0"])
+        .args(["--upstream", upstream, "--listen", "127.0.0.1:0"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::from(logf))

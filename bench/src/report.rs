@@ -189,6 +189,10 @@ impl Report {
         self.rows.push(r);
     }
 
+    pub fn condition(&mut self, k: &str, v: String) {
+        self.conditions.push((k.into(), v));
+    }
+
     pub fn note(&mut self, n: String) {
         eprintln!("  note: {n}");
         self.notes.push(n);
