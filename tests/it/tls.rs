@@ -139,10 +139,12 @@ async fn listener_serves_tls_and_picks_up_a_new_certificate() {
     env.shutdown().await;
 }
 
-/// A TLS terminator requiring a client certificate from `ca`, in front of `upstream`.
+/// A TLS terminator requiring a client certificate from `ca`, in front of `upstream`,
+/// offering `alpn` (none: it selects no protocol).
 async fn mtls_terminator(
     ca: &CertifiedIssuer<'static, KeyPair>,
     upstream: std::net::SocketAddr,
+    alpn: Vec<Vec<u8>>,
 ) -> std::net::SocketAddr {
     use rustls::pki_types::pem::PemObject;
     let (cert, key) = leaf(ca);
@@ -155,7 +157,7 @@ async fn mtls_terminator(
     )
     .build()
     .unwrap();
-    let cfg = rustls::ServerConfig::builder_with_provider(provider)
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .unwrap()
         .with_client_cert_verifier(verifier)
@@ -164,6 +166,7 @@ async fn mtls_terminator(
             rustls::pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap(),
         )
         .unwrap();
+    cfg.alpn_protocols = alpn;
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -195,7 +198,7 @@ async fn upstream_tls_with_a_private_ca_and_a_client_certificate() {
     let host = openwop_devhost::spawn(Default::default(), "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
-    let term = mtls_terminator(&ca, host.addr()).await;
+    let term = mtls_terminator(&ca, host.addr(), vec![]).await;
     let start = |with_cert: bool| {
         let mut cfg = Config::defaults();
         cfg.listen = "127.0.0.1:0".parse().unwrap();
@@ -252,5 +255,86 @@ async fn upstream_tls_with_a_private_ca_and_a_client_certificate() {
         "without the client certificate the host refuses the handshake"
     );
     no_cert.shutdown().await;
+    host.shutdown().await;
+}
+
+/// One blocking tools/call through the sidecar at `addr`.
+async fn noop_call(http: &reqwest::Client, addr: std::net::SocketAddr) -> serde_json::Value {
+    let body = body_of(
+        1,
+        "tools/call",
+        json!({"name":"conformance-noop","arguments":{}}),
+        json!({}),
+    );
+    http.post(format!("http://{addr}/mcp"))
+        .header("Authorization", format!("Bearer {A}"))
+        .header("MCP-Protocol-Version", V)
+        .header("Mcp-Method", "tools/call")
+        .header("Mcp-Name", "conformance-noop")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn upstream_http2_over_tls_takes_h2_from_alpn_and_refuses_a_host_without_it() {
+    let dir = tmpdir("upstream-h2");
+    let ca = ca("private-ca-h2");
+    let (cc, ck) = leaf(&ca);
+    let ca_file = write(&dir, "ca.pem", &ca.pem());
+    let client_cert = write(&dir, "client.crt", &cc);
+    let client_key = write(&dir, "client.key", &ck);
+    let host = openwop_devhost::spawn(Default::default(), "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let h2 = mtls_terminator(&ca, host.addr(), vec![b"h2".to_vec(), b"http/1.1".to_vec()]).await;
+    let h1_only = mtls_terminator(&ca, host.addr(), vec![b"http/1.1".to_vec()]).await;
+    let start = |port: u16| {
+        let mut cfg = Config::defaults();
+        cfg.listen = "127.0.0.1:0".parse().unwrap();
+        cfg.upstream.url = format!("https://127.0.0.1:{port}");
+        cfg.upstream.ca_file = Some(ca_file.clone());
+        cfg.upstream.client_cert = Some((client_cert.clone(), client_key.clone()));
+        cfg.upstream.http2 = true;
+        Server::start(cfg)
+    };
+    let http = reqwest::Client::new();
+    let ok = start(h2.port()).await.unwrap();
+    let r = noop_call(&http, ok.addr).await;
+    assert_eq!(
+        r["result"]["isError"], false,
+        "MCP over h2 and mutual TLS: {r}"
+    );
+    let own: Vec<_> = host
+        .requests()
+        .into_iter()
+        .filter(|r| r.header("x-forwarded-for").is_none())
+        .collect();
+    assert!(!own.is_empty());
+    assert!(
+        own.iter().all(|r| r.version == http::Version::HTTP_2),
+        "{own:?}"
+    );
+    ok.shutdown().await;
+    // A host that does not select h2 is refused, not spoken HTTP/1.1 to behind the operator's
+    // back; the call fails with an error at once instead of hanging.
+    let refused = start(h1_only.port()).await.unwrap();
+    let r = tokio::time::timeout(Duration::from_secs(20), noop_call(&http, refused.addr))
+        .await
+        .expect("an answer, not a hang");
+    assert!(r.get("error").is_some(), "{r}");
+    // Passthrough is not the REST client: it keeps HTTP/1.1 and still works.
+    let p = http
+        .get(format!("http://{}/runs?limit=1", refused.addr))
+        .header("Authorization", format!("Bearer {A}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(p.status(), 200);
+    refused.shutdown().await;
     host.shutdown().await;
 }
