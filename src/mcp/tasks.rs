@@ -14,6 +14,7 @@ use super::respond::{
     bare_result_response, error_response, result_response, sse_response, KeepaliveBody, SseBody,
     SseItem,
 };
+use super::watch::Signal;
 use super::{McpError, McpRequest, META_SUBSCRIPTION, TASKS_EXT};
 use crate::body::Response;
 use crate::config::ErrorClass;
@@ -332,28 +333,28 @@ enum Watch {
     Lost(String),
 }
 
-/// Follows one task's event stream and turns its events into wake-ups (openwop-rest.md §3.8:
-/// driven by the host's event stream where it can be, polling otherwise).
+/// Follows one task for one listen: joins the task's shared upstream event stream for this
+/// caller's credential (openwop-rest.md §3.8: driven by the host's event stream where it can
+/// be, polling otherwise; `watch.rs` says why it is shared only per credential) and turns its
+/// signals into wake-ups of this listen.
 fn watch_task(
-    state: Arc<AppState>,
+    state: &AppState,
     req: &McpRequest,
     id: String,
     tx: mpsc::Sender<Watch>,
 ) -> tokio::task::JoinHandle<()> {
-    let caller = req.caller.clone();
+    let mut sub = state.watchers.subscribe(&state.host, &req.caller, &id);
     tokio::spawn(async move {
-        let Ok(run_id) = wire_id::parse_bound(&id) else {
-            return;
-        };
-        if let Ok(mut stream) = state.host.stream_events(&caller, &run_id, None).await {
-            while let Ok(Some(ev)) = stream.next().await {
-                let end = ev.is_terminal();
-                if tx.send(Watch::Changed(id.clone())).await.is_err() || end {
-                    return;
-                }
+        while let Some(signal) = sub.next().await {
+            let w = match signal {
+                Signal::Changed => Watch::Changed(id.clone()),
+                Signal::Lost => Watch::Lost(id.clone()),
+            };
+            let lost = matches!(w, Watch::Lost(_));
+            if tx.send(w).await.is_err() || lost {
+                return;
             }
         }
-        let _ = tx.send(Watch::Lost(id)).await;
     })
 }
 
@@ -371,7 +372,7 @@ async fn listen_loop(
     let (wtx, mut wrx) = mpsc::channel::<Watch>(64);
     let watchers: Vec<_> = ids
         .iter()
-        .map(|id| watch_task(state.clone(), &req, id.clone(), wtx.clone()))
+        .map(|id| watch_task(&state, &req, id.clone(), wtx.clone()))
         .collect();
     drop(wtx);
     // Aborts the watchers however the loop ends (client gone, all done, shutdown).
