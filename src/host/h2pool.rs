@@ -14,7 +14,8 @@
 //! * A stream's slot is taken before the request is sent and given back when the response
 //!   body is finished or dropped, or when the request fails.
 //! * A connection that is closed (GOAWAY, host restart) or on which a request failed gets no
-//!   new streams; its streams in flight finish on it. A request that hyper hands back unsent
+//!   new streams, nor does any connection opened before a failing one; streams in flight
+//!   finish where they are. A request that hyper hands back unsent
 //!   (the connection closed before it went out) is sent once more, on a connection opened
 //!   after the failed one: nothing reached the host, so this is safe for every operation.
 //! * Connections are opened concurrently with the requests that wait for them: a burst of N
@@ -146,11 +147,20 @@ impl Inner {
         }
     }
 
+    /// A request failed on connection `id`: it and every connection opened before it get no
+    /// new streams. The usual cause is the host going away (restart, GOAWAY, a dropped
+    /// socket), and connections older than the failing one are no more likely to have
+    /// survived it; without this, each of the route's retries could land on another stale
+    /// connection before the pool had noticed it closed. Streams in flight on them continue;
+    /// a retired connection closes once its last stream ends.
     fn retire(&self, id: u64) {
         let mut c = self.lock();
-        if let Some(s) = c.list.iter_mut().find(|s| s.id == id) {
-            s.retired = true;
-        }
+        c.list.retain_mut(|s| {
+            if s.id <= id {
+                s.retired = true;
+            }
+            !(s.retired && s.in_flight == 0)
+        });
     }
 }
 
