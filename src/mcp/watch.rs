@@ -121,13 +121,18 @@ impl Subscription {
         if let Some(s) = self.owed.take() {
             return Some(s);
         }
-        loop {
-            match self.rx.recv().await {
-                Ok(s) => return Some(s),
-                Err(broadcast::error::RecvError::Lagged(_)) => return Some(Signal::Changed),
-                Err(broadcast::error::RecvError::Closed) => return None,
-            }
+        match self.rx.recv().await {
+            Ok(s) => Some(s),
+            Err(broadcast::error::RecvError::Lagged(_)) => Some(Signal::Changed),
+            Err(broadcast::error::RecvError::Closed) => None,
         }
+    }
+
+    /// The signals as a stream that holds the watcher for as long as it exists.
+    pub fn into_stream(self) -> std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Signal> + Send>> {
+        Box::pin(futures_util::stream::unfold(self, |mut sub| async move {
+            sub.next().await.map(|s| (s, sub))
+        }))
     }
 
     #[cfg(test)]
