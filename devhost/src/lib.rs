@@ -72,6 +72,11 @@
 //!   so a mount that sends it gets `mcp` here and `rest` elsewhere. The header takes
 //!   part in the `Idempotency-Key` fingerprint. See [`TRANSPORT_HEADER`].
 //! * **Fault switches**: [`DevHost::faults`] and `/_devhost/faults` ([`faults`]).
+//! * **Connections**: every [`RecordedRequest`] names its HTTP version and the accepted
+//!   connection it came over; [`DevHostConfig::http2_max_concurrent_streams`]
+//!   (`--h2-max-concurrent-streams`) lowers the HTTP/2 stream limit the host advertises, and
+//!   [`DevHost::drop_connections`] closes every open connection at once (a crash and restart,
+//!   as its clients see it, with the runs kept).
 //!
 //! # Fixtures
 //!
