@@ -9,6 +9,7 @@ pub mod request_state;
 mod respond;
 mod tasks;
 mod tools;
+pub mod watch;
 
 use std::borrow::Cow;
 use std::sync::Arc;

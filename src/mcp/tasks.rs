@@ -14,6 +14,7 @@ use super::respond::{
     bare_result_response, error_response, object_result_response, sse_response, KeepaliveBody,
     SseBody, SseItem,
 };
+use super::watch::Signal;
 use super::{McpError, McpRequest, META_SUBSCRIPTION, TASKS_EXT};
 use crate::body::Response;
 use crate::config::ErrorClass;
@@ -21,6 +22,8 @@ use crate::host::{open_interrupts, HostError, OpenInterrupt, RunSnapshot};
 use crate::server::AppState;
 use crate::sse::{keepalive_frame, message_frame};
 use crate::wire_id;
+use futures_util::FutureExt;
+use tokio_stream::{StreamExt, StreamMap};
 
 /// A host refusal that leaves the task as it was: acknowledged, not surfaced (RFC 0198 §E:
 /// ineligible approver, lost race, invalid value, already terminal).
@@ -342,39 +345,6 @@ fn listen_final_frame(sub_id: &Value) -> bytes::Bytes {
     message_frame(&end.to_string())
 }
 
-/// What a per-task watcher tells the listen loop.
-enum Watch {
-    /// The host reported an event for this task: re-project it now.
-    Changed(String),
-    /// Its event stream is gone; the task is followed by polling from now on.
-    Lost(String),
-}
-
-/// Follows one task's event stream and turns its events into wake-ups (openwop-rest.md §3.8:
-/// driven by the host's event stream where it can be, polling otherwise).
-fn watch_task(
-    state: Arc<AppState>,
-    req: &McpRequest,
-    id: String,
-    tx: mpsc::Sender<Watch>,
-) -> tokio::task::JoinHandle<()> {
-    let caller = req.caller.clone();
-    tokio::spawn(async move {
-        let Ok(run_id) = wire_id::parse_bound(&id) else {
-            return;
-        };
-        if let Ok(mut stream) = state.host.stream_events(&caller, &run_id, None).await {
-            while let Ok(Some(ev)) = stream.next().await {
-                let end = ev.is_terminal();
-                if tx.send(Watch::Changed(id.clone())).await.is_err() || end {
-                    return;
-                }
-            }
-        }
-        let _ = tx.send(Watch::Lost(id)).await;
-    })
-}
-
 async fn listen_loop(
     state: Arc<AppState>,
     req: McpRequest,
@@ -386,20 +356,15 @@ async fn listen_loop(
     let mut done: Vec<String> = Vec::new();
     let mut polled: Vec<String> = Vec::new();
     let mut shutdown = state.shutdown.clone();
-    let (wtx, mut wrx) = mpsc::channel::<Watch>(64);
-    let watchers: Vec<_> = ids
-        .iter()
-        .map(|id| watch_task(state.clone(), &req, id.clone(), wtx.clone()))
-        .collect();
-    drop(wtx);
-    // Aborts the watchers however the loop ends (client gone, all done, shutdown).
-    struct AbortAll(Vec<tokio::task::JoinHandle<()>>);
-    impl Drop for AbortAll {
-        fn drop(&mut self) {
-            self.0.iter().for_each(|h| h.abort());
-        }
+    // Each task wakes the loop through its shared upstream event stream (openwop-rest.md
+    // §3.8: driven by the host's event stream where it can be, polling otherwise; watch.rs
+    // says why a stream is shared only per credential). Dropping the map, however the loop
+    // ends, releases them; the last listen leaving a stream closes it.
+    let mut watches = StreamMap::new();
+    for id in &ids {
+        let sub = state.watchers.subscribe(&state.host, &req.caller, id);
+        watches.insert(id.clone(), sub.into_stream());
     }
-    let _watchers = AbortAll(watchers);
     let mut poll = tokio::time::interval(state.cfg.tasks.listen_poll_interval);
     let mut keepalive = tokio::time::interval(state.cfg.mcp.sse_keepalive);
     keepalive.tick().await;
@@ -433,21 +398,24 @@ async fn listen_loop(
             let _ = tx.send(final_frame()).await;
             return;
         }
+        // A finished task needs no more wake-ups: let its stream go now.
+        done.iter().for_each(|id| drop(watches.remove(id)));
         tokio::select! {
-            w = wrx.recv() => match w {
-                Some(Watch::Changed(id)) => {
-                    due.push(id);
-                    // A replayed log arrives as a burst: one re-projection per burst.
-                    while let Ok(more) = wrx.try_recv() {
-                        match more {
-                            Watch::Changed(i) if !due.contains(&i) => due.push(i),
-                            Watch::Lost(i) => { polled.push(i.clone()); due.push(i); }
-                            _ => {}
-                        }
+            Some((id, signal)) = watches.next(), if !watches.is_empty() => {
+                let mut woken = vec![(id, signal)];
+                // A replayed log arrives as a burst: one re-projection per burst.
+                while let Some(Some(more)) = watches.next().now_or_never() {
+                    woken.push(more);
+                }
+                for (id, signal) in woken {
+                    if signal == Signal::Lost {
+                        watches.remove(&id);
+                        polled.push(id.clone());
+                    }
+                    if !due.contains(&id) {
+                        due.push(id);
                     }
                 }
-                Some(Watch::Lost(id)) => { polled.push(id.clone()); due.push(id); }
-                None => {}
             },
             _ = poll.tick() => due.extend(polled.iter().filter(|i| !done.contains(i)).cloned()),
             _ = keepalive.tick() => {

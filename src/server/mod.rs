@@ -38,6 +38,8 @@ pub struct AppState {
     /// Flips to true when shutdown begins (listen streams end with a final result).
     pub shutdown: watch::Receiver<bool>,
     pub gates: Arc<Gates>,
+    /// The upstream event streams listens share (per credential and run, `mcp::watch`).
+    pub watchers: crate::mcp::watch::Watchers,
 }
 
 /// What outlives configuration generations.
@@ -101,6 +103,7 @@ impl AppState {
             metrics: shared.metrics.clone(),
             shutdown: shared.shutdown.clone(),
             gates: shared.gates.clone(),
+            watchers: Default::default(),
         }))
     }
 

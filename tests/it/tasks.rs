@@ -394,6 +394,71 @@ async fn listen_acknowledges_only_readable_tasks_and_notifies_until_the_end() {
     env.shutdown().await;
 }
 
+/// Listens following one task with the same credential share one host event stream; a
+/// listen with another credential never rides on it (issue 9: 10,000 listens on one task
+/// held 10,000 host connections; openwop-rest.md §3.8: a taskId is never a credential).
+#[tokio::test]
+async fn listens_share_one_host_event_stream_per_credential_and_run() {
+    let env = env().await;
+    let task = tasked(&env, A, "conformance-approval", json!({})).await;
+    until_input_required(&env, &task).await;
+    let run_id = unproject(&task);
+    let t0 = std::time::Instant::now();
+    let listen = |key: &'static str| {
+        let (env, task) = (&env, task.clone());
+        async move { env.listen(key, vec![task], Duration::from_secs(8)).await }
+    };
+    let resolver = async {
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let g = env
+            .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
+            .await;
+        let key = g.result()["inputRequests"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .next()
+            .unwrap()
+            .clone();
+        env.rpc(Some(A), "tasks/update", json!({"taskId": task, "inputResponses": { key: {"action":"accept","content":{"action":"accept"}} }}), task_caps()).await;
+    };
+    let (a1, a2, a3, ro, _) =
+        tokio::join!(listen(A), listen(A), listen(A), listen(READONLY), resolver);
+    // Every listen still sees the whole story with its own credential.
+    for msgs in [&a1, &a2, &a3, &ro] {
+        assert_eq!(msgs[0]["params"]["notifications"]["taskIds"], json!([task]));
+        assert!(
+            msgs.iter()
+                .any(|m| m["method"] == "notifications/tasks"
+                    && m["params"]["status"] == "completed"),
+            "{msgs:#?}"
+        );
+        assert_eq!(msgs.last().unwrap()["result"]["resultType"], "complete");
+    }
+    let wire = openwop_mcp_sidecar::wire_id::project(&run_id);
+    let streams: Vec<String> = env
+        .host
+        .requests()
+        .into_iter()
+        .filter(|r| {
+            r.at >= t0
+                && r.method == "GET"
+                && r.header("accept")
+                    .is_some_and(|a| a.contains("text/event-stream"))
+                && (r.path.contains(&wire) || r.path.contains(&run_id.replace('/', "%2F")))
+        })
+        .map(|r| r.header("authorization").unwrap_or_default().to_string())
+        .collect();
+    let mut keys = streams.clone();
+    keys.sort();
+    assert_eq!(
+        keys,
+        vec![format!("Bearer {A}"), format!("Bearer {READONLY}")],
+        "one host event stream per credential, not one per listen: {streams:?}"
+    );
+    env.shutdown().await;
+}
+
 #[tokio::test]
 async fn listen_without_the_extension_or_with_too_many_ids_is_refused() {
     let env = env_with(|c| c.tasks.max_listen_task_ids = 2).await;
