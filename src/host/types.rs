@@ -113,21 +113,102 @@ pub struct RunSnapshot {
 }
 
 impl RunSnapshot {
-    pub fn from_json(v: Value, m: &Mapping) -> Option<RunSnapshot> {
+    pub fn from_json(mut v: Value, m: &Mapping) -> Option<RunSnapshot> {
         let f = &m.fields;
-        let s = |p: &str| Mapping::str_at(&v, p).map(str::to_string);
+        let s = |p: &str| str_at(&v, p).map(str::to_string);
+        let run_id = crate::wire_id::unproject(str_at(&v, &f.run_id)?).ok()?;
+        let workflow_id = s(&f.workflow_id).unwrap_or_default();
+        let status = m.status(str_at(&v, &f.status)?);
+        let current_node_id = s(&f.current_node_id);
+        let started_at = s(&f.started_at);
+        let completed_at = s(&f.completed_at);
+        // The documents are moved out of the body, which is dropped after this, instead of
+        // deep-copied; only when one configured path lies inside another (a move would hide
+        // part of the other) are they copied.
+        let docs = [f.error.as_str(), &f.variables, &f.inputs];
+        let disjoint = docs
+            .iter()
+            .enumerate()
+            .all(|(i, a)| docs[i + 1..].iter().all(|b| !pointers_overlap(a, b)));
+        let mut doc = |p: &str| {
+            if disjoint {
+                at_mut(&mut v, p).map(Value::take)
+            } else {
+                at(&v, p).cloned()
+            }
+        };
         Some(RunSnapshot {
-            run_id: crate::wire_id::unproject(Mapping::str_at(&v, &f.run_id)?).ok()?,
-            workflow_id: s(&f.workflow_id).unwrap_or_default(),
-            status: m.status(Mapping::str_at(&v, &f.status)?),
-            current_node_id: s(&f.current_node_id),
-            started_at: s(&f.started_at),
-            completed_at: s(&f.completed_at),
-            error: v.pointer(&f.error).filter(|e| !e.is_null()).cloned(),
-            variables: v.pointer(&f.variables).cloned(),
-            inputs: v.pointer(&f.inputs).cloned(),
+            run_id,
+            workflow_id,
+            status,
+            current_node_id,
+            started_at,
+            completed_at,
+            error: doc(&f.error).filter(|e| !e.is_null()),
+            variables: doc(&f.variables),
+            inputs: doc(&f.inputs),
         })
     }
+}
+
+/// `Value::pointer` (RFC 6901) without allocating a `String` per path segment: a segment is
+/// unescaped (`~1` → `/`, `~0` → `~`) into a new string only when it contains a `~`.
+pub fn at<'a>(v: &'a Value, ptr: &str) -> Option<&'a Value> {
+    if ptr.is_empty() {
+        return Some(v);
+    }
+    ptr.strip_prefix('/')?
+        .split('/')
+        .try_fold(v, |target, token| match target {
+            Value::Object(map) => map.get(&*unescape(token)),
+            Value::Array(list) => parse_index(token).and_then(|i| list.get(i)),
+            _ => None,
+        })
+}
+
+/// [`at`], mutable (`Value::pointer_mut`).
+fn at_mut<'a>(v: &'a mut Value, ptr: &str) -> Option<&'a mut Value> {
+    if ptr.is_empty() {
+        return Some(v);
+    }
+    ptr.strip_prefix('/')?
+        .split('/')
+        .try_fold(v, |target, token| match target {
+            Value::Object(map) => map.get_mut(&*unescape(token)),
+            Value::Array(list) => parse_index(token).and_then(move |i| list.get_mut(i)),
+            _ => None,
+        })
+}
+
+/// The string at `ptr`, like `Mapping::str_at`.
+fn str_at<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
+    at(v, ptr).and_then(Value::as_str)
+}
+
+fn unescape(token: &str) -> std::borrow::Cow<'_, str> {
+    if token.contains('~') {
+        token.replace("~1", "/").replace("~0", "~").into()
+    } else {
+        token.into()
+    }
+}
+
+/// An array index as `Value::pointer` reads one: digits, no sign, no leading zero.
+fn parse_index(s: &str) -> Option<usize> {
+    if s.starts_with('+') || (s.starts_with('0') && s.len() != 1) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// Whether one pointer names the other's value or something inside it.
+fn pointers_overlap(a: &str, b: &str) -> bool {
+    let inside = |outer: &str, inner: &str| {
+        inner
+            .strip_prefix(outer)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    };
+    inside(a, b) || inside(b, a)
 }
 
 /// A `RunEventDoc` (§1.8).
@@ -366,6 +447,68 @@ mod tests {
             ),
         ];
         assert!(open_interrupts(&log, &Mapping::default()).is_empty());
+    }
+
+    #[test]
+    fn a_pointer_finds_what_value_pointer_finds() {
+        let v = json!({"a":{"b/c":[1,{"d~e":2}],"":3,"0":4},"l":[5,6]});
+        for p in [
+            "",
+            "/",
+            "/a",
+            "/a/b~1c",
+            "/a/b~1c/1/d~0e",
+            "/a/b~1c/01",
+            "/a/b~1c/+1",
+            "/a/b~1c/2",
+            "/a/",
+            "/a/0",
+            "/l/1",
+            "/l/x",
+            "a",
+            "/zz",
+            "/a/b~1c/0/x",
+            "/a/b~01c",
+        ] {
+            assert_eq!(at(&v, p), v.pointer(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn run_documents_are_read_whole_even_when_their_paths_overlap() {
+        let doc = json!({"runId":"acme/r-1","status":"failed","error":{"code":"x"},"out":{"vars":{"a":1},"in":{"b":2}}});
+        let run = |error: &str, variables: &str, inputs: &str| {
+            let mut m = Mapping::default();
+            m.fields.error = error.into();
+            m.fields.variables = variables.into();
+            m.fields.inputs = inputs.into();
+            RunSnapshot::from_json(doc.clone(), &m).unwrap()
+        };
+        let r = run("/error", "/out/vars", "/out/in");
+        assert_eq!(
+            (r.error, r.variables, r.inputs),
+            (
+                Some(json!({"code":"x"})),
+                Some(json!({"a":1})),
+                Some(json!({"b":2}))
+            )
+        );
+        // variables names the whole `out`, inputs a part of it: both see all of their value.
+        let r = run("/error/code", "/out", "/out/in");
+        assert_eq!(
+            (r.error, r.variables, r.inputs),
+            (
+                Some(json!("x")),
+                Some(doc["out"].clone()),
+                Some(json!({"b":2}))
+            )
+        );
+        let r = run("/error", "/out/vars", "/out/vars");
+        assert_eq!(
+            (r.variables, r.inputs),
+            (Some(json!({"a":1})), Some(json!({"a":1})))
+        );
+        assert_eq!(r.run_id, "acme/r-1");
     }
 
     #[test]

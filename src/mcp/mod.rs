@@ -11,6 +11,7 @@ mod tasks;
 mod tools;
 pub mod watch;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use http::{HeaderMap, HeaderValue, Method, Request, StatusCode};
@@ -225,9 +226,8 @@ pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response {
 }
 
 async fn dispatch(state: Arc<AppState>, req: McpRequest) -> Response {
-    let method = req.method.clone();
     let tasks_on = state.cfg.tasks.enabled;
-    let res: Result<Response, McpError> = match method.as_str() {
+    let res: Result<Response, McpError> = match req.method.as_str() {
         "server/discover" => discover(&state, &req).await,
         "tools/list" => tools::list(&state, &req).await,
         // The big handlers are boxed so their state machines are not part of every request's
@@ -243,11 +243,11 @@ async fn dispatch(state: Arc<AppState>, req: McpRequest) -> Response {
     };
     match res {
         Ok(r) => {
-            state.metrics.request(&method, "ok");
+            state.metrics.request(&req.method, "ok");
             r
         }
         Err(e) => {
-            state.metrics.request(&method, e.label());
+            state.metrics.request(&req.method, e.label());
             error_response(&req.id, &e)
         }
     }
@@ -285,6 +285,144 @@ enum Parsed {
     Notification,
 }
 
+/// A request body as the envelope checks need it, read in one pass without building a
+/// `Value` tree of the whole message: the top-level members the checks look at are kept
+/// (strings borrowed from the body where they have no escapes), `params` as the `Value`
+/// handlers read. Every other member is still parsed into a `Value` and dropped, so exactly
+/// the bodies `serde_json::from_slice::<Value>` refuses are a parse error here too (a
+/// `serde::de::IgnoredAny` would let a lone surrogate escape through).
+enum Body<'a> {
+    Object(Envelope<'a>),
+    Batch,
+    Other,
+}
+
+#[derive(Default)]
+struct Envelope<'a> {
+    /// `Some` only when `jsonrpc` is a string.
+    jsonrpc: Option<Cow<'a, str>>,
+    /// `Some(Value::Null)` for an explicit `"id": null`, `None` when the member is absent.
+    id: Option<Value>,
+    /// `Some` only when `method` is a string.
+    method: Option<Cow<'a, str>>,
+    params: Option<Value>,
+}
+
+/// A member that counts only when it is a string; any other value is parsed (and so
+/// validated) as a `Value` and forgotten.
+struct StrOrNot<'a>(Option<Cow<'a, str>>);
+
+impl<'de> serde::Deserialize<'de> for StrOrNot<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = StrOrNot<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
+                Ok(StrOrNot(Some(Cow::Borrowed(s))))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+                Ok(StrOrNot(Some(Cow::Owned(s.to_owned()))))
+            }
+            fn visit_string<E>(self, s: String) -> Result<Self::Value, E> {
+                Ok(StrOrNot(Some(Cow::Owned(s))))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(StrOrNot(None))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(StrOrNot(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(StrOrNot(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(StrOrNot(None))
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(StrOrNot(None))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                m: A,
+            ) -> Result<Self::Value, A::Error> {
+                use serde::Deserialize;
+                Value::deserialize(serde::de::value::MapAccessDeserializer::new(m))?;
+                Ok(StrOrNot(None))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                s: A,
+            ) -> Result<Self::Value, A::Error> {
+                use serde::Deserialize;
+                Value::deserialize(serde::de::value::SeqAccessDeserializer::new(s))?;
+                Ok(StrOrNot(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Body<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Body<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(Body::Other)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(Body::Other)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(Body::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(Body::Other)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(Body::Other)
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(Body::Other)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                s: A,
+            ) -> Result<Self::Value, A::Error> {
+                use serde::Deserialize;
+                Value::deserialize(serde::de::value::SeqAccessDeserializer::new(s))?;
+                Ok(Body::Batch)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<Self::Value, A::Error> {
+                // A repeated member replaces the earlier one, as in a `Value` map.
+                let mut e = Envelope::default();
+                while let Some(StrOrNot(k)) = m.next_key::<StrOrNot<'de>>()? {
+                    match k.as_deref().unwrap_or("") {
+                        "jsonrpc" => e.jsonrpc = m.next_value::<StrOrNot<'de>>()?.0,
+                        "id" => e.id = Some(m.next_value()?),
+                        "method" => e.method = m.next_value::<StrOrNot<'de>>()?.0,
+                        "params" => e.params = Some(m.next_value()?),
+                        _ => {
+                            m.next_value::<Value>()?;
+                        }
+                    }
+                }
+                Ok(Body::Object(e))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 /// The transport checks, in the order that keeps codes unambiguous (issue 3, spec/README.md):
 /// JSON → request object → `_meta` → headers vs body → revision → notification.
 type EnvelopeError = Box<(Value, McpError)>;
@@ -319,10 +457,10 @@ fn parse_envelope_inner(
     headers: &HeaderMap,
     bytes: &[u8],
 ) -> Result<Parsed, (Value, McpError)> {
-    let v: Value = serde_json::from_slice(bytes).map_err(|_| (Value::Null, McpError::Parse))?;
-    let mut obj = match v {
-        Value::Object(o) => o,
-        Value::Array(_) => {
+    let obj = match serde_json::from_slice::<Body<'_>>(bytes) {
+        Err(_) => return Err((Value::Null, McpError::Parse)),
+        Ok(Body::Object(o)) => o,
+        Ok(Body::Batch) => {
             return Err((
                 Value::Null,
                 McpError::InvalidRequest(
@@ -330,14 +468,14 @@ fn parse_envelope_inner(
                 ),
             ))
         }
-        _ => {
+        Ok(Body::Other) => {
             return Err((
                 Value::Null,
                 McpError::InvalidRequest("expected a JSON-RPC request object".into()),
             ))
         }
     };
-    let id = obj.get("id").cloned();
+    let id = obj.id;
     // MCP: a request id is a string or an integer; JSON-RPC 2.0 §5: when the id cannot be
     // detected (as here, for a fractional number or an integer beyond 64 bits, which
     // serde_json reads as a float) the error's id is null, in every refusal alike.
@@ -345,17 +483,13 @@ fn parse_envelope_inner(
         Some(i) if i.is_string() || i.is_i64() || i.is_u64() => i.clone(),
         _ => Value::Null,
     };
-    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+    if obj.jsonrpc.as_deref() != Some("2.0") {
         return Err((
             id_for_errors,
             McpError::InvalidRequest("jsonrpc must be \"2.0\"".into()),
         ));
     }
-    let Some(method) = obj
-        .get("method")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-    else {
+    let Some(method) = obj.method.map(Cow::into_owned) else {
         return Err((
             id_for_errors,
             McpError::InvalidRequest("method must be a string (responses are not accepted)".into()),
@@ -371,7 +505,7 @@ fn parse_envelope_inner(
     }
     let is_notification = id.is_none();
     // Moved out of the parsed body, not copied: the envelope is not needed after this.
-    let params = match obj.remove("params") {
+    let mut params = match obj.params {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(p)) => p,
         Some(_) if is_notification => Map::new(),
@@ -382,12 +516,16 @@ fn parse_envelope_inner(
             ))
         }
     };
+    // Moved out of `_meta`, not copied (a null is left behind; nothing reads it there).
+    let caps = params
+        .get_mut("_meta")
+        .and_then(Value::as_object_mut)
+        .and_then(|m| m.get_mut(META_CAPS))
+        .map(Value::take);
     let meta = params.get("_meta").and_then(Value::as_object);
     let body_version = meta
         .and_then(|m| m.get(META_VERSION))
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    let caps = meta.and_then(|m| m.get(META_CAPS)).cloned();
+        .and_then(Value::as_str);
     if !is_notification {
         if body_version.is_none() {
             return Err((
@@ -406,12 +544,7 @@ fn parse_envelope_inner(
             ));
         }
     }
-    let header = |n: &str| {
-        headers
-            .get(n)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-    };
+    let header = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
     let header_version = header("mcp-protocol-version");
     match (&header_version, &body_version) {
         (None, _) if !is_notification => {
@@ -467,10 +600,10 @@ fn parse_envelope_inner(
             m if m.starts_with("tasks/") => params.get("taskId").and_then(Value::as_str),
             _ => named,
         };
-        let got = decode_header_value(raw);
         if let Some(exp) = expected {
+            let got = decode_header_cow(raw);
             if got.as_deref() != Some(exp) {
-                let shown = got.unwrap_or_else(|| "<undecodable>".into());
+                let shown = got.unwrap_or(Cow::Borrowed("<undecodable>"));
                 return Err((
                     id_for_errors,
                     McpError::HeaderMismatch(format!("Mcp-Name '{shown}' != body '{exp}'")),
@@ -479,12 +612,12 @@ fn parse_envelope_inner(
         }
     }
     let version = header_version.or(body_version);
-    if let Some(v) = &version {
-        if !cfg.mcp.revisions.contains(v) {
+    if let Some(v) = version {
+        if !cfg.mcp.revisions.iter().any(|r| r == v) {
             return Err((
                 id_for_errors,
                 McpError::UnsupportedVersion {
-                    requested: Some(v.clone()),
+                    requested: Some(v.to_string()),
                     supported: cfg.mcp.revisions.clone(),
                 },
             ));
@@ -619,6 +752,11 @@ fn valid_traceparent(t: &str) -> bool {
 
 /// Decodes the `=?base64?…?=` sentinel of mcp-tasks.md §1.2.
 pub(super) fn decode_header_value(v: &http::HeaderValue) -> Option<String> {
+    decode_header_cow(v).map(Cow::into_owned)
+}
+
+/// [`decode_header_value`], borrowing the header when it is not a sentinel.
+fn decode_header_cow(v: &http::HeaderValue) -> Option<Cow<'_, str>> {
     let s = std::str::from_utf8(v.as_bytes()).ok()?;
     if let Some(inner) = s
         .strip_prefix("=?base64?")
@@ -628,9 +766,9 @@ pub(super) fn decode_header_value(v: &http::HeaderValue) -> Option<String> {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(inner)
             .ok()?;
-        return String::from_utf8(bytes).ok();
+        return String::from_utf8(bytes).ok().map(Cow::Owned);
     }
-    Some(s.to_string())
+    Some(Cow::Borrowed(s))
 }
 
 /// mcp-tasks.md §1.6: servers MUST validate Origin; a present and foreign Origin is 403.
@@ -665,4 +803,134 @@ fn check_origin(cfg: &Config, headers: &HeaderMap) -> Result<(), McpError> {
         return Ok(());
     }
     Err(McpError::ForbiddenOrigin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(method: &str, name: Option<&str>) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(
+            "mcp-protocol-version",
+            HeaderValue::from_static("2026-07-28"),
+        );
+        h.insert("mcp-method", HeaderValue::from_str(method).unwrap());
+        if let Some(n) = name {
+            h.insert("mcp-name", HeaderValue::from_str(n).unwrap());
+        }
+        h
+    }
+
+    const META: &str = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}},"progressToken":7}"#;
+
+    #[allow(clippy::result_large_err)]
+    fn parse(h: &HeaderMap, body: &str) -> Result<Option<McpRequest>, (Value, McpError)> {
+        parse_envelope_for_fuzz(&Config::defaults(), h, body.as_bytes())
+    }
+
+    #[test]
+    fn a_request_is_read_with_its_params_capabilities_and_progress_token() {
+        let body = format!(
+            r#"{{"params":{{"taskId":"t~2F1","_meta":{META}}},"method":"tasks\/get","id":"a","jsonrpc":"2.0"}}"#
+        );
+        let r = parse(&headers("tasks/get", Some("t~2F1")), &body)
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.id, json!("a"));
+        assert_eq!(r.method, "tasks/get");
+        assert_eq!(r.str_param("taskId"), Some("t~2F1"));
+        assert!(r.declares_tasks());
+        assert_eq!(r.progress_token(), Some(json!(7)));
+    }
+
+    #[test]
+    fn a_repeated_member_counts_with_its_last_value_as_in_a_json_object() {
+        let body = format!(
+            r#"{{"jsonrpc":"1.0","jsonrpc":"2.0","id":1,"method":5,"method":"tools/list","params":{{"_meta":{META}}}}}"#
+        );
+        let r = parse(&headers("tools/list", None), &body).unwrap().unwrap();
+        assert_eq!((r.id, r.method.as_str()), (json!(1), "tools/list"));
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","method":{{}},"params":{{"_meta":{META}}}}}"#
+        );
+        let Err((id, McpError::InvalidRequest(m))) = parse(&headers("tools/list", None), &body)
+        else {
+            panic!("a method that ends up an object was accepted");
+        };
+        assert_eq!(
+            (id, m.starts_with("method must be a string")),
+            (json!(1), true)
+        );
+    }
+
+    #[test]
+    fn an_explicit_null_id_is_an_invalid_request_not_a_notification() {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":null,"method":"tools/list","params":{{"_meta":{META}}}}}"#
+        );
+        let Err((id, McpError::InvalidRequest(m))) = parse(&headers("tools/list", None), &body)
+        else {
+            panic!("id null was not refused");
+        };
+        assert_eq!(
+            (id, m.as_str()),
+            (Value::Null, "id must be a string or an integer")
+        );
+    }
+
+    #[test]
+    fn every_body_serde_json_refuses_is_a_parse_error_wherever_the_fault_sits() {
+        // Lone surrogates and broken JSON in members the envelope does not read, in a batch
+        // and in a non-string jsonrpc are still parse errors (-32700), never a later check.
+        for body in [
+            r#"{"jsonrpc":"2.0","x":"\ud800","id":1,"method":"tools/list"}"#,
+            r#"{"jsonrpc":{"a":"\udc00"},"id":1,"method":"tools/list"}"#,
+            r#"[{"jsonrpc":"2.0"},"\ud800"]"#,
+            r#"[1,2"#,
+            r#"{"jsonrpc":"2.0","id":1} x"#,
+            r#""\ud800""#,
+            r#"{"jsonrpc":"2.0","id":1e999,"method":"tools/list"}"#,
+        ] {
+            assert!(
+                matches!(
+                    parse(&headers("tools/list", None), body),
+                    Err((Value::Null, McpError::Parse))
+                ),
+                "{body}"
+            );
+            assert!(serde_json::from_str::<Value>(body).is_err(), "{body}");
+        }
+        let batch = parse(&headers("tools/list", None), r#"[{"jsonrpc":"2.0"}]"#);
+        assert!(
+            matches!(batch, Err((Value::Null, McpError::InvalidRequest(m))) if m.starts_with("batches"))
+        );
+        for scalar in ["1", "\"x\"", "null", "true", "1.5"] {
+            let r = parse(&headers("tools/list", None), scalar);
+            assert!(
+                matches!(r, Err((Value::Null, McpError::InvalidRequest(ref m))) if m == "expected a JSON-RPC request object"),
+                "{scalar}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_non_integer_id_is_answered_with_id_null() {
+        for id in ["1.5", "18446744073709551616", "true", "[1]", "{}"] {
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list","params":{{"_meta":{META}}}}}"#
+            );
+            let r = parse(&headers("tools/list", None), &body);
+            assert!(
+                matches!(r, Err((Value::Null, McpError::InvalidRequest(ref m))) if m == "id must be a string or an integer"),
+                "{id}"
+            );
+        }
+        // An integer id is echoed in every refusal, a string id too.
+        let body = r#"{"jsonrpc":"2.0","id":-3,"method":"tools/list"}"#;
+        assert!(matches!(
+            parse(&headers("tools/list", None), body),
+            Err((id, McpError::MetaMissing(_))) if id == json!(-3)
+        ));
+    }
 }

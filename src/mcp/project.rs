@@ -206,22 +206,92 @@ pub fn detailed_task(
     input_requests: Option<Map<String, Value>>,
     ids: IdEncoding,
 ) -> Map<String, Value> {
-    let mut m = task_fields(run, t, poll_interval_ms, ids);
-    if run.status.awaits_client() {
-        m.insert(
-            "inputRequests".into(),
-            Value::Object(input_requests.unwrap_or_default()),
-        );
+    DetailedTask::new(run, t, poll_interval_ms, input_requests, ids).into_map()
+}
+
+/// A DetailedTask as a struct that serializes to exactly the members, in the order, of
+/// [`task_fields`] plus `inputRequests`, `error` or `result` as [`detailed_task`] adds them:
+/// `tasks/get` writes its answer from it without building a `Value` map per request.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DetailedTask<'a> {
+    task_id: String,
+    status: &'static str,
+    status_message: StatusMessage<'a>,
+    created_at: &'a str,
+    last_updated_at: &'a str,
+    /// Always present, null = unlimited (ext-tasks §Task).
+    ttl_ms: (),
+    poll_interval_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input_requests: Option<Map<String, Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<Value>,
+    /// Set by `tasks/get` (`"complete"`); a notification carries none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result_type: Option<&'static str>,
+}
+
+/// `"the run is {status}"`, written without formatting a `String` first.
+struct StatusMessage<'a>(&'a RunStatus);
+
+impl serde::Serialize for StatusMessage<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&format_args!("the run is {}", self.0.as_str()))
     }
-    if is_host_fault(run) {
-        // A protocol-level error: `error`, never `result` (mcp-tasks.md §5.5 failed).
-        m.insert("error".into(), host_fault_error(run));
-    } else if matches!(run.status, RunStatus::Completed | RunStatus::Failed) {
-        // The inlined result carries resultType: ext-tasks 0.2.2 rejects it otherwise
-        // (spec/README.md conflict table).
-        m.insert("result".into(), terminal_result(run));
+}
+
+impl<'a> DetailedTask<'a> {
+    pub fn new(
+        run: &'a RunSnapshot,
+        t: &'a Times,
+        poll_interval_ms: u64,
+        input_requests: Option<Map<String, Value>>,
+        ids: IdEncoding,
+    ) -> DetailedTask<'a> {
+        let host_fault = is_host_fault(run);
+        DetailedTask {
+            // RFC 0198 §C.5: the taskId is the run id in its wire form, nothing else.
+            task_id: ids.encode(&run.run_id),
+            status: run_task_status(run),
+            // Content-free (§3.7 fields): the status only, never run internals.
+            status_message: StatusMessage(&run.status),
+            created_at: &t.created_at,
+            last_updated_at: &t.last_updated_at,
+            ttl_ms: (),
+            poll_interval_ms,
+            input_requests: run
+                .status
+                .awaits_client()
+                .then(|| input_requests.unwrap_or_default()),
+            // A protocol-level error: `error`, never `result` (mcp-tasks.md §5.5 failed).
+            error: host_fault.then(|| host_fault_error(run)),
+            // The inlined result carries resultType: ext-tasks 0.2.2 rejects it otherwise
+            // (spec/README.md conflict table).
+            result: (!host_fault && matches!(run.status, RunStatus::Completed | RunStatus::Failed))
+                .then(|| terminal_result(run)),
+            result_type: None,
+        }
     }
-    m
+
+    /// The same members as a `Value` map (for a notification that adds its own `_meta`).
+    pub fn into_map(self) -> Map<String, Value> {
+        match serde_json::to_value(self) {
+            Ok(Value::Object(m)) => m,
+            // A struct of strings, numbers and `Value`s always serializes as an object.
+            _ => Map::new(),
+        }
+    }
+
+    pub fn status(&self) -> &'static str {
+        self.status
+    }
+
+    pub fn last_updated_at(&self) -> &str {
+        self.last_updated_at
+    }
 }
 
 #[cfg(test)]
@@ -304,6 +374,43 @@ mod tests {
             (d["status"].as_str(), d.get("error")),
             (Some("completed"), None)
         );
+    }
+
+    #[test]
+    fn a_detailed_task_is_the_task_fields_then_its_outcome_in_order() {
+        let m = crate::config::Mapping::default();
+        let runs = [
+            run("running"),
+            run("failed"),
+            run("waiting-input"),
+            RunSnapshot::from_json(json!({"runId":"acme/r-0123456789abcdefghijklmn","workflowId":"w","status":"failed","completedAt":"2026-01-02T00:00:00Z","error":{"code":"internal_error","message":"boom"}}), &m).unwrap(),
+            RunSnapshot::from_json(json!({"runId":"acme/r-0123456789abcdefghijklmn","workflowId":"w","status":"completed","variables":{"text":"hi"}}), &m).unwrap(),
+        ];
+        for r in &runs {
+            let t = times(r, Some("2026-01-03T00:00:00Z"));
+            let mut expected = task_fields(r, &t, 750, IdEncoding::Percent);
+            if r.status.awaits_client() {
+                expected.insert("inputRequests".into(), json!({}));
+            }
+            if is_host_fault(r) {
+                expected.insert("error".into(), host_fault_error(r));
+            } else if r.status.is_terminal() {
+                expected.insert("result".into(), terminal_result(r));
+            }
+            let d = detailed_task(r, &t, 750, None, IdEncoding::Percent);
+            assert_eq!(
+                serde_json::to_string(&d).unwrap(),
+                serde_json::to_string(&expected).unwrap()
+            );
+            // With resultType, as tasks/get writes it: the same members, resultType last.
+            let mut task = DetailedTask::new(r, &t, 750, None, IdEncoding::Percent);
+            task.result_type = Some("complete");
+            expected.insert("resultType".into(), json!("complete"));
+            assert_eq!(
+                serde_json::to_string(&task).unwrap(),
+                serde_json::to_string(&expected).unwrap()
+            );
+        }
     }
 
     #[test]

@@ -36,10 +36,50 @@ pub fn envelope_error(id: &Value, e: &McpError) -> Value {
 
 /// A JSON result (HTTP 200), with serverInfo.
 pub fn result_response(cfg: &Config, id: &Value, result: Value) -> Response {
-    crate::body::json(
-        StatusCode::OK,
-        &envelope_result(id, with_server_info(cfg, result)),
-    )
+    match result.as_object() {
+        // The common case, written straight out: the same bytes as the `Value` path below.
+        Some(o) if !o.contains_key("_meta") => object_result_response(cfg, id, &result),
+        _ => crate::body::json(
+            StatusCode::OK,
+            &envelope_result(id, with_server_info(cfg, result)),
+        ),
+    }
+}
+
+/// A JSON result (HTTP 200) whose `result` is `object` with `_meta.serverInfo` appended, written
+/// without building a `Value` of the answer. `object` must serialize as a JSON object with no
+/// `_meta` member; the bytes are those `result_response` writes for the same object (compact
+/// serde_json, members in order, `_meta` last).
+pub fn object_result_response<T: serde::Serialize + ?Sized>(
+    cfg: &Config,
+    id: &Value,
+    object: &T,
+) -> Response {
+    let mut out = Vec::with_capacity(512);
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    // Writing a `Value` or a derived struct into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut out, id);
+    out.extend_from_slice(br#","result":"#);
+    let start = out.len();
+    let _ = serde_json::to_writer(&mut out, object);
+    debug_assert!(out.len() >= start + 2 && out[start] == b'{' && out.ends_with(b"}"));
+    out.pop();
+    if out.len() > start + 1 {
+        out.push(b',');
+    }
+    out.extend_from_slice(br#""_meta":{"#);
+    let _ = serde_json::to_writer(&mut out, META_SERVER_INFO);
+    out.extend_from_slice(br#":{"name":"#);
+    let _ = serde_json::to_writer(&mut out, &cfg.mcp.server_name);
+    out.extend_from_slice(br#","version":"#);
+    let _ = serde_json::to_writer(&mut out, &cfg.mcp.server_version);
+    out.extend_from_slice(b"}}}}");
+    let mut r = http::Response::new(full(out));
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
 }
 
 /// A JSON result exactly as given (acks that must carry nothing else).
@@ -235,5 +275,42 @@ impl HttpBody for KeepaliveBody {
 
     fn is_end_stream(&self) -> bool {
         self.done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    async fn bytes(r: Response) -> Vec<u8> {
+        r.into_body().collect().await.unwrap().to_bytes().to_vec()
+    }
+
+    #[tokio::test]
+    async fn a_result_written_directly_is_byte_identical_to_the_value_path() {
+        let mut cfg = Config::defaults();
+        cfg.mcp.server_name = "side\"car/é\n".into();
+        for result in [
+            json!({}),
+            json!({"resultType":"complete"}),
+            json!({"b":1,"a":{"z":[1,"x"],"y":null},"resultType":"complete"}),
+            json!({"_meta":{"k":"v"},"resultType":"complete"}),
+        ] {
+            for id in [json!(1), json!("a\"b"), Value::Null] {
+                let expected = serde_json::to_vec(&envelope_result(
+                    &id,
+                    with_server_info(&cfg, result.clone()),
+                ))
+                .unwrap();
+                let r = result_response(&cfg, &id, result.clone());
+                assert_eq!(r.status(), StatusCode::OK);
+                assert_eq!(r.headers()[http::header::CONTENT_TYPE], "application/json");
+                assert_eq!(
+                    String::from_utf8(bytes(r).await).unwrap(),
+                    String::from_utf8(expected).unwrap()
+                );
+            }
+        }
     }
 }

@@ -9,10 +9,10 @@ use tokio::sync::mpsc;
 
 use super::call::resolve_key;
 use super::elicit::{effect_of, input_request, Effect, Modes};
-use super::project::{detailed_task, times};
+use super::project::{times, DetailedTask, Times};
 use super::respond::{
-    bare_result_response, error_response, result_response, sse_response, KeepaliveBody, SseBody,
-    SseItem,
+    bare_result_response, error_response, object_result_response, sse_response, KeepaliveBody,
+    SseBody, SseItem,
 };
 use super::watch::Signal;
 use super::{McpError, McpRequest, META_SUBSCRIPTION, TASKS_EXT};
@@ -98,6 +98,24 @@ async fn detailed(
     req: &McpRequest,
     run: &RunSnapshot,
 ) -> Result<Map<String, Value>, McpError> {
+    let (t, requests) = task_parts(state, req, run).await?;
+    Ok(DetailedTask::new(
+        run,
+        &t,
+        state.cfg.tasks.poll_interval_ms,
+        requests,
+        state.host.mapping().task_ids,
+    )
+    .into_map())
+}
+
+/// What a DetailedTask needs besides the run: its times, and the open input requests of a
+/// run that waits on its client.
+async fn task_parts(
+    state: &AppState,
+    req: &McpRequest,
+    run: &RunSnapshot,
+) -> Result<(Times, Option<Map<String, Value>>), McpError> {
     let mut newest = None;
     let mut requests = None;
     if run.status.awaits_client() {
@@ -122,23 +140,23 @@ async fn detailed(
         }
         requests = Some(m);
     }
-    let t = times(run, newest.as_deref());
-    let ids = state.host.mapping().task_ids;
-    Ok(detailed_task(
-        run,
-        &t,
-        state.cfg.tasks.poll_interval_ms,
-        requests,
-        ids,
-    ))
+    Ok((times(run, newest.as_deref()), requests))
 }
 
 pub async fn get(state: &AppState, req: &McpRequest) -> Result<Response, McpError> {
     require_tasks(req)?;
     let run = read(state, req, req.params.get("taskId")).await?;
-    let mut task = detailed(state, req, &run).await?;
-    task.insert("resultType".into(), json!("complete"));
-    Ok(result_response(&state.cfg, &req.id, Value::Object(task)))
+    let (t, requests) = task_parts(state, req, &run).await?;
+    let mut task = DetailedTask::new(
+        &run,
+        &t,
+        state.cfg.tasks.poll_interval_ms,
+        requests,
+        state.host.mapping().task_ids,
+    );
+    task.result_type = Some("complete");
+    // Written straight from the struct: the bytes `result_response` would write for the map.
+    Ok(object_result_response(&state.cfg, &req.id, &task))
 }
 
 /// Each key resolves its interrupt at most once; keys that are not open resolve nothing; the
