@@ -19,7 +19,9 @@
 //!   (the connection closed before it went out) is sent once more, on a connection opened
 //!   after the failed one: nothing reached the host, so this is safe for every operation.
 //! * Connections are opened concurrently with the requests that wait for them: a burst of N
-//!   requests opens ⌈N / budget⌉ connections, not N.
+//!   requests opens ⌈N / budget⌉ connections, not N. Streams put on a connection before the
+//!   host's SETTINGS arrive count against the configured budget only, which is why the budget
+//!   must not exceed the host's limit (config/sidecar.example.yaml).
 //! * At most [`MAX_IDLE`] connections without streams are kept; one more that becomes idle is
 //!   closed at once. Idle connections are pinged ([`KEEP_ALIVE`]), so a host that vanished
 //!   without a FIN is noticed before a request is put on the dead connection.
@@ -142,8 +144,10 @@ impl Inner {
             return;
         }
         if slot.retired || slot.closed() || c.list.iter().filter(|s| s.idle()).count() > MAX_IDLE {
-            // Dropping the last sender lets hyper close the connection gracefully.
-            c.list.swap_remove(i);
+            // Dropping the last sender lets hyper close the connection gracefully. `remove`
+            // keeps the list oldest first, so new streams fill the oldest connections and the
+            // newest ones are the first to drain and close.
+            c.list.remove(i);
         }
     }
 
