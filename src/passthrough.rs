@@ -181,13 +181,7 @@ pub fn upstream_client(cfg: &crate::config::Config) -> anyhow::Result<UpstreamCl
     conn.set_connect_timeout(Some(cfg.upstream.connect_timeout));
     conn.set_nodelay(true);
     conn.enforce_http(false);
-    let tls = crate::tls::client_config(
-        cfg.upstream.ca_file.as_deref(),
-        cfg.upstream
-            .client_cert
-            .as_ref()
-            .map(|(c, k)| (c.as_path(), k.as_path())),
-    )?;
+    let tls = crate::tls::upstream_client_config(cfg)?;
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_or_http()

@@ -97,6 +97,18 @@ impl ServerTls {
 
 /// The TLS client configuration for the upstream: the public web roots plus an optional CA
 /// bundle (private PKI), and an optional client certificate (mutual TLS).
+/// The TLS client settings for the host (`upstream.caFile`, `upstream.clientCert`), shared by
+/// the passthrough pool and the HTTP/2 host pool so both trust and present the same things.
+pub fn upstream_client_config(cfg: &crate::config::Config) -> anyhow::Result<rustls::ClientConfig> {
+    client_config(
+        cfg.upstream.ca_file.as_deref(),
+        cfg.upstream
+            .client_cert
+            .as_ref()
+            .map(|(c, k)| (c.as_path(), k.as_path())),
+    )
+}
+
 pub fn client_config(
     ca: Option<&Path>,
     client: Option<(&Path, &Path)>,

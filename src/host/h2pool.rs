@@ -349,13 +349,7 @@ impl Connector {
             .to_string();
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
         let tls = if https {
-            let mut tls = crate::tls::client_config(
-                cfg.upstream.ca_file.as_deref(),
-                cfg.upstream
-                    .client_cert
-                    .as_ref()
-                    .map(|(c, k)| (c.as_path(), k.as_path())),
-            )?;
+            let mut tls = crate::tls::upstream_client_config(cfg)?;
             tls.alpn_protocols = vec![b"h2".to_vec()];
             let name = rustls::pki_types::ServerName::try_from(host.clone())
                 .map_err(|e| anyhow::anyhow!("upstream host {host}: {e}"))?;

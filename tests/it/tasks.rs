@@ -12,6 +12,29 @@ async fn tasked(env: &Env, key: &str, tool: &str, args: Value) -> String {
     r.result()["taskId"].as_str().unwrap().to_string()
 }
 
+/// After `delay`, answers the task's open input request with an approval (as the owner).
+async fn approve_after(env: &Env, task: &str, delay: Duration) {
+    tokio::time::sleep(delay).await;
+    let g = env
+        .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
+        .await;
+    let key = g.result()["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let answer = json!({ key: {"action":"accept","content":{"action":"accept"}} });
+    env.rpc(
+        Some(A),
+        "tasks/update",
+        json!({"taskId": task, "inputResponses": answer}),
+        task_caps(),
+    )
+    .await;
+}
+
 async fn until_input_required(env: &Env, task: &str) -> Value {
     let b = env
         .poll_task(A, task, |r| r["status"] == "input_required", 10)
@@ -347,20 +370,7 @@ async fn listen_acknowledges_only_readable_tasks_and_notifies_until_the_end() {
     let env2 = &env;
     let t2 = task.clone();
     let listener = async move { env2.listen(A, vec![t2], Duration::from_secs(8)).await };
-    let resolver = async {
-        tokio::time::sleep(Duration::from_millis(600)).await;
-        let g = env
-            .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
-            .await;
-        let key = g.result()["inputRequests"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .next()
-            .unwrap()
-            .clone();
-        env.rpc(Some(A), "tasks/update", json!({"taskId": task, "inputResponses": { key: {"action":"accept","content":{"action":"accept"}} }}), task_caps()).await;
-    };
+    let resolver = approve_after(&env, &task, Duration::from_millis(600));
     let (msgs, _) = tokio::join!(listener, resolver);
     assert_eq!(msgs[0]["params"]["notifications"]["taskIds"], json!([task]));
     let notes: Vec<&Value> = msgs
@@ -408,20 +418,7 @@ async fn listens_share_one_host_event_stream_per_credential_and_run() {
         let (env, task) = (&env, task.clone());
         async move { env.listen(key, vec![task], Duration::from_secs(8)).await }
     };
-    let resolver = async {
-        tokio::time::sleep(Duration::from_millis(800)).await;
-        let g = env
-            .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
-            .await;
-        let key = g.result()["inputRequests"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .next()
-            .unwrap()
-            .clone();
-        env.rpc(Some(A), "tasks/update", json!({"taskId": task, "inputResponses": { key: {"action":"accept","content":{"action":"accept"}} }}), task_caps()).await;
-    };
+    let resolver = approve_after(&env, &task, Duration::from_millis(800));
     let (a1, a2, a3, ro, _) =
         tokio::join!(listen(A), listen(A), listen(A), listen(READONLY), resolver);
     // Every listen still sees the whole story with its own credential.
