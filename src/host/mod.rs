@@ -301,7 +301,11 @@ impl HostClient {
         loop {
             let started = std::time::Instant::now();
             let res = match build() {
-                Ok(req) => self.once(req, timeout).await,
+                // Boxed: the exchange (client future, timeout, body collection) is several
+                // kB, and a blocked call or a listen keeps the futures that await host calls
+                // alive for the run's lifetime. Inline, that space is held at rest, once per
+                // open stream; boxed, only while an exchange is in flight (issue 9).
+                Ok(req) => Box::pin(self.once(req, timeout)).await,
                 Err(e) => Err(e.into()),
             };
             let status = match &res {
@@ -605,7 +609,8 @@ impl HostClient {
         // lives as long as the run), so a host that holds back the head cannot stall a wait:
         // the caller falls back to polling.
         let open = self.routes.get(Operation::StreamEvents).timeout;
-        let resp = tokio::time::timeout(open, self.send(req))
+        // Boxed for the same reason as in `send_json_within`.
+        let resp = tokio::time::timeout(open, Box::pin(self.send(req)))
             .await
             .map_err(|_| HostError::Timeout)??;
         let (head, body) = resp.into_parts();
@@ -646,6 +651,11 @@ impl EventStream {
     pub async fn next(&mut self) -> Result<Option<RunEvent>, HostError> {
         loop {
             if let Some(ev) = self.pending.pop_front() {
+                if self.pending.is_empty() {
+                    // A stream spends its life waiting between rare events: do not keep the
+                    // queue's buffer through the wait (one per followed run, issue 9).
+                    self.pending = Default::default();
+                }
                 return Ok(Some(ev));
             }
             let bytes = match self.body.frame().await {

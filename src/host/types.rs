@@ -287,6 +287,25 @@ pub struct OpenInterrupt {
     pub key: Option<String>,
 }
 
+/// Whether [`open_interrupts`] reads events of this kind: the only events a blocking call
+/// keeps while it waits. The others (logs, node starts, …) are counted, not held, so a call
+/// blocked on a chatty run does not grow with the run's log (issue 9, memory per stream).
+pub fn bears_on_interrupts(kind: &str) -> bool {
+    matches!(
+        kind,
+        "interrupt.requested"
+            | "node.suspended"
+            | "interrupt.resolved"
+            | "node.resumed"
+            | "node.cancelled"
+            | "node.completed"
+            | "node.failed"
+            | "run.completed"
+            | "run.failed"
+            | "run.cancelled"
+    )
+}
+
 /// Finds the open interrupts in a run's event log (openwop-rest.md §8.3): every
 /// `node.suspended` whose `interruptId` has no later `interrupt.resolved`, with its payload
 /// from the latest `interrupt.requested` of the same node before it. RunSnapshot does not
@@ -372,6 +391,78 @@ mod tests {
             payload,
             timestamp: None,
             node_id: node.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn a_wait_that_keeps_only_the_events_interrupts_read_finds_the_same_open_interrupts() {
+        let noise = |seq: i64, kind: &str| {
+            ev(
+                seq,
+                kind,
+                Some("gate"),
+                json!({"nodeId":"gate","interruptId":"acme/i-1","big":"x".repeat(64)}),
+            )
+        };
+        let asks = |seq: i64, node: &str, iid: &str| {
+            vec![
+                ev(
+                    seq,
+                    "interrupt.requested",
+                    Some(node),
+                    json!({"kind":"approval","key":node}),
+                ),
+                ev(
+                    seq + 1,
+                    "node.suspended",
+                    Some(node),
+                    json!({"nodeId":node,"interruptId":iid}),
+                ),
+            ]
+        };
+        let mut log = vec![
+            noise(0, "run.started"),
+            noise(1, "node.started"),
+            noise(2, "log"),
+        ];
+        log.extend(asks(3, "gate", "acme/i-1"));
+        log.extend(asks(5, "other", "acme/i-2"));
+        log.push(noise(7, "run.progress"));
+        log.push(ev(
+            8,
+            "interrupt.resolved",
+            Some("other"),
+            json!({"interruptId":"acme/i-2"}),
+        ));
+        log.extend(asks(9, "third", "acme/i-3"));
+        log.push(ev(11, "node.completed", None, json!({"nodeId":"third"})));
+        log.push(noise(12, "node.progress"));
+        let m = Mapping::default();
+        let kept: Vec<RunEvent> = log
+            .iter()
+            .filter(|e| bears_on_interrupts(&e.kind))
+            .cloned()
+            .collect();
+        assert!(kept.len() < log.len());
+        let ids = |l: &[RunEvent]| {
+            open_interrupts(l, &m)
+                .into_iter()
+                .map(|o| (o.interrupt_id, o.node_id, o.key))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            ids(&log),
+            vec![("acme/i-1".into(), "gate".into(), Some("gate".into()))]
+        );
+        assert_eq!(ids(&kept), ids(&log));
+        // Every prefix too: the wait may stop after any event.
+        for n in 0..log.len() {
+            let kept: Vec<RunEvent> = log[..n]
+                .iter()
+                .filter(|e| bears_on_interrupts(&e.kind))
+                .cloned()
+                .collect();
+            assert_eq!(ids(&kept), ids(&log[..n]), "after {n} events");
         }
     }
 

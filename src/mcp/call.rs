@@ -7,7 +7,6 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::elicit::{effect_of, input_request, Effect, Modes};
@@ -16,18 +15,20 @@ use super::project::{
 };
 use super::request_state::{random_id, stable_json};
 use super::respond::{
-    envelope_result, error_response, guarded_json, sse_response, with_server_info, SseBody, SseItem,
+    envelope_result, error_response, guarded_json, sse_response, with_server_info, AnswerBody,
+    Notes,
 };
 use super::tools::{validate_arguments, ToolDef};
 use super::{McpError, McpRequest};
 use crate::body::Response;
 use crate::config::{ErrorClass, InputRequestKey, TaskSupport};
 use crate::host::{
-    open_interrupts, Caller, HostError, OpenInterrupt, RunEvent, RunSnapshot, RunStatus,
+    bears_on_interrupts, open_interrupts, Caller, HostError, OpenInterrupt, RunEvent, RunSnapshot,
+    RunStatus,
 };
 use crate::ownership::{GuardedBody, RunGuard};
 use crate::server::AppState;
-use crate::sse::{keepalive_frame, message_frame};
+use crate::sse::message_frame;
 
 pub async fn call(state: Arc<AppState>, req: McpRequest) -> Response {
     match call_inner(state.clone(), &req).await {
@@ -552,7 +553,7 @@ async fn task_answer(
 async fn blocking_answer(
     state: Arc<AppState>,
     req: &McpRequest,
-    tool: ToolDef,
+    tool: Arc<ToolDef>,
     args: Value,
     run_id: String,
     round: u32,
@@ -570,8 +571,7 @@ async fn blocking_answer(
     };
     let Some(slot) = slot else {
         let cap = state.cfg.mcp.json_answer_cap;
-        let msg =
-            settle_and_project(&state, req, &tool, &args, &run_id, round, cap, None, None).await;
+        let msg = settle_and_project(&state, req, &tool, &args, &run_id, round, cap, None).await;
         if let Some(e) = msg.failure {
             give_up_run(&state, &req.caller, &run_id);
             guard.release();
@@ -583,22 +583,17 @@ async fn blocking_answer(
         }
         return guarded_json(&msg.message, guard);
     };
-    let (tx, rx) = mpsc::channel::<SseItem>(8);
     let metrics = state.metrics.clone();
     metrics.stream_opened();
-    let body = SseBody::new(
-        rx,
-        Box::new(move || {
-            drop(slot);
-            metrics.stream_closed();
-        }),
-    );
     let st = state.clone();
-    // An owned copy: no header of the request head lives on with the answer task.
-    let req_copy = req.detached(true);
-    tokio::spawn(async move {
+    // An owned copy: no header of the request head lives on with the answer. Without the
+    // params: the answer is built from the id, the capabilities, the caller and the host (the
+    // arguments travel in `args`), and the params would be held for the run's lifetime.
+    let req_copy = req.detached(false);
+    let notes = Arc::new(Notes::default());
+    let progress = progress_token.map(|token| Progress::new(notes.clone(), token));
+    let answer = async move {
         let cap = st.cfg.mcp.sse_answer_cap;
-        let progress = progress_token.map(|token| Progress::new(tx.clone(), token));
         let msg = settle_and_project(
             &st,
             &req_copy,
@@ -607,16 +602,23 @@ async fn blocking_answer(
             &run_id,
             round,
             cap,
-            Some(&tx),
             progress.as_ref(),
         )
         .await;
         if msg.failure.is_some() {
             give_up_run(&st, &req_copy.caller, &run_id);
         }
-        let frame = message_frame(&msg.message.to_string());
-        let _ = tx.send(SseItem::Final(frame)).await;
-    });
+        message_frame(&msg.message.to_string())
+    };
+    let body = AnswerBody::new(
+        Box::pin(answer),
+        notes,
+        state.cfg.mcp.sse_keepalive,
+        Box::new(move || {
+            drop(slot);
+            metrics.stream_closed();
+        }),
+    );
     sse_response(GuardedBody::new(body, guard))
 }
 
@@ -632,15 +634,15 @@ struct Projected {
 /// strictly increases; the total is not known up front), `message` = the node. Sent on the
 /// request's own SSE stream before its result (mcp-tasks.md §1.4).
 pub struct Progress {
-    tx: mpsc::Sender<SseItem>,
+    notes: Arc<Notes>,
     token: Value,
     done: std::sync::atomic::AtomicU64,
 }
 
 impl Progress {
-    fn new(tx: mpsc::Sender<SseItem>, token: Value) -> Progress {
+    fn new(notes: Arc<Notes>, token: Value) -> Progress {
         Progress {
-            tx,
+            notes,
             token,
             done: Default::default(),
         }
@@ -666,10 +668,8 @@ impl Progress {
             "method": "notifications/progress",
             "params": { "progressToken": self.token, "progress": n, "message": format!("node {node} completed") },
         });
-        // Progress is advisory: a full channel (a slow reader) drops it rather than stall the run.
-        let _ = self
-            .tx
-            .try_send(SseItem::Frame(message_frame(&note.to_string())));
+        // Progress is advisory: a full queue (a slow reader) drops it rather than stall the run.
+        self.notes.push(message_frame(&note.to_string()));
     }
 }
 
@@ -683,30 +683,9 @@ async fn settle_and_project(
     run_id: &str,
     round: u32,
     cap: Duration,
-    keepalive: Option<&mpsc::Sender<SseItem>>,
     progress: Option<&Progress>,
 ) -> Projected {
-    let waited = match keepalive {
-        None => wait_settled(state, &req.caller, run_id, cap, progress).await,
-        Some(tx) => {
-            let wait = wait_settled(state, &req.caller, run_id, cap, progress);
-            tokio::pin!(wait);
-            let mut tick = tokio::time::interval(state.cfg.mcp.sse_keepalive);
-            tick.tick().await;
-            loop {
-                tokio::select! {
-                    r = &mut wait => break r,
-                    _ = tick.tick() => {
-                        if tx.send(SseItem::Frame(keepalive_frame())).await.is_err() {
-                            // The client is gone; the guard in the dropped body cancels the run.
-                            return Projected { message: Value::Null, terminal: false, failure: None };
-                        }
-                    }
-                    _ = tx.closed() => return Projected { message: Value::Null, terminal: false, failure: None },
-                }
-            }
-        }
-    };
+    let waited = wait_settled(state, &req.caller, run_id, cap, progress).await;
     match waited {
         Err(e) => Projected {
             message: super::respond::envelope_error(&req.id, &e),
@@ -743,6 +722,28 @@ fn give_up_run(state: &AppState, caller: &Caller, run_id: &str) {
     );
 }
 
+/// What a blocking wait has read of the run's event log: the events [`open_interrupts`] reads
+/// (the answer is built from them) and the position to resume from. Other events are counted,
+/// not held: a call blocked on a chatty run stays the same size (issue 9).
+#[derive(Default)]
+struct EventLog {
+    kept: Vec<RunEvent>,
+    /// The sequence of the last event read, kept or not.
+    last: Option<i64>,
+    /// The last event read was terminal.
+    ended: bool,
+}
+
+impl EventLog {
+    fn push(&mut self, ev: RunEvent) {
+        self.last = Some(ev.sequence);
+        self.ended = ev.is_terminal();
+        if self.ended || bears_on_interrupts(&ev.kind) {
+            self.kept.push(ev);
+        }
+    }
+}
+
 /// Follows the run until it is terminal or waits on something, or `cap` passes. The host's
 /// event stream drives the wait (each lifecycle event is a cue to re-read the run); when the
 /// stream cannot be opened or breaks, the long-poll endpoint takes over (issue 3: "wait on the
@@ -755,42 +756,31 @@ pub async fn wait_settled(
     progress: Option<&Progress>,
 ) -> Result<(RunSnapshot, Vec<RunEvent>), McpError> {
     let deadline = Instant::now() + cap;
-    let mut events: Vec<RunEvent> = Vec::new();
+    let mut log = EventLog::default();
     let settled = if cap.is_zero() {
         false
     } else {
-        match follow_stream(state, caller, run_id, deadline, &mut events, progress).await {
+        match follow_stream(state, caller, run_id, deadline, &mut log, progress).await {
             Ok(settled) => settled,
             Err(e) if is_fatal(&e) => return Err(McpError::from_host(&e)),
             Err(_) => false,
         }
     };
     if !settled {
-        let after = events.last().map(|e| e.sequence);
-        follow_poll(
-            state,
-            caller,
-            run_id,
-            deadline,
-            after,
-            &mut events,
-            progress,
-        )
-        .await?;
+        let after = log.last;
+        follow_poll(state, caller, run_id, deadline, after, &mut log, progress).await?;
     }
-    let run = state
-        .host
-        .get_run(caller, run_id)
+    let run = Box::pin(state.host.get_run(caller, run_id))
         .await
         .map_err(|e| McpError::from_host(&e))?;
-    if run.status.awaits_client() && open_interrupts(&events, state.host.mapping()).is_empty() {
+    if run.status.awaits_client() && open_interrupts(&log.kept, state.host.mapping()).is_empty() {
         // The snapshot moved ahead of the events we read: read the rest of the log once.
-        let after = events.last().map(|e| e.sequence);
-        if let Ok(page) = state.host.poll_events(caller, run_id, after, 1).await {
-            events.extend(page.events);
+        let after = log.last;
+        if let Ok(page) = Box::pin(state.host.poll_events(caller, run_id, after, 1)).await {
+            page.events.into_iter().for_each(|e| log.push(e));
         }
     }
-    Ok((run, events))
+    Ok((run, log.kept))
 }
 
 /// Errors that no fallback can fix: the caller is not allowed, or the run is not there.
@@ -817,12 +807,15 @@ async fn follow_stream(
     caller: &Caller,
     run_id: &str,
     deadline: Instant,
-    events: &mut Vec<RunEvent>,
+    log: &mut EventLog,
     progress: Option<&Progress>,
 ) -> Result<bool, HostError> {
     let remaining = deadline.saturating_duration_since(Instant::now());
-    let Ok(opened) =
-        tokio::time::timeout(remaining, state.host.stream_events(caller, run_id, None)).await
+    let Ok(opened) = tokio::time::timeout(
+        remaining,
+        Box::pin(state.host.stream_events(caller, run_id, None)),
+    )
+    .await
     else {
         return Ok(false);
     };
@@ -843,9 +836,7 @@ async fn follow_stream(
         match tokio::time::timeout(idle, stream.next()).await {
             Err(_) if recheck => {
                 recheck = false;
-                if state
-                    .host
-                    .get_run(caller, run_id)
+                if Box::pin(state.host.get_run(caller, run_id))
                     .await?
                     .status
                     .settles_blocking_wait()
@@ -855,21 +846,19 @@ async fn follow_stream(
             }
             Err(_) => return Ok(false),
             Ok(Err(e)) => return Err(e),
-            Ok(Ok(None)) => return Ok(events.last().is_some_and(RunEvent::is_terminal)),
+            Ok(Ok(None)) => return Ok(log.ended),
             Ok(Ok(Some(ev))) => {
                 let cue = is_cue(&ev);
                 let terminal = ev.is_terminal();
                 if let Some(p) = progress {
                     p.seen(&ev);
                 }
-                events.push(ev);
+                log.push(ev);
                 if terminal {
                     return Ok(true);
                 }
                 if cue {
-                    let settled = state
-                        .host
-                        .get_run(caller, run_id)
+                    let settled = Box::pin(state.host.get_run(caller, run_id))
                         .await?
                         .status
                         .settles_blocking_wait();
@@ -889,7 +878,7 @@ async fn follow_poll(
     run_id: &str,
     deadline: Instant,
     mut after: Option<i64>,
-    events: &mut Vec<RunEvent>,
+    log: &mut EventLog,
     progress: Option<&Progress>,
 ) -> Result<(), McpError> {
     loop {
@@ -900,7 +889,7 @@ async fn follow_poll(
         let secs = remaining.as_secs_f64().ceil().clamp(1.0, 30.0) as u32;
         match tokio::time::timeout(
             remaining,
-            state.host.poll_events(caller, run_id, after, secs),
+            Box::pin(state.host.poll_events(caller, run_id, after, secs)),
         )
         .await
         {
@@ -913,7 +902,7 @@ async fn follow_poll(
                 if let Some(p) = progress {
                     page.events.iter().for_each(|e| p.seen(e));
                 }
-                events.extend(page.events);
+                page.events.into_iter().for_each(|e| log.push(e));
                 if page.is_terminal || page.status.settles_blocking_wait() {
                     return Ok(());
                 }
@@ -1003,7 +992,7 @@ pub fn resolve_key(interrupt_id: &str, resume: &Value) -> String {
 async fn retry(
     state: Arc<AppState>,
     req: &McpRequest,
-    tool: &ToolDef,
+    tool: &Arc<ToolDef>,
     args: &Value,
     token: &Value,
     tasked: bool,

@@ -185,6 +185,99 @@ impl HttpBody for SseBody {
     }
 }
 
+/// Frames a blocking call's future queues for its own stream before the result
+/// (`notifications/progress`, mcp-tasks.md §1.4). Advisory: when `NOTES_MAX` are waiting for a
+/// slow reader, a new one is dropped rather than stall the run.
+#[derive(Default)]
+pub struct Notes(std::sync::Mutex<std::collections::VecDeque<Bytes>>);
+
+const NOTES_MAX: usize = 8;
+
+impl Notes {
+    pub fn push(&self, frame: Bytes) {
+        let mut q = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if q.len() < NOTES_MAX {
+            q.push_back(frame);
+        }
+    }
+
+    fn pop(&self) -> Option<Bytes> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).pop_front()
+    }
+}
+
+/// The SSE answer of a blocking `tools/call`, driven by the connection that carries it: the
+/// future that follows the run and yields the final frame is polled by the body itself, with
+/// a keep-alive every `period` while it waits and the progress notes it queues sent first.
+/// No task and no channel per call: a call blocked on a long run costs only this body and its
+/// future (issue 9: 10,000 blocked calls). When the client goes away hyper drops the body,
+/// and with it the future; the [`GuardedBody`] around it then cancels the run it owns
+/// (RFC 0198 §G.12), exactly as for a dropped request.
+pub struct AnswerBody {
+    _on_close: OnClose,
+    answer: Option<Pin<Box<dyn std::future::Future<Output = Bytes> + Send>>>,
+    last: Option<Bytes>,
+    notes: std::sync::Arc<Notes>,
+    keepalive: tokio::time::Interval,
+    done: bool,
+}
+
+impl AnswerBody {
+    pub fn new(
+        answer: Pin<Box<dyn std::future::Future<Output = Bytes> + Send>>,
+        notes: std::sync::Arc<Notes>,
+        period: std::time::Duration,
+        on_close: Box<dyn FnOnce() + Send>,
+    ) -> AnswerBody {
+        let start = tokio::time::Instant::now() + period;
+        AnswerBody {
+            answer: Some(answer),
+            last: None,
+            notes,
+            keepalive: tokio::time::interval_at(start, period),
+            done: false,
+            _on_close: OnClose(Some(on_close)),
+        }
+    }
+}
+
+impl HttpBody for AnswerBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        if let Some(f) = self.answer.as_mut() {
+            if let Poll::Ready(last) = f.as_mut().poll(cx) {
+                self.answer = None;
+                self.last = Some(last);
+            }
+        }
+        // Notes queued before the answer settled go out before it (mcp-tasks.md §1.4:
+        // progress precedes the result on the request's stream).
+        if let Some(note) = self.notes.pop() {
+            return Poll::Ready(Some(Ok(Frame::data(note))));
+        }
+        if let Some(last) = self.last.take() {
+            self.done = true;
+            return Poll::Ready(Some(Ok(Frame::data(last))));
+        }
+        match self.keepalive.poll_tick(cx) {
+            Poll::Ready(_) => Poll::Ready(Some(Ok(Frame::data(crate::sse::keepalive_frame())))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done
+    }
+}
+
 /// SSE response head: flushed at once so a client sees the stream start (openwop-rest.md §5.1 T13).
 pub fn sse_response<B>(body: B) -> Response
 where

@@ -131,7 +131,9 @@ fn variables_of_schema(schema: &Value) -> Vec<Variable> {
 #[derive(Debug, Default)]
 pub struct ToolSet {
     pub sorted: Vec<Value>,
-    pub by_name: HashMap<String, ToolDef>,
+    /// Shared, not cloned per call: a blocked call holds its tool for as long as the run
+    /// takes, and the definition carries the whole wire schema (issue 9, memory per stream).
+    pub by_name: HashMap<String, Arc<ToolDef>>,
 }
 
 pub struct Catalog {
@@ -251,7 +253,10 @@ async fn fetch(state: &AppState, caller: &Caller, cfg: &Tools) -> Result<Arc<Too
     defs.sort_by(|a, b| a.name.cmp(&b.name));
     defs.dedup_by(|a, b| a.name == b.name);
     let sorted = defs.iter().map(|d| d.wire.clone()).collect();
-    let by_name = defs.into_iter().map(|d| (d.name.clone(), d)).collect();
+    let by_name = defs
+        .into_iter()
+        .map(|d| (d.name.clone(), Arc::new(d)))
+        .collect();
     Ok(Arc::new(ToolSet { sorted, by_name }))
 }
 
