@@ -8,7 +8,6 @@ use http::{HeaderValue, StatusCode};
 use http_body::{Body as HttpBody, Frame};
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
 
 use super::{McpError, META_SERVER_INFO};
 use crate::body::{full, BoxError, Response};
@@ -116,22 +115,41 @@ pub fn guarded_json(message: &Value, guard: RunGuard) -> Response {
     r
 }
 
-/// What the producer of an SSE answer sends.
-pub enum SseItem {
-    /// A keep-alive or notification frame.
-    Frame(Bytes),
-    /// The final frame: the stream ends after it.
-    Final(Bytes),
+/// An SSE body whose frames come from a stream polled by the connection itself (a listen
+/// that follows tasks): the stream ends the body, and dropping the body (the client went
+/// away) drops the stream and runs the close callback.
+pub struct FramesBody {
+    // First field, so the bookkeeping is released before the stream is dropped (fields drop
+    // in order), as for every other stream.
+    _on_close: OnClose,
+    frames: Pin<Box<dyn futures_util::Stream<Item = Bytes> + Send>>,
 }
 
-/// A body fed by a channel; `is_end_stream` turns true the moment the final frame is yielded,
-/// so a [`GuardedBody`] around it is disarmed exactly when the last byte is handed over.
-pub struct SseBody {
-    // First field, so it runs before the channel is dropped (fields drop in order), as the
-    // stream's bookkeeping expects.
-    _on_close: OnClose,
-    rx: mpsc::Receiver<SseItem>,
-    done: bool,
+impl FramesBody {
+    pub fn new(
+        frames: Pin<Box<dyn futures_util::Stream<Item = Bytes> + Send>>,
+        on_close: Box<dyn FnOnce() + Send>,
+    ) -> FramesBody {
+        FramesBody {
+            frames,
+            _on_close: OnClose(Some(on_close)),
+        }
+    }
+}
+
+impl HttpBody for FramesBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        self.frames
+            .as_mut()
+            .poll_next(cx)
+            .map(|f| f.map(|b| Ok(Frame::data(b))))
+    }
 }
 
 /// Runs its callback once when the response body is dropped: hyper drops the body when the
@@ -143,45 +161,6 @@ impl Drop for OnClose {
         if let Some(f) = self.0.take() {
             f();
         }
-    }
-}
-
-impl SseBody {
-    pub fn new(rx: mpsc::Receiver<SseItem>, on_close: Box<dyn FnOnce() + Send>) -> SseBody {
-        SseBody {
-            rx,
-            done: false,
-            _on_close: OnClose(Some(on_close)),
-        }
-    }
-}
-
-impl HttpBody for SseBody {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        if self.done {
-            return Poll::Ready(None);
-        }
-        match self.rx.poll_recv(cx) {
-            Poll::Ready(Some(SseItem::Frame(b))) => Poll::Ready(Some(Ok(Frame::data(b)))),
-            Poll::Ready(Some(SseItem::Final(b))) => {
-                self.done = true;
-                Poll::Ready(Some(Ok(Frame::data(b))))
-            }
-            // The producer went away without a final frame: the answer was not delivered, so
-            // end with an error (the connection is cut and the guard stays armed).
-            Poll::Ready(None) => Poll::Ready(Some(Err("the answer was abandoned".into()))),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.done
     }
 }
 

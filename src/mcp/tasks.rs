@@ -5,14 +5,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
-use tokio::sync::mpsc;
 
 use super::call::resolve_key;
 use super::elicit::{effect_of, input_request, Effect, Modes};
 use super::project::{times, DetailedTask, Times};
 use super::respond::{
-    bare_result_response, error_response, object_result_response, sse_response, KeepaliveBody,
-    SseBody, SseItem,
+    bare_result_response, error_response, object_result_response, sse_response, FramesBody,
+    KeepaliveBody,
 };
 use super::watch::Signal;
 use super::{McpError, McpRequest, META_SUBSCRIPTION, TASKS_EXT};
@@ -330,13 +329,12 @@ async fn listen_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response
         );
         return Ok(sse_response(body));
     }
-    let (tx, rx) = mpsc::channel::<SseItem>(16);
-    let body = SseBody::new(rx, on_close);
-    let _ = tx.try_send(SseItem::Frame(ack));
     // The loop reads the id, the capabilities and the caller, never the params.
-    let lreq = req.detached(false);
-    tokio::spawn(listen_loop(state.clone(), lreq, readable, tx));
-    Ok(sse_response(body))
+    let listen = Listen::new(state.clone(), req.detached(false), readable, ack);
+    let frames = futures_util::stream::unfold(listen, |mut l| async move {
+        l.next_frame().await.map(|f| (f, l))
+    });
+    Ok(sse_response(FramesBody::new(Box::pin(frames), on_close)))
 }
 
 /// The result that ends a listen (RFC 0198 §G.14: never notifications/cancelled).
@@ -345,89 +343,135 @@ fn listen_final_frame(sub_id: &Value) -> bytes::Bytes {
     message_frame(&end.to_string())
 }
 
-async fn listen_loop(
+/// A listen that follows tasks: its frames are produced one at a time as the connection asks
+/// for them (the body polls `next_frame`), so a listen costs no task and no channel of its
+/// own, and a client that goes away drops it, with its upstream watches, at once (issue 9:
+/// memory per open stream).
+struct Listen {
     state: Arc<AppState>,
     req: McpRequest,
+    sub_id: Value,
     ids: Vec<String>,
-    tx: mpsc::Sender<SseItem>,
-) {
-    let sub_id = req.id.clone();
-    let mut last: HashMap<String, (Value, Value)> = HashMap::new();
-    let mut done: Vec<String> = Vec::new();
-    let mut polled: Vec<String> = Vec::new();
-    let mut shutdown = state.shutdown.clone();
-    // Each task wakes the loop through its shared upstream event stream (openwop-rest.md
-    // §3.8: driven by the host's event stream where it can be, polling otherwise; watch.rs
-    // says why a stream is shared only per credential). Dropping the map, however the loop
-    // ends, releases them; the last listen leaving a stream closes it.
-    let mut watches = StreamMap::new();
-    for id in &ids {
-        let sub = state.watchers.subscribe(&state.host, &req.caller, id);
-        watches.insert(id.clone(), sub.into_stream());
+    /// The acknowledgement, sent before anything else on the subscription.
+    ack: Option<bytes::Bytes>,
+    last: HashMap<String, (Value, Value)>,
+    done: Vec<String>,
+    polled: Vec<String>,
+    /// Tasks to re-project before the next wait; every task once right after the ack.
+    due: Vec<String>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+    watches: StreamMap<String, std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Signal> + Send>>>,
+    poll: tokio::time::Interval,
+    keepalive: tokio::time::Interval,
+    finished: bool,
+}
+
+impl Listen {
+    fn new(state: Arc<AppState>, req: McpRequest, ids: Vec<String>, ack: bytes::Bytes) -> Listen {
+        // Each task wakes the listen through its shared upstream event stream
+        // (openwop-rest.md §3.8: driven by the host's event stream where it can be, polling
+        // otherwise; watch.rs says why a stream is shared only per credential). Dropping the
+        // map, however the listen ends, releases them; the last listen leaving a stream
+        // closes it.
+        let mut watches = StreamMap::new();
+        for id in &ids {
+            let sub = state.watchers.subscribe(&state.host, &req.caller, id);
+            watches.insert(id.clone(), sub.into_stream());
+        }
+        let period = state.cfg.mcp.sse_keepalive;
+        Listen {
+            sub_id: req.id.clone(),
+            due: ids.clone(),
+            ids,
+            ack: Some(ack),
+            last: HashMap::new(),
+            done: Vec::new(),
+            polled: Vec::new(),
+            shutdown: state.shutdown.clone(),
+            watches,
+            poll: tokio::time::interval(state.cfg.tasks.listen_poll_interval),
+            keepalive: tokio::time::interval_at(tokio::time::Instant::now() + period, period),
+            finished: false,
+            state,
+            req,
+        }
     }
-    let mut poll = tokio::time::interval(state.cfg.tasks.listen_poll_interval);
-    let mut keepalive = tokio::time::interval(state.cfg.mcp.sse_keepalive);
-    keepalive.tick().await;
-    let final_frame = || SseItem::Final(listen_final_frame(&sub_id));
-    // Every task is projected once right after the ack, then on change.
-    let mut due: Vec<String> = ids.clone();
-    loop {
-        for id in std::mem::take(&mut due) {
-            if done.contains(&id) {
-                continue;
-            }
-            // Boxed: the projection (two host reads) is large and only runs on a change, so
-            // it does not belong in the loop's own, long-lived task state.
-            match Box::pin(project_for_listen(&state, &req, &id, &sub_id, &mut last)).await {
-                None => done.push(id),
-                Some((frame, terminal)) => {
-                    if let Some(f) = frame {
-                        if tx.send(SseItem::Frame(f)).await.is_err() {
-                            return;
+
+    /// The listen's result, after which the stream ends (RFC 0198 §G.14: never
+    /// notifications/cancelled).
+    fn finish(&mut self) -> bytes::Bytes {
+        self.finished = true;
+        listen_final_frame(&self.sub_id)
+    }
+
+    /// The next frame for the client; `None` once the listen's result has been sent.
+    async fn next_frame(&mut self) -> Option<bytes::Bytes> {
+        if self.finished {
+            return None;
+        }
+        if let Some(ack) = self.ack.take() {
+            return Some(ack);
+        }
+        loop {
+            while !self.due.is_empty() {
+                let id = self.due.remove(0);
+                if self.done.contains(&id) {
+                    continue;
+                }
+                // Boxed: the projection (two host reads) is large and only runs on a change,
+                // so it does not belong in the listen's own, long-lived state.
+                let projected = Box::pin(project_for_listen(
+                    &self.state,
+                    &self.req,
+                    &id,
+                    &self.sub_id,
+                    &mut self.last,
+                ))
+                .await;
+                match projected {
+                    None => self.done.push(id),
+                    Some((frame, terminal)) => {
+                        if terminal {
+                            self.done.push(id);
+                        }
+                        if frame.is_some() {
+                            return frame;
                         }
                     }
-                    if terminal {
-                        done.push(id);
-                    }
                 }
             }
-        }
-        if !ids.is_empty() && done.len() >= ids.len() {
-            // Every listed task is terminal: end with the listen's result, never
-            // notifications/cancelled (RFC 0198 §G.14).
-            let _ = tx.send(final_frame()).await;
-            return;
-        }
-        // A finished task needs no more wake-ups: let its stream go now.
-        done.iter().for_each(|id| drop(watches.remove(id)));
-        tokio::select! {
-            Some((id, signal)) = watches.next(), if !watches.is_empty() => {
-                let mut woken = vec![(id, signal)];
-                // A replayed log arrives as a burst: one re-projection per burst.
-                while let Some(Some(more)) = watches.next().now_or_never() {
-                    woken.push(more);
-                }
-                for (id, signal) in woken {
-                    if signal == Signal::Lost {
-                        watches.remove(&id);
-                        polled.push(id.clone());
-                    }
-                    if !due.contains(&id) {
-                        due.push(id);
-                    }
-                }
-            },
-            _ = poll.tick() => due.extend(polled.iter().filter(|i| !done.contains(i)).cloned()),
-            _ = keepalive.tick() => {
-                if tx.send(SseItem::Frame(keepalive_frame())).await.is_err() {
-                    return;
-                }
+            if !self.ids.is_empty() && self.done.len() >= self.ids.len() {
+                // Every listed task is terminal: end with the listen's result.
+                return Some(self.finish());
             }
-            _ = shutdown.changed() => {
-                let _ = tx.send(final_frame()).await;
-                return;
+            // A finished task needs no more wake-ups: let its stream go now.
+            for id in &self.done {
+                self.watches.remove(id);
             }
-            _ = tx.closed() => return,
+            tokio::select! {
+                Some((id, signal)) = self.watches.next(), if !self.watches.is_empty() => {
+                    let mut woken = vec![(id, signal)];
+                    // A replayed log arrives as a burst: one re-projection per burst.
+                    while let Some(Some(more)) = self.watches.next().now_or_never() {
+                        woken.push(more);
+                    }
+                    for (id, signal) in woken {
+                        if signal == Signal::Lost {
+                            self.watches.remove(&id);
+                            self.polled.push(id.clone());
+                        }
+                        if !self.due.contains(&id) {
+                            self.due.push(id);
+                        }
+                    }
+                },
+                _ = self.poll.tick() => {
+                    let again = self.polled.iter().filter(|i| !self.done.contains(i)).cloned();
+                    self.due.extend(again.collect::<Vec<_>>());
+                }
+                _ = self.keepalive.tick() => return Some(keepalive_frame()),
+                _ = self.shutdown.changed() => return Some(self.finish()),
+            }
         }
     }
 }

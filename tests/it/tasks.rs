@@ -561,6 +561,40 @@ async fn listen_without_tasks_keeps_alive_and_ends_with_its_result_on_shutdown()
         json!({"notifications": {}}),
         json!({}),
     );
+    let msgs = listen_until_shutdown(env, body).await;
+    assert_eq!(msgs.len(), 2, "{msgs:?}");
+}
+
+/// A listen that follows a task is produced by its response body as the connection polls
+/// it (issue 9): it sends the task's state, keep-alives while the task waits, and, when the
+/// sidecar shuts down, its result — never a cut, never notifications/cancelled.
+#[tokio::test]
+async fn listen_following_a_task_keeps_alive_and_ends_with_its_result_on_shutdown() {
+    let env = env().await;
+    let task = tasked(
+        &env,
+        A,
+        "conformance-cancellable",
+        json!({"delayMs": 60000}),
+    )
+    .await;
+    let body = body_of(
+        91,
+        "subscriptions/listen",
+        json!({"notifications": {"taskIds": [task]}}),
+        task_caps(),
+    );
+    let msgs = listen_until_shutdown(env, body).await;
+    assert_eq!(msgs.len(), 3, "{msgs:?}");
+    assert_eq!(msgs[1]["method"], json!("notifications/tasks"));
+    assert_eq!(msgs[1]["params"]["taskId"], json!(task));
+    assert_eq!(msgs[1]["params"]["status"], json!("working"));
+}
+
+/// Opens `body` as a listen, reads until a keep-alive, shuts the sidecar down and returns the
+/// stream's messages once it ended cleanly; checks it began with the ack and ended with the
+/// listen's result.
+async fn listen_until_shutdown(env: Env, body: Value) -> Vec<Value> {
     let mut resp = env
         .http
         .post(env.mcp_url())
@@ -610,6 +644,12 @@ async fn listen_without_tasks_keeps_alive_and_ends_with_its_result_on_shutdown()
         last["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
         json!(91)
     );
+    assert!(
+        msgs.iter()
+            .all(|m| m["method"] != json!("notifications/cancelled")),
+        "{msgs:?}"
+    );
+    msgs
 }
 
 /// The value of the sample line `name{labels}` in a Prometheus text page (0 when absent).
