@@ -849,12 +849,11 @@ async fn follow_stream(
             Ok(Ok(None)) => return Ok(log.ended),
             Ok(Ok(Some(ev))) => {
                 let cue = is_cue(&ev);
-                let terminal = ev.is_terminal();
                 if let Some(p) = progress {
                     p.seen(&ev);
                 }
                 log.push(ev);
-                if terminal {
+                if log.ended {
                     return Ok(true);
                 }
                 if cue {
