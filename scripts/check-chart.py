@@ -282,6 +282,135 @@ def sidecar_check_config(case: Case, binary: Path | None, text: str, label: str)
         case.check(False, f"{label}: openwop-mcp-sidecar check-config refused it: {(r.stderr or r.stdout).strip()}")
 
 
+class DevHost:
+    """The in-repo demo host (target/.../openwop-devhost) on a loopback port, started once."""
+
+    def __init__(self, binary: Path):
+        self.proc = subprocess.Popen([str(binary), "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True)
+        self.url = None
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            m = re.search(r"listening on (http://\S+)", line)
+            if m:
+                self.url = m.group(1)
+                break
+        if self.url is None:
+            self.stop()
+            raise RuntimeError(f"{binary} did not print its listening line")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+_devhost: DevHost | None = None
+
+
+def devhost_for(binary: Path) -> DevHost:
+    global _devhost
+    if _devhost is None:
+        _devhost = DevHost(binary.parent / "openwop-devhost")
+    return _devhost
+
+
+def mcp_tools_list(base: str, host_header: str) -> tuple[int, dict]:
+    """A tools/list as an MCP client sends it, with `host_header` as the Host."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    u = urlsplit(base)
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}}}}).encode()
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    try:
+        conn.putrequest("POST", "/mcp", skip_host=True)
+        for k, v in (("Host", host_header), ("Content-Type", "application/json"),
+                     ("Accept", "application/json, text/event-stream"),
+                     ("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/list"),
+                     ("Authorization", "Bearer acme-dev-key"), ("Content-Length", str(len(body)))):
+            conn.putheader(k, v)
+        conn.endheaders(body)
+        r = conn.getresponse()
+        text = r.read().decode(errors="replace")
+        try:
+            return r.status, json.loads(text)
+        except ValueError:
+            return r.status, {"raw": text}
+    finally:
+        conn.close()
+
+
+def chart_hosts(docs, cfg_text: str) -> list[str]:
+    """The names clients use for this deployment: the chart's Service in every DNS form, with
+    and without its port, and publicUrl's host. Sidecar mode has no Service of its own; the
+    host chart's Service name stands in."""
+    hosts = []
+    svcs = [d for d in of_kind(docs, "Service")]
+    for svc in svcs:
+        name, ns = svc["metadata"]["name"], svc["metadata"].get("namespace", NAMESPACE)
+        port = svc["spec"]["ports"][0]["port"]
+        for n in (name, f"{name}.{ns}", f"{name}.{ns}.svc", f"{name}.{ns}.svc.cluster.local"):
+            hosts += [n, f"{n}:{port}"]
+    if not svcs:
+        hosts += [f"wop-host.{NAMESPACE}.svc.cluster.local:8787", "10.42.0.17:8080"]
+    public = ((yaml.safe_load(cfg_text) or {}).get("mount") or {}).get("publicUrl")
+    if public:
+        hosts.append(public.split("://", 1)[-1].split("/", 1)[0])
+    return hosts
+
+
+def sidecar_serves_chart_hosts(case: Case, binary: Path | None, text: str | None, docs, label: str):
+    """Issue 16 §1: the rendered configuration, run by the real binary in front of the demo host,
+    answers an MCP tools/list whose Host is the name the deployment gives it."""
+    if binary is None or text is None:
+        return
+    cfg = yaml.safe_load(text)
+    # The certificate files exist only in the pod; the listener here is plain HTTP on loopback.
+    cfg.pop("tls", None)
+    host = devhost_for(binary)
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / "sidecar.yaml"
+        f.write_text(yaml.safe_dump(cfg))
+        env = dict(os.environ, **{STATE_KEY_ENV: "check-chart-state-key-0123456789"})
+        env.pop("RUST_LOG", None)
+        proc = subprocess.Popen([str(binary), "serve", "--config", str(f), "--listen", "127.0.0.1:0",
+                                 "--upstream", host.url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env)
+        try:
+            base = None
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                line = proc.stdout.readline()
+                if not line:
+                    break
+                if line.startswith("openwop-mcp-sidecar listening on "):
+                    base = line.split(" on ", 1)[1].strip()
+                    break
+            if not case.check(base is not None, f"{label}: the sidecar started with the rendered config"):
+                proc.kill()
+                case.notes.append(proc.stderr.read()[-2000:])
+                return
+            for h in chart_hosts(docs, text):
+                status, body = mcp_tools_list(base, h)
+                ok = status == 200 and isinstance((body.get("result") or {}).get("tools"), list)
+                case.check(ok, f"{label}: tools/list with Host {h}: {status} {json.dumps(body)[:300]}")
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
 # ---------------------------------------------------------------------------------------------
 # Cases
 
@@ -311,6 +440,7 @@ def chart_case(name: str, values_file: Path | None, kube_version: str, binary: P
 
     text = check_config(case, docs, values)
     sidecar_check_config(case, binary, text, "ConfigMap sidecar.yaml")
+    sidecar_serves_chart_hosts(case, binary, text, docs, "ConfigMap sidecar.yaml")
     mode = values["mode"]
 
     if mode == "sidecar":
@@ -381,7 +511,7 @@ def chart_case(name: str, values_file: Path | None, kube_version: str, binary: P
     return case
 
 
-def example_host_case(native: bool, kube_version: str) -> Case:
+def example_host_case(native: bool, kube_version: str, binary: Path | None = None) -> Case:
     """Renders helm/examples/wop-host with this chart as its dependency, as a host team would."""
     import helm_python as helm
 
@@ -406,6 +536,7 @@ def example_host_case(native: bool, kube_version: str) -> Case:
     n_valid = validate_k8s(case, docs, kube_version)
     values = deep_merge({"tls": {"enabled": False}}, values)
     text = check_config(case, docs, values)
+    sidecar_serves_chart_hosts(case, binary, text, docs, "host chart's sidecar.yaml")
     deps = of_kind(docs, "Deployment")
     case.eq([d["metadata"]["name"] for d in deps], [f"{RELEASE}-wop-host"], "only the host's Deployment")
     if deps:
@@ -816,7 +947,7 @@ def main() -> int:
     ]
     runs = [(n, lambda n=n, f=f: chart_case(n, f, opts.kube_version, binary)) for n, f in cases]
     runs += [
-        ("example host chart (native sidecar)", lambda: example_host_case(True, opts.kube_version)),
+        ("example host chart (native sidecar)", lambda: example_host_case(True, opts.kube_version, binary)),
         ("example host chart (classic container)", lambda: example_host_case(False, opts.kube_version)),
         ("refusals of bad values", refusals_case),
         ("chart vs sources", drift_case),
@@ -827,7 +958,8 @@ def main() -> int:
         print("note: no built openwop-mcp-sidecar found (SIDECAR_BIN, $CARGO_TARGET_DIR or target/{debug,release}); "
               "rendered configurations are not passed through check-config")
     else:
-        print(f"note: rendered configurations are checked with {binary} check-config")
+        print(f"note: rendered configurations are checked with {binary} check-config, and served by it "
+              "in front of the demo host with the deployment's Host names")
 
     passed = failed = 0
     for name, run in runs:
@@ -849,6 +981,8 @@ def main() -> int:
             print(f"PASS  {case.name}: {case.count} checks; {case.summary} ({dt:.1f}s)")
         for n in case.notes if (opts.verbose or case.errors) else sorted(set(case.notes)):
             print(f"        note: {n}")
+    if _devhost is not None:
+        _devhost.stop()
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 

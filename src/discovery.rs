@@ -39,15 +39,17 @@ pub fn mcp_family(cfg: &Config, server_url: &str) -> Value {
     })
 }
 
-/// The mount's URL: the configured public URL, else `http://<Host><path>` when the Host is on
-/// the allow-list, else the bare path (the suites join it to the base URL). A Host header is
-/// never trusted unvalidated (DNS rebinding, mcp-tasks.md §1.6).
+/// The mount's URL: the configured public URL, else `http://<Host><path>` when the Host is
+/// named in `mount.allowedHosts`, else the bare path (the suites join it to the base URL).
+/// The mount serves requests whatever their Host (src/mcp/origin.rs), so a Host header is never
+/// copied into an advertised URL unless the operator named it: the `*` wildcard does not count,
+/// or any caller could make the sidecar advertise (and a cache in front keep) its own origin.
 pub fn server_url(cfg: &Config, host_header: Option<&HeaderValue>) -> String {
     if let Some(u) = &cfg.mount.public_url {
         return format!("{}{}", u, cfg.mount.path);
     }
     if let Some(h) = host_header.and_then(|h| h.to_str().ok()) {
-        if host_allowed(cfg, h) {
+        if host_allowed_explicit(cfg, h) {
             let scheme = if cfg.tls.is_some() { "https" } else { "http" };
             return format!("{scheme}://{h}{}", cfg.mount.path);
         }

@@ -150,9 +150,14 @@ pub struct Upstream {
 pub struct Mount {
     pub path: String,
     /// Absolute URL advertised in `mcp.serverUrls`; when unset it is built from the request's
-    /// `Host` header, but only for hosts in `allowed_hosts` (DNS-rebinding, mcp-tasks.md §1.6).
+    /// `Host` header, but only for hosts named in `allowed_hosts` (never from an arbitrary Host).
     pub public_url: Option<String>,
+    /// Names trusted for advertised URLs and same-machine Origins (src/mcp/origin.rs); with
+    /// `enforce_host` also the only Hosts served.
     pub allowed_hosts: Vec<String>,
+    /// Refuse any request whose Host is not `public_url`'s host or in `allowed_hosts`, with or
+    /// without an Origin (default off: the Origin check is the DNS-rebinding defence).
+    pub enforce_host: bool,
     /// Origins allowed to call the mount; a request whose `Origin` is not listed gets 403.
     pub allowed_origins: Vec<String>,
     /// How long unacknowledged data may wait before a silent peer counts as gone.

@@ -111,6 +111,7 @@ pub struct RawMount {
     #[schemars(with = "Option<String>")]
     pub public_url: Option<Spanned<String>>,
     pub allowed_hosts: Option<Vec<String>>,
+    pub enforce_host: Option<bool>,
     pub allowed_origins: Option<Vec<String>>,
     #[schemars(with = "Option<u64>")]
     pub dead_peer_timeout_ms: Option<Spanned<u64>>,
@@ -432,6 +433,7 @@ impl RawConfig {
                 .mount
                 .allowed_hosts
                 .unwrap_or_else(|| vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()]),
+            enforce_host: self.mount.enforce_host.unwrap_or(false),
             allowed_origins: self.mount.allowed_origins.unwrap_or_default(),
             dead_peer_timeout: match &self.mount.dead_peer_timeout_ms {
                 Some(s) if s.value < 1_000 => {

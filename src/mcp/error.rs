@@ -53,6 +53,8 @@ pub enum McpError {
     RateLimited { retry_after: Option<HeaderValue> },
     /// A foreign Origin (403).
     ForbiddenOrigin,
+    /// A Host outside the allow-list while `mount.enforceHost` is on (403).
+    ForbiddenHost,
 }
 
 impl McpError {
@@ -69,7 +71,9 @@ impl McpError {
                 StatusCode::OK
             }
             McpError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
-            McpError::InsufficientScope { .. } | McpError::ForbiddenOrigin => StatusCode::FORBIDDEN,
+            McpError::InsufficientScope { .. }
+            | McpError::ForbiddenOrigin
+            | McpError::ForbiddenHost => StatusCode::FORBIDDEN,
             McpError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
         }
     }
@@ -91,6 +95,7 @@ impl McpError {
             McpError::InsufficientScope { .. } => "insufficient_scope",
             McpError::RateLimited { .. } => "rate_limited",
             McpError::ForbiddenOrigin => "forbidden_origin",
+            McpError::ForbiddenHost => "forbidden_host",
         }
     }
 
@@ -146,6 +151,7 @@ impl McpError {
                 None,
             ),
             McpError::ForbiddenOrigin => (INVALID_REQUEST, "Origin not allowed".into(), None),
+            McpError::ForbiddenHost => (INVALID_REQUEST, "Host not allowed".into(), None),
         };
         let mut o = json!({ "code": code, "message": message });
         if let Some(d) = data {

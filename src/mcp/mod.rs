@@ -4,6 +4,7 @@
 mod call;
 mod elicit;
 pub mod error;
+mod origin;
 pub mod project;
 pub mod request_state;
 mod respond;
@@ -149,7 +150,7 @@ pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response {
             .insert(http::header::ALLOW, http::HeaderValue::from_static("POST"));
         return r;
     }
-    if let Err(e) = check_origin(&cfg, req.headers()) {
+    if let Err(e) = origin::check(&cfg, req.headers()) {
         state.metrics.request("-", e.label());
         return error_response(&Value::Null, &e);
     }
@@ -769,40 +770,6 @@ fn decode_header_cow(v: &http::HeaderValue) -> Option<Cow<'_, str>> {
         return String::from_utf8(bytes).ok().map(Cow::Owned);
     }
     Some(Cow::Borrowed(s))
-}
-
-/// mcp-tasks.md §1.6: servers MUST validate Origin; a present and foreign Origin is 403.
-fn check_origin(cfg: &Config, headers: &HeaderMap) -> Result<(), McpError> {
-    if let Some(host) = headers
-        .get(http::header::HOST)
-        .and_then(|h| h.to_str().ok())
-    {
-        if !crate::discovery::host_allowed(cfg, host) {
-            return Err(McpError::ForbiddenOrigin);
-        }
-    }
-    let Some(origin) = headers.get(http::header::ORIGIN) else {
-        return Ok(());
-    };
-    let Ok(o) = origin.to_str() else {
-        return Err(McpError::ForbiddenOrigin);
-    };
-    if cfg.mount.allowed_origins.iter().any(|a| a == o) {
-        return Ok(());
-    }
-    let host = o
-        .split_once("://")
-        .map(|(_, rest)| rest)
-        .unwrap_or("")
-        .split('/')
-        .next()
-        .unwrap_or("");
-    // An Origin on an explicitly allowed host (e.g. http://localhost:3000) is same-machine.
-    let explicit = cfg.mount.allowed_hosts.iter().any(|h| h != "*");
-    if explicit && !host.is_empty() && crate::discovery::host_allowed_explicit(cfg, host) {
-        return Ok(());
-    }
-    Err(McpError::ForbiddenOrigin)
 }
 
 #[cfg(test)]

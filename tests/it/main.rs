@@ -4,6 +4,7 @@ mod cli;
 mod discovery;
 mod envelope;
 mod faults;
+mod host_origin;
 mod http2;
 mod isolation;
 mod limits;
