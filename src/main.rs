@@ -168,6 +168,12 @@ async fn serve(cfg: Config, source: Option<ConfigSource>) -> ExitCode {
     tracing::info!(addr = %server.addr, upstream = %server.state.cfg.upstream.url, mount = %server.state.cfg.mount.path, "listening");
     println!("openwop-mcp-sidecar listening on http://{}", server.addr);
     wait_for_signal().await;
+    // Lame duck first (shutdown.lameDuckMs), then the drain; a second signal cuts the lame
+    // duck short (an operator's second Ctrl-C means "now").
+    tokio::select! {
+        _ = server.lame_duck() => {}
+        _ = wait_for_signal() => tracing::info!("second signal: ending the lame duck early"),
+    }
     tracing::info!("shutting down");
     server.shutdown().await;
     // The spans of the drained requests are still queued: export them before exiting. The

@@ -218,6 +218,9 @@ pub struct Limits {
 #[derive(Debug, Clone)]
 pub struct Shutdown {
     pub drain_timeout: Duration,
+    /// After SIGTERM, how long `/readyz` answers 503 while the listener keeps serving (and
+    /// HTTP/1.1 answers carry `Connection: close`) before the drain begins.
+    pub lame_duck: Duration,
 }
 
 #[derive(Debug, Clone)]

@@ -158,6 +158,7 @@ pub struct RawOwnership {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawShutdown {
     pub drain_timeout_ms: Option<u64>,
+    pub lame_duck_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -887,6 +888,7 @@ impl RawConfig {
             },
             shutdown: Shutdown {
                 drain_timeout: ms(self.shutdown.drain_timeout_ms, 30_000),
+                lame_duck: ms(self.shutdown.lame_duck_ms, 12_000),
             },
             routes: Arc::new(Routes { by_op }),
             mapping: Arc::new(mapping),

@@ -37,6 +37,8 @@ pub struct AppState {
     pub metrics: Metrics,
     /// Flips to true when shutdown begins (listen streams end with a final result).
     pub shutdown: watch::Receiver<bool>,
+    /// Flips to true on SIGTERM, `shutdown.lameDuckMs` before `shutdown` (issue 20).
+    pub lame_duck: watch::Receiver<bool>,
     pub gates: Arc<Gates>,
     /// The upstream event streams listens share (per credential and run, `mcp::watch`).
     pub watchers: crate::mcp::watch::Watchers,
@@ -48,6 +50,7 @@ pub struct Shared {
     pub dispatcher: CancelDispatcher,
     pub metrics: Metrics,
     pub shutdown: watch::Receiver<bool>,
+    pub lame_duck: watch::Receiver<bool>,
     pub gates: Arc<Gates>,
 }
 
@@ -58,7 +61,11 @@ pub struct Gates {
 }
 
 impl AppState {
-    pub fn new(cfg: Config, shutdown: watch::Receiver<bool>) -> anyhow::Result<Arc<AppState>> {
+    pub fn new(
+        cfg: Config,
+        shutdown: watch::Receiver<bool>,
+        lame_duck: watch::Receiver<bool>,
+    ) -> anyhow::Result<Arc<AppState>> {
         let metrics = Metrics::new();
         let dispatcher = CancelDispatcher::new(
             cfg.ownership.cancel_deadline,
@@ -77,6 +84,7 @@ impl AppState {
                 dispatcher,
                 metrics,
                 shutdown,
+                lame_duck,
                 gates,
             },
             None,
@@ -102,6 +110,7 @@ impl AppState {
             dispatcher: shared.dispatcher.clone(),
             metrics: shared.metrics.clone(),
             shutdown: shared.shutdown.clone(),
+            lame_duck: shared.lame_duck.clone(),
             gates: shared.gates.clone(),
             watchers: Default::default(),
         }))
@@ -112,6 +121,7 @@ impl AppState {
             dispatcher: self.dispatcher.clone(),
             metrics: self.metrics.clone(),
             shutdown: self.shutdown.clone(),
+            lame_duck: self.lame_duck.clone(),
             gates: self.gates.clone(),
         }
     }
@@ -240,6 +250,12 @@ pub async fn route(state: Arc<AppState>, mut req: Request<Incoming>, peer: Socke
     }
     match (req.method(), path) {
         (&Method::GET, "/healthz") => text(StatusCode::OK, "ok\n"),
+        // Lame duck: not ready, so balancers stop sending here, while everything else is still
+        // served (issue 20).
+        (&Method::GET, "/readyz") if *state.lame_duck.borrow() => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting down: finish what you sent, send new requests elsewhere\n",
+        ),
         (&Method::GET, "/readyz") => {
             if state.host.ready(state.cfg.upstream.ready_timeout).await {
                 text(StatusCode::OK, "ready\n")
@@ -304,6 +320,7 @@ pub struct Server {
     pub state: Arc<AppState>,
     pub live: Arc<Live>,
     shutdown_tx: watch::Sender<bool>,
+    lame_duck_tx: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
     watcher: Option<tokio::task::JoinHandle<()>>,
 }
@@ -326,12 +343,13 @@ impl Server {
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cfg.listen))?;
         let addr = listener.local_addr()?;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let (lame_duck_tx, lame_duck_rx) = watch::channel(false);
         let poll = cfg.reload_poll;
         let tls = match &cfg.tls {
             Some((cert, key)) => Some(Arc::new(crate::tls::ServerTls::load(cert, key)?)),
             None => None,
         };
-        let state = AppState::new(cfg, shutdown_rx.clone())?;
+        let state = AppState::new(cfg, shutdown_rx.clone(), lame_duck_rx.clone())?;
         let initial = source
             .as_ref()
             .and_then(|s| std::fs::read(&s.path).ok())
@@ -350,12 +368,19 @@ impl Server {
                 shutdown_rx.clone(),
             ))
         });
-        let task = tokio::spawn(accept_loop(listener, live.clone(), tls, shutdown_rx));
+        let task = tokio::spawn(accept_loop(
+            listener,
+            live.clone(),
+            tls,
+            shutdown_rx,
+            lame_duck_rx,
+        ));
         Ok(Server {
             addr,
             state,
             live,
             shutdown_tx,
+            lame_duck_tx,
             task,
             watcher,
         })
@@ -364,6 +389,27 @@ impl Server {
     /// Re-reads the configuration now (what SIGHUP does).
     pub fn reload(&self) -> Reload {
         self.live.reload(true)
+    }
+
+    /// The lame-duck phase that `serve` runs on SIGTERM before [`Server::shutdown`] (issue 20):
+    /// `/readyz` answers 503 at once, so a balancer that probes it marks this replica down,
+    /// while the listener keeps accepting and serving for `shutdown.lameDuckMs`, so a request
+    /// the balancer sends before it notices is answered, never refused. Meanwhile HTTP/1.1
+    /// answers carry `Connection: close` (RFC 9112 §9.6) and HTTP/2 connections get GOAWAY
+    /// (RFC 9113 §6.8), so clients and balancers holding keep-alive connections open new ones,
+    /// elsewhere. Idle HTTP/1.1 connections are left open until the drain: closing one could
+    /// race a request the peer is sending on it, which the peer would see as a reset.
+    pub async fn lame_duck(&self) {
+        let d = self.live.current().cfg.shutdown.lame_duck;
+        let _ = self.lame_duck_tx.send(true);
+        if d.is_zero() {
+            return;
+        }
+        tracing::info!(
+            lame_duck_ms = d.as_millis() as u64,
+            "lame duck: /readyz answers 503; still serving until the drain begins"
+        );
+        tokio::time::sleep(d).await;
     }
 
     /// Stops accepting, lets in-flight requests finish up to the drain deadline, then cuts the
@@ -439,14 +485,52 @@ fn tune_socket(stream: &tokio::net::TcpStream, dead_peer: Duration) {
     let _ = sock.set_tcp_user_timeout(Some(dead_peer));
 }
 
+/// Drives one connection to its end. On the lame duck an HTTP/2 connection gets GOAWAY (its
+/// streams in flight finish; new ones go to a new connection); on shutdown every connection is
+/// shut down gracefully (hyper: an idle HTTP/1.1 connection closes at once, a busy one after
+/// its answer; HTTP/2 sends GOAWAY and waits for its streams).
+macro_rules! drive_connection {
+    ($conn:expr, $h2:expr, $lame:expr, $stop:expr) => {{
+        let conn = $conn;
+        tokio::pin!(conn);
+        let h2: Arc<std::sync::atomic::AtomicBool> = $h2;
+        let mut lame: watch::Receiver<bool> = $lame;
+        let mut stop: watch::Receiver<bool> = $stop;
+        let mut goaway_sent = false;
+        let mut stopping = false;
+        loop {
+            tokio::select! {
+                r = conn.as_mut() => {
+                    if let Err(e) = r {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                    break;
+                }
+                _ = lame.wait_for(|l| *l), if !goaway_sent && !stopping => {
+                    goaway_sent = true;
+                    if h2.load(std::sync::atomic::Ordering::Relaxed) {
+                        conn.as_mut().graceful_shutdown();
+                    }
+                }
+                _ = stop.wait_for(|s| *s), if !stopping => {
+                    stopping = true;
+                    conn.as_mut().graceful_shutdown();
+                }
+            }
+        }
+    }};
+}
+
 async fn accept_loop(
     listener: TcpListener,
     live: Arc<Live>,
     tls: Option<Arc<crate::tls::ServerTls>>,
     mut shutdown: watch::Receiver<bool>,
+    lame_duck: watch::Receiver<bool>,
 ) {
     let dead_peer = live.current().cfg.mount.dead_peer_timeout;
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    // Every connection task holds a clone; the drain is over when the last one is dropped.
+    let (alive_tx, mut alive_rx) = tokio::sync::mpsc::channel::<()>(1);
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // A client that trickles its request head cannot pin a connection (issue 10).
     builder
@@ -468,21 +552,45 @@ async fn accept_loop(
                 tune_socket(&stream, dead_peer);
                 let lv = live.clone();
                 let head_timeout = lv.current().cfg.limits.header_read_timeout;
-                let svc = service_fn(move |req| {
+                // Set by the first HTTP/2 request: only HTTP/2 gets GOAWAY on the lame duck.
+                let h2 = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let svc_h2 = h2.clone();
+                let svc_lame = lame_duck.clone();
+                let svc = service_fn(move |req: Request<Incoming>| {
                     // Each request pins the generation current when it arrives.
                     let st = lv.current();
+                    let version = req.version();
+                    if version == http::Version::HTTP_2 {
+                        svc_h2.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    let lame = svc_lame.clone();
                     // Boxed: hyper keeps room for the service future in every HTTP/1.1
                     // connection and every HTTP/2 stream task for their whole life, so an
                     // inline `route` future (kilobytes) would cost that much per idle
                     // connection and per open stream (docs/benchmarks.md §2, issue 10).
-                    Box::pin(async move { Ok(route(st, req, peer).await) }) as RouteFuture
+                    Box::pin(async move {
+                        let mut resp = route(st, req, peer).await;
+                        // Lame duck: this answer is the connection's last (RFC 9112 §9.6), so
+                        // the peer's next request opens a connection the balancer routes to a
+                        // replica that is not stopping. Checked when the answer is ready, so a
+                        // request that began before SIGTERM gets it too.
+                        if version < http::Version::HTTP_2 && *lame.borrow() {
+                            resp.headers_mut().insert(
+                                http::header::CONNECTION,
+                                http::HeaderValue::from_static("close"),
+                            );
+                        }
+                        Ok(resp)
+                    }) as RouteFuture
                 });
+                let alive = alive_tx.clone();
+                let lame = lame_duck.clone();
                 match &tls {
                     None => {
-                        let watcher = graceful.watcher();
                         let builder = builder.clone();
                         let mut stop = shutdown.clone();
                         tokio::spawn(async move {
+                            let _alive = alive;
                             // The protocol sniffing of the auto builder reads the first bytes
                             // with no timer, and hyper's header read timeout only starts after
                             // it: a client that connects and never sends a byte would hold its
@@ -499,12 +607,10 @@ async fn accept_loop(
                                 },
                                 // Draining: a connection that has not asked for anything yet
                                 // is simply closed.
-                                _ = stop.changed() => return,
+                                _ = stop.wait_for(|s| *s) => return,
                             }
-                            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
-                            if let Err(e) = watcher.watch(conn.into_owned()).await {
-                                tracing::debug!(error = %e, "connection ended with an error");
-                            }
+                            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc).into_owned();
+                            drive_connection!(conn, h2, lame, stop);
                         });
                     }
                     Some(t) => {
@@ -512,17 +618,16 @@ async fn accept_loop(
                         // or silent client never holds up the accept loop.
                         let acceptor = t.acceptor();
                         let builder = builder.clone();
-                        let watcher = graceful.watcher();
+                        let stop = shutdown.clone();
                         tokio::spawn(async move {
+                            let _alive = alive;
                             let tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await {
                                 Ok(Ok(s)) => s,
                                 Ok(Err(e)) => return tracing::debug!(error = %e, "TLS handshake failed"),
                                 Err(_) => return tracing::debug!("TLS handshake timed out"),
                             };
-                            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), svc);
-                            if let Err(e) = watcher.watch(conn.into_owned()).await {
-                                tracing::debug!(error = %e, "connection ended with an error");
-                            }
+                            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), svc).into_owned();
+                            drive_connection!(conn, h2, lame, stop);
                         });
                     }
                 }
@@ -531,9 +636,10 @@ async fn accept_loop(
         }
     }
     drop(listener);
+    drop(alive_tx);
     let drain = live.current().cfg.shutdown.drain_timeout;
     tokio::select! {
-        _ = graceful.shutdown() => tracing::info!("all connections drained"),
+        _ = alive_rx.recv() => tracing::info!("all connections drained"),
         _ = tokio::time::sleep(drain) => tracing::warn!(?drain, "drain deadline reached; cutting the remaining connections"),
     }
 }
