@@ -4,6 +4,7 @@
 //! Everything the sidecar assumes about the host (routes, status names) is data here, with
 //! OpenWOP v2 as the default, so that no route string is scattered through the handlers.
 
+pub mod auth;
 pub mod mapping;
 mod raw;
 pub mod routes;
@@ -124,6 +125,8 @@ pub struct Config {
     pub logging: Logging,
     /// Read at start only: a reload that changes it is logged and takes effect on restart.
     pub telemetry: Telemetry,
+    /// Login discovery for MCP clients (`None` = off; src/config/auth.rs).
+    pub auth: Option<auth::Auth>,
 }
 
 #[derive(Debug, Clone)]

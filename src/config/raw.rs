@@ -43,6 +43,8 @@ pub struct RawConfig {
     pub tls: Option<RawTls>,
     #[serde(default)]
     pub limits: RawLimits,
+    /// Login discovery for MCP clients (off when absent; src/config/auth.rs).
+    pub auth: Option<super::auth::RawAuth>,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -873,6 +875,7 @@ impl RawConfig {
                 "maxUpstreamEventBytes",
             )? as usize,
         };
+        let auth = super::auth::normalise(self.auth, src)?;
         Ok(Config {
             listen,
             limits,
@@ -895,6 +898,7 @@ impl RawConfig {
             tools,
             logging,
             telemetry: Telemetry { otlp },
+            auth,
         })
     }
 }

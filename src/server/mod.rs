@@ -246,7 +246,14 @@ pub async fn route(state: Arc<AppState>, mut req: Request<Incoming>, peer: Socke
         }
     };
     if path == state.cfg.mount.path {
-        return crate::mcp::handle(state.clone(), req).await;
+        // Login discovery (src/auth.rs): the sidecar's own 401, and the challenge that points
+        // to the protected-resource metadata; both no-ops while `auth` is off.
+        if let Some(refused) = crate::auth::refuse_unauthenticated(&state.cfg, &req) {
+            return refused;
+        }
+        let host = req.headers().get(http::header::HOST).cloned();
+        let resp = crate::mcp::handle(state.clone(), req).await;
+        return crate::auth::challenge(&state.cfg, host.as_ref(), resp);
     }
     match (req.method(), path) {
         (&Method::GET, "/healthz") => text(StatusCode::OK, "ok\n"),
@@ -278,6 +285,9 @@ pub async fn route(state: Arc<AppState>, mut req: Request<Incoming>, peer: Socke
         }
         (&Method::GET | &Method::HEAD, "/.well-known/openwop") => {
             crate::discovery::serve(&state.cfg, &state.proxy, req, Some(peer)).await
+        }
+        (&Method::GET | &Method::HEAD, p) if crate::auth::is_metadata_path(&state.cfg, p) => {
+            crate::auth::serve_metadata(&state.cfg, &state.proxy, req, Some(peer)).await
         }
         _ => state.proxy.forward(req, Some(peer)).await,
     }

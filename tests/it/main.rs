@@ -10,6 +10,7 @@ mod isolation;
 mod limits;
 mod mcp_suite;
 mod mrtr;
+mod oauth;
 mod otlp;
 mod ownership;
 mod passthrough;

@@ -1,0 +1,302 @@
+//! Issue 18: MCP clients that log in by themselves. The sidecar serves RFC 9728
+//! protected-resource metadata and points every 401 (and 403 insufficient_scope) on the mount
+//! at it, while the host stays the authority on tokens.
+
+use openwop_mcp_sidecar::config::auth::{Auth, HostMetadata};
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+fn auth_on(issuer: &str) -> Auth {
+    Auth {
+        authorization_servers: vec![issuer.to_string()],
+        scopes: vec!["runs:read".into(), "runs:create".into()],
+        resource: None,
+        resource_documentation: None,
+        host_metadata: HostMetadata::Ignore,
+        require_token: true,
+        metadata_max_age_seconds: 3600,
+    }
+}
+
+async fn get(
+    env: &Env,
+    path: &str,
+    host: Option<&str>,
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let mut rb = env.http.get(format!("{}{path}", env.url));
+    if let Some(h) = host {
+        rb = rb.header("Host", h);
+    }
+    let r = rb.send().await.unwrap();
+    let s = r.status().as_u16();
+    let h = r.headers().clone();
+    (s, h, r.text().await.unwrap())
+}
+
+fn challenge(r: &Rpc) -> String {
+    r.headers
+        .get("www-authenticate")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default()
+}
+
+fn prm_url(env: &Env) -> String {
+    format!("{}/.well-known/oauth-protected-resource/mcp", env.url)
+}
+
+#[tokio::test]
+async fn protected_resource_metadata_names_the_mount_url_and_the_authorization_server() {
+    let env = env_with(|c| {
+        let mut a = auth_on("https://login.example.com/realms/openwop");
+        a.resource_documentation = Some("https://docs.example.com/mcp".into());
+        c.auth = Some(a);
+    })
+    .await;
+    for path in [
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+    ] {
+        let (s, h, body) = get(&env, path, None).await;
+        assert_eq!(s, 200, "{path}: {body}");
+        assert_eq!(h["content-type"], "application/json");
+        assert_eq!(h["cache-control"], "public, max-age=3600");
+        let doc: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            doc,
+            json!({
+                "resource": env.mcp_url(),
+                "authorization_servers": ["https://login.example.com/realms/openwop"],
+                "scopes_supported": ["runs:read", "runs:create"],
+                "bearer_methods_supported": ["header"],
+                "resource_documentation": "https://docs.example.com/mcp",
+            }),
+            "{path}"
+        );
+    }
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn metadata_resource_comes_from_public_url_never_from_an_unlisted_host() {
+    let env = env_with(|c| c.auth = Some(auth_on("https://id.example.com"))).await;
+    // A Host that is not listed by name gets no document, rather than one naming that Host.
+    let (s, _, body) = get(
+        &env,
+        "/.well-known/oauth-protected-resource/mcp",
+        Some("evil.example"),
+    )
+    .await;
+    assert_eq!(s, 404, "{body}");
+    assert!(!body.contains("evil.example"), "{body}");
+    env.shutdown().await;
+
+    let env = env_with(|c| {
+        c.mount.public_url = Some("https://mcp.example.com".into());
+        c.auth = Some(auth_on("https://id.example.com"));
+    })
+    .await;
+    let (s, _, body) = get(
+        &env,
+        "/.well-known/oauth-protected-resource/mcp",
+        Some("evil.example"),
+    )
+    .await;
+    assert_eq!(s, 200, "{body}");
+    let doc: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(doc["resource"], "https://mcp.example.com/mcp");
+    let r = env
+        .rpc(Some("not-a-key"), "tools/list", json!({}), json!({}))
+        .await;
+    assert!(
+        challenge(&r).contains(r#"resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp""#),
+        "{}",
+        challenge(&r)
+    );
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn metadata_paths_pass_through_to_the_host_when_auth_is_off() {
+    let env = env().await;
+    let (s, _, body) = get(&env, "/.well-known/oauth-protected-resource/mcp", None).await;
+    assert_eq!(s, 404, "{body}");
+    assert!(body.contains("no route"), "the host's own answer: {body}");
+    let r = env
+        .rpc(Some("not-a-key"), "tools/list", json!({}), json!({}))
+        .await;
+    assert_eq!(r.status, 401);
+    assert!(
+        !challenge(&r).contains("resource_metadata"),
+        "{}",
+        challenge(&r)
+    );
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_host_401_on_the_mount_gains_resource_metadata_and_keeps_realm_and_error() {
+    let env = env_with(|c| c.auth = Some(auth_on("https://id.example.com"))).await;
+    let r = env
+        .rpc(Some("not-a-key"), "tools/list", json!({}), json!({}))
+        .await;
+    assert_eq!(r.status, 401, "{}", r.text);
+    let parsed = openwop_mcp_sidecar::auth::parse(&challenge(&r));
+    assert_eq!(parsed.len(), 1, "{}", challenge(&r));
+    let c = &parsed[0];
+    assert_eq!(c.scheme, "Bearer");
+    assert_eq!(c.param("resource_metadata"), Some(prm_url(&env).as_str()));
+    assert_eq!(c.param("realm"), Some("openwop-devhost"));
+    assert_eq!(c.param("error"), Some("invalid_token"));
+    assert_eq!(r.body["error"]["code"], -32600);
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_request_without_a_token_gets_the_challenge_from_the_sidecar_before_any_host_call() {
+    let env = env_with(|c| c.auth = Some(auth_on("https://id.example.com"))).await;
+    env.host.clear_requests();
+    let r = env.rpc(None, "tools/list", json!({}), json!({})).await;
+    assert_eq!(r.status, 401, "{}", r.text);
+    assert_eq!(
+        challenge(&r),
+        format!(r#"Bearer resource_metadata="{}""#, prm_url(&env))
+    );
+    assert!(env.host.requests().is_empty(), "the host was not asked");
+    env.shutdown().await;
+
+    // requireToken: false leaves the decision to the host (anonymous-caller hosts).
+    let env = env_with_host(
+        |h| h.anonymous = true,
+        |c| {
+            let mut a = auth_on("https://id.example.com");
+            a.require_token = false;
+            c.auth = Some(a);
+        },
+    )
+    .await;
+    let r = env.rpc(None, "tools/list", json!({}), json!({})).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_403_insufficient_scope_keeps_its_scope_and_gains_resource_metadata() {
+    let env = env_with(|c| c.auth = Some(auth_on("https://id.example.com"))).await;
+    let r = env
+        .call(READONLY, "conformance-noop", json!({}), json!({}))
+        .await;
+    assert_eq!(r.status, 403, "{}", r.text);
+    let parsed = openwop_mcp_sidecar::auth::parse(&challenge(&r));
+    let c = parsed
+        .iter()
+        .find(|c| c.scheme == "Bearer")
+        .expect("a Bearer challenge");
+    assert_eq!(c.param("error"), Some("insufficient_scope"));
+    assert_eq!(c.param("scope"), Some("runs:create"));
+    assert_eq!(c.param("resource_metadata"), Some(prm_url(&env).as_str()));
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn passthrough_rest_answers_are_left_exactly_as_the_host_sent_them() {
+    let env = env_with(|c| c.auth = Some(auth_on("https://id.example.com"))).await;
+    let r = env
+        .http
+        .get(format!("{}{}", env.url, rest_path("/runs")))
+        .header("Authorization", "Bearer not-a-key")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    let direct = env
+        .http
+        .get(format!("{}{}", env.host.base_url(), rest_path("/runs")))
+        .header("Authorization", "Bearer not-a-key")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.headers()["www-authenticate"],
+        direct.headers()["www-authenticate"]
+    );
+    assert!(!r.headers()["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .contains("resource_metadata"));
+    // No token at all: REST is the host's business, not the sidecar's refusal.
+    let r = env
+        .http
+        .get(format!("{}{}", env.url, rest_path("/runs")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    assert!(!r.headers()["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .contains("resource_metadata"));
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_auth_section_hot_reloads_on() {
+    let fe = env_with_file("reload:\n  pollIntervalMs: 60000\n").await;
+    let env = &fe.env;
+    let (s, _, _) = get(env, "/.well-known/oauth-protected-resource/mcp", None).await;
+    assert_eq!(s, 404, "off: the host answers");
+    std::fs::write(
+        &fe.path,
+        "reload:\n  pollIntervalMs: 60000\nauth:\n  authorizationServers: [https://id.example.com]\n  scopes: [runs:read]\n",
+    )
+    .unwrap();
+    let server = env.server.as_ref().unwrap();
+    assert_eq!(
+        server.reload(),
+        openwop_mcp_sidecar::server::Reload::Applied
+    );
+    let (s, _, body) = get(env, "/.well-known/oauth-protected-resource/mcp", None).await;
+    assert_eq!(s, 200, "{body}");
+    let doc: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        doc["authorization_servers"],
+        json!(["https://id.example.com"])
+    );
+    let r = env.rpc(None, "tools/list", json!({}), json!({})).await;
+    assert_eq!(r.status, 401);
+    // A broken edit of the section is refused with its location; the last good one serves.
+    std::fs::write(
+        &fe.path,
+        "auth:\n  authorizationServers: [https://id.example.com]\n  hostMetadata: sometimes\n",
+    )
+    .unwrap();
+    match server.reload() {
+        openwop_mcp_sidecar::server::Reload::Refused(m) => {
+            assert!(m.contains(":3:") && m.contains("auth.hostMetadata"), "{m}")
+        }
+        other => panic!("{other:?}"),
+    }
+    let (s, _, _) = get(env, "/.well-known/oauth-protected-resource/mcp", None).await;
+    assert_eq!(s, 200);
+}
+
+#[tokio::test]
+async fn host_metadata_pass_through_falls_back_to_the_sidecars_document() {
+    let env = env_with(|c| {
+        let mut a = auth_on("https://id.example.com");
+        a.host_metadata = HostMetadata::PassThrough;
+        c.auth = Some(a);
+    })
+    .await;
+    // The devhost serves no protected-resource metadata of its own.
+    let (s, _, body) = get(&env, "/.well-known/oauth-protected-resource/mcp", None).await;
+    assert_eq!(s, 200, "{body}");
+    assert!(env
+        .host
+        .requests()
+        .iter()
+        .any(|r| r.path == "/.well-known/oauth-protected-resource/mcp"));
+    let doc: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(doc["resource"], env.mcp_url());
+    env.shutdown().await;
+}
