@@ -11,6 +11,7 @@ mod isolation;
 mod limits;
 mod mcp_suite;
 mod mrtr;
+mod nginx;
 mod otlp;
 mod ownership;
 mod passthrough;
