@@ -199,6 +199,32 @@ async fn each_mcp_request_logs_one_access_line_without_credentials_or_arguments(
     assert_eq!(field(&l, "task_id"), Some("no-such-task"), "{l}");
     assert_eq!(field(&l, "rpc_code"), Some("-32602"), "{l}");
 
+    // A foreign Origin: refused before the body is read, and the log names the value.
+    let r = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .post(format!("{}/mcp", sc.base))
+        .header("Authorization", format!("Bearer {A}"))
+        .header("Origin", "http://evil.example:8080")
+        .header("MCP-Protocol-Version", V)
+        .header("Mcp-Method", "tools/list")
+        .body(body_of(1, "tools/list", json!({}), json!({})).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let w = sc.line_with(&["Origin not allowed"]).await;
+    assert!(
+        w.contains("WARN") && w.contains("http://evil.example:8080"),
+        "{w}"
+    );
+    let l = sc
+        .line_with(&["openwop_mcp_sidecar::access", "status=403"])
+        .await;
+    assert_eq!(field(&l, "method"), Some("-"), "{l}");
+    assert_eq!(field(&l, "rpc_code"), Some("-32600"), "{l}");
+
     let all = sc.all();
     assert!(!all.contains(A), "the bearer token was logged:\n{all}");
     assert!(
@@ -210,7 +236,7 @@ async fn each_mcp_request_logs_one_access_line_without_credentials_or_arguments(
         all.lines()
             .filter(|l| l.contains("openwop_mcp_sidecar::access"))
             .count(),
-        4,
+        5,
         "one line per request:\n{all}"
     );
     drop(sc);
