@@ -8,9 +8,11 @@
 //! only names the caller chose from the server's own lists (tool names, task ids) and numbers.
 //!
 //! Host calls are counted in a task-local cell set up around the request's handler: no
-//! allocation, no channel, no extra wake-up. Calls made after the answer's head went out (the
-//! frames of an SSE answer, a detached listen) are not in the count: the line is written when
-//! the head is ready, as an HTTP access log is.
+//! allocation, no channel, no extra wake-up. A JSON answer's line is written when the answer is
+//! ready. An SSE answer's line is written when its stream ends (or the client goes away): the
+//! stream's frames are produced as the connection polls the body (src/mcp/respond.rs), so the
+//! body is wrapped once and each poll runs in the same counter, and the line has the whole
+//! duration, every host call the stream made and the JSON-RPC code of its final message.
 
 use std::cell::Cell;
 use std::future::Future;
@@ -116,20 +118,42 @@ impl Names {
     }
 }
 
-/// Writes the access line of one answered request.
-pub fn log(names: &Names, resp: &crate::body::Response, stats: Stats, started: Instant) {
-    let status = resp.status();
-    let mode = if status == http::StatusCode::ACCEPTED {
-        "202"
-    } else if resp
+/// Writes the access line of one answered request now, or, for an SSE answer, wraps its body
+/// so that the line is written when the stream ends.
+pub fn log(
+    names: Names,
+    resp: crate::body::Response,
+    stats: Stats,
+    started: Instant,
+) -> crate::body::Response {
+    let status = resp.status().as_u16();
+    let sse = resp
         .headers()
         .get(http::header::CONTENT_TYPE)
-        .is_some_and(|c| c.as_bytes().starts_with(b"text/event-stream"))
-    {
-        "sse"
-    } else {
-        "json"
-    };
+        .is_some_and(|c| c.as_bytes().starts_with(b"text/event-stream"));
+    if !sse {
+        let mode = if status == 202 { "202" } else { "json" };
+        write_line(&names, mode, status, stats, started, None);
+        return resp;
+    }
+    resp.map(|inner| {
+        http_body_util::BodyExt::boxed_unsync(LoggedBody {
+            inner,
+            stats,
+            line: Some((names, status, started)),
+            ended: false,
+        })
+    })
+}
+
+fn write_line(
+    names: &Names,
+    mode: &str,
+    status: u16,
+    stats: Stats,
+    started: Instant,
+    stream: Option<&str>,
+) {
     let slowest = stats
         .slowest
         .map(|(_, s)| tracing::field::display(StatusLabel(s)));
@@ -139,13 +163,62 @@ pub fn log(names: &Names, resp: &crate::body::Response, stats: Stats, started: I
         tool = names.tool.as_deref(),
         task_id = names.task_id.as_deref(),
         mode,
-        status = status.as_u16(),
+        status,
         rpc_code = stats.rpc_code,
         duration_ms = started.elapsed().as_millis() as u64,
         host_calls = stats.host_calls,
         host_slowest_status = slowest,
+        stream,
         "mcp request"
     );
+}
+
+/// An SSE answer's body, polled inside the request's counter; writes the access line when it
+/// is dropped (after its end, or when the client went away: `stream="closed"`).
+struct LoggedBody {
+    inner: crate::body::Body,
+    stats: Stats,
+    line: Option<(Names, u16, Instant)>,
+    ended: bool,
+}
+
+impl http_body::Body for LoggedBody {
+    type Data = bytes::Bytes;
+    type Error = crate::body::BoxError;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        let inner = &mut this.inner;
+        let (r, stats) = STATS.sync_scope(Cell::new(this.stats), || {
+            let r = std::pin::Pin::new(inner).poll_frame(cx);
+            (r, STATS.with(Cell::get))
+        });
+        this.stats = stats;
+        if matches!(r, std::task::Poll::Ready(None)) || this.inner.is_end_stream() {
+            this.ended = true;
+        }
+        r
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for LoggedBody {
+    fn drop(&mut self) {
+        if let Some((names, status, started)) = self.line.take() {
+            let end = if self.ended { "complete" } else { "closed" };
+            write_line(&names, "sse", status, self.stats, started, Some(end));
+        }
+    }
 }
 
 /// Logs a host call that failed as a host fault (unreachable, timed out, a damaged answer, a

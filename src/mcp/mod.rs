@@ -148,8 +148,7 @@ pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response {
     let started = std::time::Instant::now();
     let mut names = crate::access::Names::new(true);
     let (resp, stats) = crate::access::scope(serve(state, req, &mut names)).await;
-    crate::access::log(&names, &resp, stats, started);
-    resp
+    crate::access::log(names, resp, stats, started)
 }
 
 async fn serve(

@@ -183,6 +183,15 @@ async fn each_mcp_request_logs_one_access_line_without_credentials_or_arguments(
         .line_with(&["openwop_mcp_sidecar::access", "conformance-delay"])
         .await;
     assert_eq!(field(&l, "mode"), Some("sse"), "{l}");
+    // Written when the stream ended: its whole duration and the host calls made while
+    // following the run (create, then reads of its state or events).
+    assert_eq!(field(&l, "stream"), Some("complete"), "{l}");
+    let ms: u64 = field(&l, "duration_ms").unwrap().parse().unwrap();
+    assert!(ms >= 650, "{l}");
+    assert!(
+        field(&l, "host_calls").unwrap().parse::<u32>().unwrap() >= 2,
+        "{l}"
+    );
 
     // A refusal carries its JSON-RPC code; a task id is named.
     let (s, _) = sc
