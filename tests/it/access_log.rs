@@ -289,3 +289,56 @@ async fn a_failed_host_call_logs_its_route_method_and_path() {
     assert!(!all.contains("\x1b["), "ANSI codes on a pipe:\n{all:?}");
     drop(sc);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sse_answer_the_client_leaves_is_logged_as_closed() {
+    let host = openwop_devhost::spawn(
+        openwop_devhost::DevHostConfig::default(),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let sc = spawn(&host.base_url()).await;
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let r = http
+        .post(format!("{}/mcp", sc.base))
+        .header("Authorization", format!("Bearer {A}"))
+        .header("MCP-Protocol-Version", V)
+        .header("Mcp-Method", "tools/call")
+        .header("Mcp-Name", "conformance-cancellable")
+        .header("Accept", "text/event-stream, application/json")
+        .body(
+            body_of(
+                1,
+                "tools/call",
+                json!({"name": "conformance-cancellable", "arguments": {"delayMs": 20000}}),
+                json!({}),
+            )
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    // No line while the stream is open; one, marked closed, once the client has gone.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !sc.all().contains("conformance-cancellable"),
+        "{}",
+        sc.all()
+    );
+    drop(r);
+    let l = sc
+        .line_with(&["openwop_mcp_sidecar::access", "conformance-cancellable"])
+        .await;
+    assert_eq!(field(&l, "mode"), Some("sse"), "{l}");
+    assert_eq!(field(&l, "stream"), Some("closed"), "{l}");
+    assert!(
+        field(&l, "duration_ms").unwrap().parse::<u64>().unwrap() >= 300,
+        "{l}"
+    );
+}

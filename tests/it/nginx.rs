@@ -48,15 +48,12 @@ async fn nginx_in_front_of(upstream: &str) -> Nginx {
         .port();
     let dir = std::env::temp_dir().join(format!("owsc-nginx-{}-{port}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    // Workers of a root master run as `nobody`: let them use the temp paths.
-    let _ = std::process::Command::new("chmod")
-        .arg("0777")
-        .arg(&dir)
-        .status();
     let upstream = upstream.trim_start_matches("http://");
     let d = dir.display();
     let conf = format!(
-        r#"worker_processes 1;
+        // One process, no workers: killing it (kill_on_drop) leaves nothing behind, where a
+        // master killed with SIGKILL would orphan its workers on the port.
+        r#"master_process off;
 daemon off;
 pid {d}/nginx.pid;
 error_log {d}/error.log warn;
