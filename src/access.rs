@@ -82,7 +82,7 @@ pub fn rpc_error(code: i64) {
 #[derive(Default)]
 pub struct Names {
     pub on: bool,
-    pub method: Option<String>,
+    pub method: Option<std::borrow::Cow<'static, str>>,
     /// The tool name (`tools/call`).
     pub tool: Option<String>,
     /// The task id (`tasks/*`).
@@ -103,7 +103,22 @@ impl Names {
         if !self.on {
             return;
         }
-        self.method = Some(printable(method));
+        // The mount's own methods without a copy; any other name is the caller's text.
+        const KNOWN: [&str; 9] = [
+            "tools/list",
+            "tools/call",
+            "tasks/get",
+            "tasks/update",
+            "tasks/cancel",
+            "subscriptions/listen",
+            "server/discover",
+            "initialize",
+            "ping",
+        ];
+        self.method = Some(match KNOWN.iter().find(|k| **k == method) {
+            Some(k) => std::borrow::Cow::Borrowed(*k),
+            None => std::borrow::Cow::Owned(printable(method)),
+        });
         let read = |key: &str| {
             params
                 .get(key)
