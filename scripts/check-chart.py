@@ -15,6 +15,7 @@ One line per case, then "N passed, M failed" (read by CI); exit status 1 on any 
 from __future__ import annotations
 
 import argparse
+import atexit
 import base64
 import copy
 import fnmatch
@@ -318,6 +319,8 @@ def devhost_for(binary: Path) -> DevHost:
     global _devhost
     if _devhost is None:
         _devhost = DevHost(binary.parent / "openwop-devhost")
+        # Stopped however the run ends (main stops it too).
+        atexit.register(_devhost.stop)
     return _devhost
 
 

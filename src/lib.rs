@@ -3,6 +3,7 @@
 //! unchanged OpenWOP v2 host. See README.md and `../shared/design.md` for the architecture.
 
 pub mod auth;
+pub mod access;
 pub mod body;
 pub mod config;
 pub mod demo;

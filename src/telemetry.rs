@@ -318,6 +318,9 @@ pub fn init(level: &str, json: bool, otlp: Option<opentelemetry_sdk::trace::SdkT
             .with(
                 tracing_subscriber::fmt::layer()
                     .with_writer(std::io::stderr)
+                    // Colour codes only for a person at a terminal: in a pod's log, a file or
+                    // a pipe they are noise that breaks grep and log shippers.
+                    .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
                     .with_filter(filter),
             )
             .try_init()

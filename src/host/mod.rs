@@ -315,14 +315,22 @@ impl HostClient {
                 Err(HostError::Unavailable(_)) => UpstreamStatus::Unavailable,
                 Err(HostError::BadBody(_)) => UpstreamStatus::BadBody,
             };
-            self.metrics
-                .upstream(op, status, started.elapsed().as_secs_f64());
+            let took = started.elapsed();
+            self.metrics.upstream(op, status, took.as_secs_f64());
+            crate::access::host_call(status, took);
             match res {
                 Err(e) if retry && attempt < 2 && e.retriable(op) => {
                     attempt += 1;
                     tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt))).await;
                 }
-                other => return other.map(|(_, v)| v),
+                Err(e) => {
+                    // The failure path only: the target is built again to name its path.
+                    let path = build().ok();
+                    let path = path.as_ref().map_or("", |r| r.uri().path());
+                    crate::access::host_failure(op, &self.routes.get(op).method, path, &e);
+                    return Err(e);
+                }
+                Ok((_, v)) => return Ok(v),
             }
         }
     }
@@ -609,17 +617,43 @@ impl HostClient {
         // lives as long as the run), so a host that holds back the head cannot stall a wait:
         // the caller falls back to polling.
         let open = self.routes.get(Operation::StreamEvents).timeout;
+        let started = std::time::Instant::now();
+        // The failure path only: the target is built again to name its path.
+        let fail = |e: HostError| {
+            let again = self.request(Operation::StreamEvents, &[("runId", &wire)], &[], None);
+            crate::access::host_failure(
+                Operation::StreamEvents,
+                &self.routes.get(Operation::StreamEvents).method,
+                again.as_ref().map_or("", |r| r.uri().path()),
+                &e,
+            );
+            e
+        };
         // Boxed for the same reason as in `send_json_within`.
-        let resp = tokio::time::timeout(open, Box::pin(self.send(req)))
-            .await
-            .map_err(|_| HostError::Timeout)??;
+        let resp = match tokio::time::timeout(open, Box::pin(self.send(req))).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                let st = match &e {
+                    HostError::Timeout => UpstreamStatus::Timeout,
+                    HostError::BadBody(_) => UpstreamStatus::BadBody,
+                    _ => UpstreamStatus::Unavailable,
+                };
+                crate::access::host_call(st, started.elapsed());
+                return Err(fail(e));
+            }
+            Err(_) => {
+                crate::access::host_call(UpstreamStatus::Timeout, started.elapsed());
+                return Err(fail(HostError::Timeout));
+            }
+        };
         let (head, body) = resp.into_parts();
+        crate::access::host_call(UpstreamStatus::Http(head.status), started.elapsed());
         if !head.status.is_success() {
             let bytes = match tokio::time::timeout(open, body.collect()).await {
                 Ok(Ok(c)) => c.to_bytes(),
                 _ => Bytes::new(),
             };
-            return Err(self.error_of(head.status, &head.headers, &bytes));
+            return Err(fail(self.error_of(head.status, &head.headers, &bytes)));
         }
         Ok(EventStream {
             body,

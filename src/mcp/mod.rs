@@ -139,8 +139,23 @@ impl McpRequest {
     }
 }
 
-/// Entry point for every request on the mount path.
+/// Entry point for every request on the mount path: the request, then its access line
+/// (src/access.rs).
 pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response {
+    if !crate::access::enabled() {
+        return serve(state, req, &mut crate::access::Names::new(false)).await;
+    }
+    let started = std::time::Instant::now();
+    let mut names = crate::access::Names::new(true);
+    let (resp, stats) = crate::access::scope(serve(state, req, &mut names)).await;
+    crate::access::log(names, resp, stats, started)
+}
+
+async fn serve(
+    state: Arc<AppState>,
+    req: Request<Incoming>,
+    names: &mut crate::access::Names,
+) -> Response {
     let cfg = state.cfg.clone();
     if req.method() != Method::POST {
         // mcp-tasks.md §1.1: a 2026-07-28-only server answers GET and DELETE with 405.
@@ -167,6 +182,7 @@ pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response {
             if e.downcast_ref::<http_body_util::LengthLimitError>()
                 .is_some() =>
         {
+            crate::access::rpc_error(error::INVALID_REQUEST);
             return crate::body::json(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 &json!({"jsonrpc":"2.0","id":null,"error":{"code":error::INVALID_REQUEST,"message":format!("Invalid Request: the body exceeds {max} bytes")}}),
@@ -180,6 +196,7 @@ pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response {
         }
         // A client that trickles its body cannot pin the request (issue 10).
         Err(_) => {
+            crate::access::rpc_error(error::INVALID_REQUEST);
             return crate::body::json(
                 StatusCode::REQUEST_TIMEOUT,
                 &json!({"jsonrpc":"2.0","id":null,"error":{"code":error::INVALID_REQUEST,"message":"Invalid Request: the body was not sent in time"}}),
@@ -193,7 +210,10 @@ pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response {
         );
     }
     let mut parsed = match parse_envelope(&cfg, &parts.headers, &bytes) {
-        Ok(Parsed::Request(r)) => *r,
+        Ok(Parsed::Request(r)) => {
+            names.set(&r.method, &r.params);
+            *r
+        }
         Ok(Parsed::Notification) => {
             let mut r = http::Response::new(empty());
             *r.status_mut() = StatusCode::ACCEPTED;

@@ -30,7 +30,11 @@ pub fn envelope_result(id: &Value, result: Value) -> Value {
 }
 
 pub fn envelope_error(id: &Value, e: &McpError) -> Value {
-    json!({ "jsonrpc": "2.0", "id": id, "error": e.to_error_object() })
+    let error = e.to_error_object();
+    if let Some(code) = error["code"].as_i64() {
+        crate::access::rpc_error(code);
+    }
+    json!({ "jsonrpc": "2.0", "id": id, "error": error })
 }
 
 /// A JSON result (HTTP 200), with serverInfo.

@@ -1,5 +1,6 @@
 //! Integration tests: the real sidecar in front of the real demo host, on loopback sockets.
 
+mod access_log;
 mod cli;
 mod discovery;
 mod envelope;
@@ -11,6 +12,7 @@ mod limits;
 mod mcp_suite;
 mod mrtr;
 mod oauth;
+mod nginx;
 mod otlp;
 mod ownership;
 mod passthrough;

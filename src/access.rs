@@ -1,0 +1,321 @@
+//! The operator's view of each MCP request: one `info` line per request on the target
+//! [`TARGET`], and a `warn` line for every host call that fails in a way the caller sees as a
+//! host fault.
+//!
+//! The access line names the method, the tool or task, the answer mode, the HTTP status, the
+//! JSON-RPC error code, the time to the answer's head and the host calls the handler made (how
+//! many, and the status of the slowest). It never carries a credential or an argument value:
+//! only names the caller chose from the server's own lists (tool names, task ids) and numbers.
+//!
+//! Host calls are counted in a task-local cell set up around the request's handler: no
+//! allocation, no channel, no extra wake-up. A JSON answer's line is written when the answer is
+//! ready. An SSE answer's line is written when its stream ends (or the client goes away): the
+//! stream's frames are produced as the connection polls the body (src/mcp/respond.rs), so the
+//! body is wrapped once and each poll runs in the same counter, and the line has the whole
+//! duration, every host call the stream made and the JSON-RPC code of its final message.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use crate::config::Operation;
+use crate::telemetry::UpstreamStatus;
+
+/// The `tracing` target of the access lines (filter with `RUST_LOG=openwop_mcp_sidecar::access=info`).
+pub const TARGET: &str = "openwop_mcp_sidecar::access";
+
+/// The `tracing` target of failed host calls (the host client's module).
+pub const HOST_TARGET: &str = "openwop_mcp_sidecar::host";
+
+/// What the host calls of one request added up to.
+#[derive(Clone, Copy, Default, Debug)]
+pub struct Stats {
+    pub host_calls: u32,
+    /// The slowest call: its duration and status.
+    pub slowest: Option<(Duration, UpstreamStatus)>,
+    /// The JSON-RPC error code of the answer, when it is an error.
+    pub rpc_code: Option<i64>,
+}
+
+tokio::task_local! {
+    static STATS: Cell<Stats>;
+}
+
+/// Whether access lines are written at all (the level or `RUST_LOG` may silence them); when
+/// not, the request runs without the task-local and without copying any name.
+pub fn enabled() -> bool {
+    tracing::enabled!(target: TARGET, tracing::Level::INFO)
+}
+
+/// Runs `fut` with a fresh counter and returns what it recorded.
+pub async fn scope<F: Future>(fut: F) -> (F::Output, Stats) {
+    STATS
+        .scope(Cell::new(Stats::default()), async move {
+            let out = fut.await;
+            (out, STATS.with(Cell::get))
+        })
+        .await
+}
+
+/// Counts a finished host call (a no-op outside a request's scope).
+pub fn host_call(status: UpstreamStatus, took: Duration) {
+    let _ = STATS.try_with(|c| {
+        let mut s = c.get();
+        s.host_calls = s.host_calls.saturating_add(1);
+        if s.slowest.is_none_or(|(d, _)| took >= d) {
+            s.slowest = Some((took, status));
+        }
+        c.set(s);
+    });
+}
+
+/// Notes the JSON-RPC error code of the answer being built (a no-op outside a request).
+pub fn rpc_error(code: i64) {
+    let _ = STATS.try_with(|c| {
+        let mut s = c.get();
+        s.rpc_code = Some(code);
+        c.set(s);
+    });
+}
+
+/// The names a request's access line carries, copied only when the line is written.
+#[derive(Default)]
+pub struct Names {
+    pub on: bool,
+    pub method: Option<std::borrow::Cow<'static, str>>,
+    /// The tool name (`tools/call`).
+    pub tool: Option<String>,
+    /// The task id (`tasks/*`).
+    pub task_id: Option<String>,
+}
+
+impl Names {
+    pub fn new(on: bool) -> Names {
+        Names {
+            on,
+            ..Names::default()
+        }
+    }
+
+    /// Records the method and, for the methods that name one, the tool or task. Values come
+    /// from the caller, so they are cut short and escaped to keep the line one line.
+    pub fn set(&mut self, method: &str, params: &serde_json::Map<String, serde_json::Value>) {
+        if !self.on {
+            return;
+        }
+        // The mount's own methods without a copy; any other name is the caller's text.
+        const KNOWN: [&str; 9] = [
+            "tools/list",
+            "tools/call",
+            "tasks/get",
+            "tasks/update",
+            "tasks/cancel",
+            "subscriptions/listen",
+            "server/discover",
+            "initialize",
+            "ping",
+        ];
+        self.method = Some(match KNOWN.iter().find(|k| **k == method) {
+            Some(k) => std::borrow::Cow::Borrowed(*k),
+            None => std::borrow::Cow::Owned(printable(method)),
+        });
+        let read = |key: &str| {
+            params
+                .get(key)
+                .and_then(serde_json::Value::as_str)
+                .map(printable)
+        };
+        match method {
+            "tools/call" => self.tool = read("name"),
+            "tasks/get" | "tasks/update" | "tasks/cancel" => self.task_id = read("taskId"),
+            _ => {}
+        }
+    }
+}
+
+/// Writes the access line of one answered request now, or, for an SSE answer, wraps its body
+/// so that the line is written when the stream ends.
+pub fn log(
+    names: Names,
+    resp: crate::body::Response,
+    stats: Stats,
+    started: Instant,
+) -> crate::body::Response {
+    let status = resp.status().as_u16();
+    let sse = resp
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|c| c.as_bytes().starts_with(b"text/event-stream"));
+    if !sse {
+        let mode = if status == 202 { "202" } else { "json" };
+        write_line(&names, mode, status, stats, started, None);
+        return resp;
+    }
+    resp.map(|inner| {
+        http_body_util::BodyExt::boxed_unsync(LoggedBody {
+            inner,
+            stats,
+            line: Some((names, status, started)),
+            ended: false,
+        })
+    })
+}
+
+fn write_line(
+    names: &Names,
+    mode: &str,
+    status: u16,
+    stats: Stats,
+    started: Instant,
+    stream: Option<&str>,
+) {
+    let slowest = stats
+        .slowest
+        .map(|(_, s)| tracing::field::display(StatusLabel(s)));
+    tracing::info!(
+        target: TARGET,
+        method = names.method.as_deref().unwrap_or("-"),
+        tool = names.tool.as_deref(),
+        task_id = names.task_id.as_deref(),
+        mode,
+        status,
+        rpc_code = stats.rpc_code,
+        duration_ms = started.elapsed().as_millis() as u64,
+        host_calls = stats.host_calls,
+        host_slowest_status = slowest,
+        stream,
+        "mcp request"
+    );
+}
+
+/// An SSE answer's body, polled inside the request's counter; writes the access line when it
+/// is dropped (after its end, or when the client went away: `stream="closed"`).
+struct LoggedBody {
+    inner: crate::body::Body,
+    stats: Stats,
+    line: Option<(Names, u16, Instant)>,
+    ended: bool,
+}
+
+impl http_body::Body for LoggedBody {
+    type Data = bytes::Bytes;
+    type Error = crate::body::BoxError;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        let inner = &mut this.inner;
+        let (r, stats) = STATS.sync_scope(Cell::new(this.stats), || {
+            let r = std::pin::Pin::new(inner).poll_frame(cx);
+            (r, STATS.with(Cell::get))
+        });
+        this.stats = stats;
+        if matches!(r, std::task::Poll::Ready(None)) || this.inner.is_end_stream() {
+            this.ended = true;
+        }
+        r
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for LoggedBody {
+    fn drop(&mut self) {
+        if let Some((names, status, started)) = self.line.take() {
+            let end = if self.ended { "complete" } else { "closed" };
+            write_line(&names, "sse", status, self.stats, started, Some(end));
+        }
+    }
+}
+
+/// Logs a host call that failed as a host fault (unreachable, timed out, a damaged answer, a
+/// 5xx or an answer the error rules class as internal): the route, its method and the path
+/// without its query (query values may carry what the caller sent), and the error. Refusals
+/// the caller is told about (401, 404, 4xx rules) are not faults and stay at `debug`.
+pub fn host_failure(op: Operation, method: &http::Method, path: &str, e: &crate::host::HostError) {
+    let fault = match e {
+        crate::host::HostError::Status { status, .. } => {
+            status.is_server_error() || e.class() == crate::config::ErrorClass::Internal
+        }
+        _ => true,
+    };
+    if fault {
+        tracing::warn!(target: HOST_TARGET, route = op.key(), %method, path, error = %e, "host call failed");
+    } else {
+        tracing::debug!(target: HOST_TARGET, route = op.key(), %method, path, error = %e, "host call refused");
+    }
+}
+
+/// A host call's status as the access line shows it: the HTTP status, or the transport failure.
+struct StatusLabel(UpstreamStatus);
+
+impl std::fmt::Display for StatusLabel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            UpstreamStatus::Http(code) => write!(f, "{}", code.as_u16()),
+            UpstreamStatus::Timeout => f.write_str("timeout"),
+            UpstreamStatus::Unavailable => f.write_str("unavailable"),
+            UpstreamStatus::BadBody => f.write_str("bad_body"),
+        }
+    }
+}
+
+/// At most 128 characters, control characters escaped.
+fn printable(s: &str) -> String {
+    s.chars().take(128).flat_map(char::escape_debug).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_slowest_host_call_and_the_count_are_kept_per_request() {
+        let ((), s) = scope(async {
+            host_call(
+                UpstreamStatus::Http(http::StatusCode::OK),
+                Duration::from_millis(3),
+            );
+            host_call(UpstreamStatus::Timeout, Duration::from_millis(9));
+            host_call(
+                UpstreamStatus::Http(http::StatusCode::OK),
+                Duration::from_millis(1),
+            );
+            rpc_error(-32603);
+        })
+        .await;
+        assert_eq!(s.host_calls, 3);
+        assert_eq!(
+            s.slowest
+                .map(|(_, st)| StatusLabel(st).to_string())
+                .as_deref(),
+            Some("timeout")
+        );
+        assert_eq!(s.rpc_code, Some(-32603));
+        // Outside a request nothing is recorded and nothing panics.
+        host_call(UpstreamStatus::Timeout, Duration::ZERO);
+        let ((), s) = scope(async {}).await;
+        assert_eq!(s.host_calls, 0);
+    }
+
+    #[test]
+    fn names_are_copied_only_when_the_line_is_written_and_stay_one_line() {
+        let params = serde_json::json!({"name": "a\nb", "arguments": {"secret": "x"}});
+        let params = params.as_object().unwrap();
+        let mut off = Names::new(false);
+        off.set("tools/call", params);
+        assert!(off.method.is_none() && off.tool.is_none());
+        let mut on = Names::new(true);
+        on.set("tools/call", params);
+        assert_eq!(on.tool.as_deref(), Some("a\\nb"));
+        assert_eq!(on.method.as_deref(), Some("tools/call"));
+    }
+}

@@ -1,0 +1,344 @@
+//! Issue 16 §6: what an operator reads in the sidecar's log. The real binary, its stderr a
+//! pipe (as in a pod), in front of the real demo host.
+
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tokio::io::AsyncBufReadExt;
+
+use crate::support::*;
+
+const BIN: &str = env!("CARGO_BIN_EXE_openwop-mcp-sidecar");
+const SECRET_ARG: &str = "argument-value-q7w3e9-never-logged";
+
+/// A spawned sidecar whose stderr lines are collected as they come.
+struct Spawned {
+    // Held so the sidecar lives as long as the test (kill_on_drop).
+    _child: tokio::process::Child,
+    base: String,
+    log: Arc<Mutex<String>>,
+    _stdout: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+async fn spawn(upstream: &str) -> Spawned {
+    let mut child = tokio::process::Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--upstream", upstream])
+        // The configured level (info), not the developer's environment.
+        .env_remove("RUST_LOG")
+        .env_remove("NO_COLOR")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let log = Arc::new(Mutex::new(String::new()));
+    let sink = log.clone();
+    tokio::spawn(async move {
+        let mut r = tokio::io::BufReader::new(stderr);
+        let mut buf = Vec::new();
+        while r.read_until(b'\n', &mut buf).await.unwrap_or(0) > 0 {
+            sink.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf));
+            buf.clear();
+        }
+    });
+    let (base, stdout) = listening_base(&mut child).await;
+    Spawned {
+        _child: child,
+        base,
+        log,
+        _stdout: stdout,
+    }
+}
+
+impl Spawned {
+    async fn post(&self, method: &str, params: Value, accept: &str) -> (u16, String) {
+        // Tasks declared only where the method needs it: a tools/call then blocks, as an SDK's.
+        let caps = if method.starts_with("tasks/") {
+            task_caps()
+        } else {
+            json!({})
+        };
+        let http = reqwest::Client::builder().no_proxy().build().unwrap();
+        let mut rb = http
+            .post(format!("{}/mcp", self.base))
+            .header("Authorization", format!("Bearer {A}"))
+            .header("MCP-Protocol-Version", V)
+            .header("Mcp-Method", method)
+            .header("Accept", accept);
+        if let Some(n) = name_of(method, &params) {
+            rb = rb.header("Mcp-Name", n);
+        }
+        let r = rb
+            .json(&body_of(1, method, params, caps))
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    }
+
+    /// Waits (bounded) until a line containing every needle is logged, and returns it.
+    async fn line_with(&self, needles: &[&str]) -> String {
+        let start = Instant::now();
+        loop {
+            if let Some(l) = self
+                .log
+                .lock()
+                .unwrap()
+                .lines()
+                .find(|l| needles.iter().all(|n| l.contains(n)))
+            {
+                return l.to_string();
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "no log line with {needles:?} in:\n{}",
+                self.log.lock().unwrap()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn all(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+}
+
+/// `key=value` or `key="value"` of a text log line.
+fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    let at = line.find(&format!(" {key}="))? + key.len() + 2;
+    let rest = &line[at..];
+    if let Some(q) = rest.strip_prefix('"') {
+        return q.split('"').next();
+    }
+    rest.split_whitespace().next()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_mcp_request_logs_one_access_line_without_credentials_or_arguments() {
+    let host = openwop_devhost::spawn(
+        openwop_devhost::DevHostConfig::default(),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let sc = spawn(&host.base_url()).await;
+
+    let (s, _) = sc
+        .post(
+            "tools/list",
+            json!({}),
+            "application/json, text/event-stream",
+        )
+        .await;
+    assert_eq!(s, 200);
+    let l = sc
+        .line_with(&["openwop_mcp_sidecar::access", "tools/list"])
+        .await;
+    assert_eq!(field(&l, "mode"), Some("json"), "{l}");
+    assert_eq!(field(&l, "status"), Some("200"), "{l}");
+    assert!(
+        field(&l, "duration_ms").is_some_and(|d| d.parse::<u64>().is_ok()),
+        "{l}"
+    );
+    let calls: u32 = field(&l, "host_calls").unwrap().parse().unwrap();
+    assert!(calls >= 1, "the catalog is read from the host: {l}");
+    assert_eq!(field(&l, "host_slowest_status"), Some("200"), "{l}");
+    assert_eq!(field(&l, "rpc_code"), None, "{l}");
+
+    // A blocking call: the tool's name, never its argument values.
+    let (s, text) = sc
+        .post(
+            "tools/call",
+            json!({"name": "conformance-noop", "arguments": {"note": SECRET_ARG}}),
+            "application/json, text/event-stream",
+        )
+        .await;
+    assert_eq!(s, 200, "{text}");
+    let l = sc
+        .line_with(&["openwop_mcp_sidecar::access", "conformance-noop"])
+        .await;
+    assert_eq!(field(&l, "method"), Some("tools/call"), "{l}");
+    assert_eq!(field(&l, "tool"), Some("conformance-noop"), "{l}");
+    assert_eq!(field(&l, "mode"), Some("json"), "{l}");
+    assert!(
+        field(&l, "host_calls").unwrap().parse::<u32>().unwrap() >= 2,
+        "{l}"
+    );
+
+    // A call that asks for SSE first and outlives the first look at its run streams.
+    let (s, text) = sc
+        .post(
+            "tools/call",
+            json!({"name": "conformance-delay", "arguments": {"delayMs": 700}}),
+            "text/event-stream, application/json",
+        )
+        .await;
+    assert_eq!(s, 200, "{text}");
+    let l = sc
+        .line_with(&["openwop_mcp_sidecar::access", "conformance-delay"])
+        .await;
+    assert_eq!(field(&l, "mode"), Some("sse"), "{l}");
+    // Written when the stream ended: its whole duration and the host calls made while
+    // following the run (create, then reads of its state or events).
+    assert_eq!(field(&l, "stream"), Some("complete"), "{l}");
+    let ms: u64 = field(&l, "duration_ms").unwrap().parse().unwrap();
+    assert!(ms >= 650, "{l}");
+    assert!(
+        field(&l, "host_calls").unwrap().parse::<u32>().unwrap() >= 2,
+        "{l}"
+    );
+
+    // A refusal carries its JSON-RPC code; a task id is named.
+    let (s, _) = sc
+        .post(
+            "tasks/get",
+            json!({"taskId": "no-such-task"}),
+            "application/json, text/event-stream",
+        )
+        .await;
+    assert_eq!(s, 200);
+    let l = sc
+        .line_with(&["openwop_mcp_sidecar::access", "tasks/get"])
+        .await;
+    assert_eq!(field(&l, "task_id"), Some("no-such-task"), "{l}");
+    assert_eq!(field(&l, "rpc_code"), Some("-32602"), "{l}");
+
+    // A foreign Origin: refused before the body is read, and the log names the value.
+    let r = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .post(format!("{}/mcp", sc.base))
+        .header("Authorization", format!("Bearer {A}"))
+        .header("Origin", "http://evil.example:8080")
+        .header("MCP-Protocol-Version", V)
+        .header("Mcp-Method", "tools/list")
+        .body(body_of(1, "tools/list", json!({}), json!({})).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let w = sc.line_with(&["Origin not allowed"]).await;
+    assert!(
+        w.contains("WARN") && w.contains("http://evil.example:8080"),
+        "{w}"
+    );
+    let l = sc
+        .line_with(&["openwop_mcp_sidecar::access", "status=403"])
+        .await;
+    assert_eq!(field(&l, "method"), Some("-"), "{l}");
+    assert_eq!(field(&l, "rpc_code"), Some("-32600"), "{l}");
+
+    let all = sc.all();
+    assert!(!all.contains(A), "the bearer token was logged:\n{all}");
+    assert!(
+        !all.contains(SECRET_ARG),
+        "an argument value was logged:\n{all}"
+    );
+    assert!(!all.contains("\x1b["), "ANSI codes on a pipe:\n{all:?}");
+    assert_eq!(
+        all.lines()
+            .filter(|l| l.contains("openwop_mcp_sidecar::access"))
+            .count(),
+        5,
+        "one line per request:\n{all}"
+    );
+    drop(sc);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_host_call_logs_its_route_method_and_path() {
+    // An upstream nobody listens on: the port of a listener that was just closed.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let sc = spawn(&format!("http://127.0.0.1:{port}")).await;
+    let (s, text) = sc
+        .post(
+            "tools/list",
+            json!({}),
+            "application/json, text/event-stream",
+        )
+        .await;
+    assert_eq!(s, 200);
+    assert!(text.contains("-32603"), "{text}");
+    let l = sc.line_with(&["host call failed"]).await;
+    assert!(l.contains("WARN"), "{l}");
+    assert!(
+        ["discovery", "listTools", "getWorkflow", "listRuns"]
+            .contains(&field(&l, "route").unwrap_or("")),
+        "{l}"
+    );
+    assert_eq!(field(&l, "method"), Some("GET"), "{l}");
+    let path = field(&l, "path").unwrap_or("");
+    assert!(path.starts_with('/') && !path.contains('?'), "{l}");
+    assert!(l.contains("error="), "{l}");
+    let a = sc
+        .line_with(&["openwop_mcp_sidecar::access", "tools/list"])
+        .await;
+    assert_eq!(field(&a, "rpc_code"), Some("-32603"), "{a}");
+    assert_eq!(field(&a, "host_slowest_status"), Some("unavailable"), "{a}");
+    let all = sc.all();
+    assert!(!all.contains(A), "the bearer token was logged:\n{all}");
+    assert!(!all.contains("\x1b["), "ANSI codes on a pipe:\n{all:?}");
+    drop(sc);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sse_answer_the_client_leaves_is_logged_as_closed() {
+    let host = openwop_devhost::spawn(
+        openwop_devhost::DevHostConfig::default(),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let sc = spawn(&host.base_url()).await;
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let r = http
+        .post(format!("{}/mcp", sc.base))
+        .header("Authorization", format!("Bearer {A}"))
+        .header("MCP-Protocol-Version", V)
+        .header("Mcp-Method", "tools/call")
+        .header("Mcp-Name", "conformance-cancellable")
+        .header("Accept", "text/event-stream, application/json")
+        .body(
+            body_of(
+                1,
+                "tools/call",
+                json!({"name": "conformance-cancellable", "arguments": {"delayMs": 20000}}),
+                json!({}),
+            )
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    // No line while the stream is open; one, marked closed, once the client has gone.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !sc.all().contains("conformance-cancellable"),
+        "{}",
+        sc.all()
+    );
+    drop(r);
+    let l = sc
+        .line_with(&["openwop_mcp_sidecar::access", "conformance-cancellable"])
+        .await;
+    assert_eq!(field(&l, "mode"), Some("sse"), "{l}");
+    assert_eq!(field(&l, "stream"), Some("closed"), "{l}");
+    assert!(
+        field(&l, "duration_ms").unwrap().parse::<u64>().unwrap() >= 300,
+        "{l}"
+    );
+}
