@@ -13,6 +13,7 @@ mod otlp;
 mod ownership;
 mod passthrough;
 mod reload;
+mod replicas;
 mod support;
 mod tasks;
 mod tls;
