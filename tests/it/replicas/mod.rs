@@ -920,3 +920,57 @@ async fn a_sigkill_orphans_exactly_the_blocking_runs_in_flight_on_that_replica_u
     env.host.shutdown().await;
     s.stop().await;
 }
+
+/// The official TypeScript SDK and Tasks client (tests/e2e/tasks.test.mjs, unchanged: task
+/// creation, settle() with input, snapshot/update/cancel, isolation, detach and resume from a
+/// fresh client) with every request going through the balancer, so consecutive requests of one
+/// flow land on different replicas.
+#[tokio::test]
+async fn the_official_typescript_tasks_client_flows_pass_through_the_balancer() {
+    let e2e = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e");
+    let node = std::process::Command::new("node").arg("--version").output();
+    assert!(
+        node.is_ok_and(|o| o.status.success()),
+        "node is needed for the official TypeScript client (tests/e2e)"
+    );
+    if !std::path::Path::new(e2e)
+        .join("node_modules/@modelcontextprotocol/ext-tasks")
+        .is_dir()
+    {
+        let st = tokio::process::Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(e2e)
+            .status()
+            .await
+            .expect("npm runs");
+        assert!(st.success(), "npm ci in tests/e2e failed");
+    }
+    let s = Stack::start(3, Timings::default()).await;
+    let out = tokio::time::timeout(
+        Duration::from_secs(90),
+        tokio::process::Command::new("node")
+            .args([
+                "--test",
+                "--test-concurrency=1",
+                "--test-timeout=60000",
+                "tasks.test.mjs",
+            ])
+            .current_dir(e2e)
+            .env("MCP_URL", s.env.mcp_url())
+            .env("REST_URL", &s.env.url)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the client suite ends within 90 s")
+    .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(report.contains("# fail 0"), "{report}");
+    assert!(!report.contains("# pass 0"), "{report}");
+    s.stop().await;
+}

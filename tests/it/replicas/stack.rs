@@ -163,16 +163,20 @@ pub fn free_port() -> u16 {
 }
 
 pub fn haproxy_bin() -> String {
-    let found = std::process::Command::new("haproxy")
-        .arg("-v")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        found,
+    // Debian installs it in /usr/sbin, which a non-root PATH may lack.
+    for bin in ["haproxy", "/usr/sbin/haproxy"] {
+        let found = std::process::Command::new(bin)
+            .arg("-v")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if found {
+            return bin.into();
+        }
+    }
+    panic!(
         "haproxy is not installed: the multi-replica tests need a real load balancer \
          (scripts/test installs it: apt-get update && apt-get install -y haproxy)"
     );
-    "haproxy".into()
 }
 
 /// The sidecar configuration every replica loads.
