@@ -974,3 +974,46 @@ async fn the_official_typescript_tasks_client_flows_pass_through_the_balancer() 
     assert!(!report.contains("# pass 0"), "{report}");
     s.stop().await;
 }
+
+/// An operator's second SIGTERM/SIGINT means "now": it ends the lame duck at once and the
+/// drain follows.
+#[tokio::test]
+async fn a_second_sigterm_ends_the_lame_duck_early() {
+    let host = openwop_devhost::spawn(Default::default(), "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("owsc-lameduck2-{}", free_port()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("sidecar.yaml");
+    let t = Timings {
+        lame_duck_ms: 20_000,
+        drain_ms: 1_000,
+        balancer_retries: 0,
+    };
+    std::fs::write(&cfg, sidecar_yaml(t)).unwrap();
+    let mut r = Replica::start(
+        free_port(),
+        cfg,
+        host.base_url(),
+        SHARED_KEY.into(),
+        dir.join("r.log"),
+    )
+    .await;
+    let t0 = Instant::now();
+    r.sigterm();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let ready = http
+        .get(format!("{}/readyz", r.url()))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(ready, 503, "in the lame duck");
+    r.sigterm();
+    let st = r.wait_exit(Duration::from_secs(5)).await;
+    assert!(st.success(), "{st:?}");
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    host.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
