@@ -187,6 +187,20 @@ pub fn sidecar_yaml(t: Timings) -> String {
     )
 }
 
+/// [`sidecar_yaml`] after the legacy host's mapping when the suite runs against it.
+pub fn flavoured_yaml(t: Timings) -> String {
+    if crate::support::legacy() {
+        let legacy = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/config/legacy-host.example.yaml"
+        ))
+        .unwrap();
+        format!("{legacy}\n{}", sidecar_yaml(t))
+    } else {
+        sidecar_yaml(t)
+    }
+}
+
 /// The balancer. Why each line is there: docs/hardening.md, "Many replicas".
 pub fn haproxy_cfg(front: u16, stats: u16, ports: &[u16], retries: u32) -> String {
     let mut s = format!(
@@ -246,8 +260,15 @@ impl Stack {
             free_port()
         ));
         std::fs::create_dir_all(&dir).unwrap();
+        // OPENWOP_TEST_FLAVOR=legacy: the legacy job API behind config/legacy-host.example.yaml,
+        // as the other suites do (support::legacy).
         let mut host_cfg = DevHostConfig {
             sse_keepalive: Duration::from_millis(500),
+            flavor: if crate::support::legacy() {
+                openwop_devhost::Flavor::Legacy
+            } else {
+                openwop_devhost::Flavor::V2
+            },
             ..DevHostConfig::default()
         };
         h(&mut host_cfg);
@@ -255,7 +276,7 @@ impl Stack {
             .await
             .expect("devhost starts");
         let config = dir.join("sidecar.yaml");
-        std::fs::write(&config, sidecar_yaml(t)).unwrap();
+        std::fs::write(&config, flavoured_yaml(t)).unwrap();
         let mut replicas = Vec::new();
         for i in 0..n {
             replicas.push(
