@@ -150,6 +150,12 @@ def check_container(case: Case, pod: dict, c: dict, values: dict, docs, native: 
         p = get.get("port")
         case.eq(ports.get(p, p), port, f"{probe} port")
     case.check("startupProbe" not in c, "no startupProbe (a native sidecar's would gate the host's containers)")
+    # The lame duck (issue 20) outlasts the readiness probe's verdict: a balancer that follows
+    # /readyz at the probe's cadence has stopped sending before the listener closes.
+    rp = c.get("readinessProbe") or {}
+    verdict = rp.get("periodSeconds", 10) * rp.get("failureThreshold", 3) * 1000
+    lame = shutdown_of(docs).get("lameDuckMs", 12000)
+    case.check(lame >= verdict, f"shutdown.lameDuckMs ({lame}) >= readinessProbe periodSeconds x failureThreshold ({verdict} ms)")
     case.eq(list(ports.values()), [port], "container ports")
 
     sc = c.get("securityContext") or {}
@@ -209,6 +215,28 @@ def check_container(case: Case, pod: dict, c: dict, values: dict, docs, native: 
                 case.check(len(key.encode()) >= 16, "state key at least 16 bytes")
                 if sk["value"]:
                     case.eq(key, sk["value"], "state key value")
+
+
+def shutdown_of(docs) -> dict:
+    """The rendered sidecar.yaml's shutdown section ({} when absent or unreadable)."""
+    for d in of_kind(docs, "ConfigMap"):
+        text = (d.get("data") or {}).get("sidecar.yaml")
+        if text:
+            try:
+                return (yaml.safe_load(text) or {}).get("shutdown") or {}
+            except yaml.YAMLError:
+                return {}
+    return {}
+
+
+def check_state_secret(case: Case, docs):
+    """The chart's state-key Secret survives upgrades and uninstalls (issue 20): every replica,
+    old and new, verifies the same requestState tokens."""
+    for s in of_kind(docs, "Secret"):
+        ann = s["metadata"].get("annotations") or {}
+        case.eq(ann.get("helm.sh/resource-policy"), "keep", f"Secret {s['metadata']['name']} has helm.sh/resource-policy: keep")
+    src = (CHART / "templates" / "secret.yaml").read_text()
+    case.check('lookup "v1" "Secret"' in src, "secret.yaml reads the existing key back with lookup (never regenerated on upgrade)")
 
 
 def check_config(case: Case, docs, values: dict) -> str | None:
@@ -444,6 +472,7 @@ def chart_case(name: str, values_file: Path | None, kube_version: str, binary: P
     text = check_config(case, docs, values)
     sidecar_check_config(case, binary, text, "ConfigMap sidecar.yaml")
     sidecar_serves_chart_hosts(case, binary, text, docs, "ConfigMap sidecar.yaml")
+    check_state_secret(case, docs)
     mode = values["mode"]
 
     if mode == "sidecar":
@@ -467,10 +496,12 @@ def chart_case(name: str, values_file: Path | None, kube_version: str, binary: P
                 check_container(case, pod, cs[0], values, docs, native=None)
             case.check(not pod.get("initContainers"), "no initContainers in standalone mode")
             case.eq(pod.get("automountServiceAccountToken"), False, "no service account token")
-            drain = ((values.get("config") or {}).get("shutdown") or {}).get("drainTimeoutMs", 30000)
+            shutdown = shutdown_of(docs)
+            drain = shutdown.get("drainTimeoutMs", 30000)
+            lame = shutdown.get("lameDuckMs", 12000)
             grace = pod.get("terminationGracePeriodSeconds", 30) * 1000
             pre = (((cs[0].get("lifecycle") or {}).get("preStop") or {}).get("sleep") or {}).get("seconds", 0) * 1000 if cs else 0
-            case.check(grace > drain + pre, f"terminationGracePeriodSeconds ({grace} ms) > preStop + drainTimeoutMs ({drain + pre} ms)")
+            case.check(grace > drain + lame + pre, f"terminationGracePeriodSeconds ({grace} ms) > preStop + lameDuckMs + drainTimeoutMs ({drain + lame + pre} ms)")
 
             svc = one(case, docs, "Service")
             if svc:
@@ -576,6 +607,7 @@ def refusals_case() -> Case:
         ({"tls": {"enabled": True, "secretName": "s", "mountPath": "/etc/openwop-mcp-sidecar/tls"}}, "tls.mountPath"),
         ({"terminationGracePeriodSeconds": 30}, "terminationGracePeriodSeconds"),
         ({"config": {"shutdown": {"drainTimeoutMs": 60000}}}, "terminationGracePeriodSeconds"),
+        ({"config": {"shutdown": {"lameDuckMs": 20000}}}, "lameDuckMs"),
         ({"config": {"logging": {"format": "xml"}}}, "format"),
         ({"config": {"mcp": {"mrtrMaxRounds": 17}}}, "mrtrMaxRounds"),
         ({"autoscaling": {"enabled": True, "targetCPUUtilizationPercentage": None}}, "autoscaling"),

@@ -158,6 +158,9 @@ async fn serve(cfg: Config, source: Option<ConfigSource>) -> ExitCode {
     if cfg.mcp.request_state_key.is_none() {
         tracing::warn!("no requestState key configured: using a random per-process key, so replicas cannot verify each other's requestState (set mcp.requestStateKeyEnv or OPENWOP_SIDECAR_STATE_KEY)");
     }
+    // Registered before the listening line: a SIGTERM sent as soon as it is printed must find
+    // the handler, not the default action (which kills the process with no drain).
+    let mut signals = Signals::new();
     let server = match Server::start_with_source(cfg, source).await {
         Ok(s) => s,
         Err(e) => {
@@ -167,12 +170,13 @@ async fn serve(cfg: Config, source: Option<ConfigSource>) -> ExitCode {
     };
     tracing::info!(addr = %server.addr, upstream = %server.state.cfg.upstream.url, mount = %server.state.cfg.mount.path, "listening");
     println!("openwop-mcp-sidecar listening on http://{}", server.addr);
-    wait_for_signal().await;
+    signals.recv().await;
     // Lame duck first (shutdown.lameDuckMs), then the drain; a second signal cuts the lame
-    // duck short (an operator's second Ctrl-C means "now").
+    // duck short (an operator's second Ctrl-C means "now"). The same receivers for both, so a
+    // second signal sent right after the first is not lost.
     tokio::select! {
         _ = server.lame_duck() => {}
-        _ = wait_for_signal() => tracing::info!("second signal: ending the lame duck early"),
+        _ = signals.recv() => tracing::info!("second signal: ending the lame duck early"),
     }
     tracing::info!("shutting down");
     server.shutdown().await;
@@ -184,19 +188,47 @@ async fn serve(cfg: Config, source: Option<ConfigSource>) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// SIGTERM or SIGINT.
-pub async fn wait_for_signal() {
+/// SIGTERM or SIGINT, registered once so that every delivery after `new` is seen.
+struct Signals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
+    term: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    int: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn new() -> Signals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Signals {
+                term: signal(SignalKind::terminate()).ok(),
+                int: signal(SignalKind::interrupt()).ok(),
+            }
         }
+        #[cfg(not(unix))]
+        Signals {}
     }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+
+    async fn recv(&mut self) {
+        #[cfg(unix)]
+        {
+            async fn one(s: &mut Option<tokio::signal::unix::Signal>) {
+                match s {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            }
+            tokio::select! {
+                _ = one(&mut self.term) => {}
+                _ = one(&mut self.int) => {}
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }

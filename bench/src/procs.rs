@@ -88,8 +88,11 @@ pub async fn spawn_sidecar(
 }
 
 impl Sidecar {
-    /// SIGTERM, then SIGKILL after `grace`.
+    /// SIGTERM twice (the second skips the lame duck, shutdown.lameDuckMs: no balancer here),
+    /// then SIGKILL after `grace`.
     pub async fn stop(mut self, grace: Duration) {
+        signal(self.pid, libc::SIGTERM);
+        tokio::time::sleep(Duration::from_millis(50)).await;
         signal(self.pid, libc::SIGTERM);
         if tokio::time::timeout(grace, self.child.wait())
             .await

@@ -17,6 +17,7 @@ mod otlp;
 mod ownership;
 mod passthrough;
 mod reload;
+mod replicas;
 mod support;
 mod tasks;
 mod tls;

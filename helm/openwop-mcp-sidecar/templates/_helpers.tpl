@@ -142,10 +142,11 @@ Checks that no schema can express; each stops the render with a message naming t
 {{- fail "upstream.url is required: the host's Service URL, e.g. http://my-host.my-namespace.svc:8787" -}}
 {{- end -}}
 {{- $drainMs := int (dig "shutdown" "drainTimeoutMs" 30000 $cfg) -}}
+{{- $lameDuckMs := int (dig "shutdown" "lameDuckMs" 12000 $cfg) -}}
 {{- $graceMs := mul (int .Values.terminationGracePeriodSeconds) 1000 -}}
 {{- $preStopMs := mul (int .Values.preStopSleepSeconds) 1000 -}}
-{{- if and (eq .Values.mode "standalone") (le $graceMs (add $drainMs $preStopMs)) -}}
-{{- fail (printf "terminationGracePeriodSeconds (%d) must exceed preStopSleepSeconds + shutdown.drainTimeoutMs (%d ms), or the kubelet kills requests still draining" (int .Values.terminationGracePeriodSeconds) (add $drainMs $preStopMs)) -}}
+{{- if and (eq .Values.mode "standalone") (le $graceMs (add $drainMs $preStopMs $lameDuckMs)) -}}
+{{- fail (printf "terminationGracePeriodSeconds (%d) must exceed preStopSleepSeconds + shutdown.lameDuckMs + shutdown.drainTimeoutMs (%d ms), or the kubelet kills requests still draining" (int .Values.terminationGracePeriodSeconds) (add $drainMs $preStopMs $lameDuckMs)) -}}
 {{- end -}}
 {{- end -}}
 
