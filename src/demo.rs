@@ -14,6 +14,23 @@ pub async fn run(mut cfg: Config, anonymous: bool) -> anyhow::Result<()> {
     };
     let host = openwop_devhost::spawn(host_cfg.clone(), "127.0.0.1:0".parse()?).await?;
     cfg.upstream.url = host.base_url();
+    // The demo host is also a demo authorization server (devhost/src/oauth.rs): clients that
+    // log in by themselves find it through the mount's 401 and the protected-resource metadata.
+    if cfg.auth.is_none() {
+        cfg.auth = Some(crate::config::auth::Auth {
+            authorization_servers: vec![host.base_url()],
+            scopes: openwop_devhost::oauth::SCOPES
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            resource: None,
+            resource_documentation: None,
+            host_metadata: crate::config::auth::HostMetadata::Ignore,
+            // Anonymous callers are the host's to admit.
+            require_token: !anonymous,
+            metadata_max_age_seconds: 3600,
+        });
+    }
     let server = Server::start(cfg).await?;
     let base = format!("http://{}", server.addr);
     let key = host_cfg
@@ -37,6 +54,25 @@ pub async fn run(mut cfg: Config, anonymous: bool) -> anyhow::Result<()> {
         println!(
             "    (no Authorization)  tenant {:<8} (anonymous-caller mode)",
             openwop_devhost::ANONYMOUS_TENANT
+        );
+    }
+    if let Some(a) = &server.state.cfg.auth {
+        println!(
+            "  login (OAuth): issuer {}",
+            a.authorization_servers.join(", ")
+        );
+        println!(
+            "    MCP clients that log in by themselves start from the 401 on the mount; the demo\n    consent page offers the users {} (no password).",
+            host_cfg
+                .keys
+                .iter()
+                .map(openwop_devhost::oauth::user_name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        println!(
+            "    metadata: {base}/.well-known/oauth-protected-resource{}",
+            server.state.cfg.mount.path
         );
     }
     println!("  try:");

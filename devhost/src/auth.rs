@@ -91,6 +91,7 @@ impl Caller {
 /// is anonymous only in anonymous-caller mode.
 pub(crate) fn authenticate(
     config: &DevHostConfig,
+    oauth: &crate::oauth::OAuth,
     headers: &HeaderMap,
 ) -> Result<Caller, ApiError> {
     let Some(raw) = headers.get(http::header::AUTHORIZATION) else {
@@ -117,10 +118,24 @@ pub(crate) fn authenticate(
         )
     };
     let token = token.ok_or_else(invalid)?;
-    config
-        .keys
-        .iter()
-        .find(|k| k.key == token)
-        .map(Caller::from_key)
+    if let Some(k) = config.keys.iter().find(|k| k.key == token) {
+        return Ok(Caller::from_key(k));
+    }
+    // A token from the demo authorization server acts as the user who approved it, with the
+    // scopes granted (never empty, which would mean every scope; oauth.rs refuses that).
+    oauth
+        .access(token)
+        .map(|g| Caller {
+            subject: json!({
+                "issuer": oauth.issuer(),
+                "subjectId": g.subject_id,
+                "tenant": g.tenant,
+                "lane": "oauth",
+                "kind": "user",
+            }),
+            tenant: g.tenant,
+            subject_id: g.subject_id,
+            scopes: g.scopes,
+        })
         .ok_or_else(invalid)
 }

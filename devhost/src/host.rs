@@ -34,6 +34,8 @@ pub(crate) struct HostState {
     pub recording: AtomicBool,
     pub shutdown: watch::Receiver<bool>,
     pub faults: Faults,
+    /// The demo authorization server whose tokens `authenticate` accepts (oauth.rs).
+    pub oauth: crate::oauth::OAuth,
 }
 
 #[derive(Default)]
@@ -78,6 +80,7 @@ impl HostState {
             recording: AtomicBool::new(true),
             shutdown,
             faults: Faults::default(),
+            oauth: Default::default(),
         }
     }
 
@@ -413,7 +416,7 @@ async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiErr
         // Token surfaces authenticate with the token itself, no bearer (§1.7).
         return interrupt_by_token(host, req, token).map(Answer::Reply);
     }
-    let caller = authenticate(&host.config, req.headers)?;
+    let caller = authenticate(&host.config, &host.oauth, req.headers)?;
     let query = parse_query(req.query);
     match route {
         Route::Discovery | Route::InterruptToken(_) | Route::Faults => {

@@ -150,6 +150,7 @@ pub mod faults;
 mod fixtures;
 mod host;
 mod legacy;
+pub mod oauth;
 mod runs;
 mod sse;
 mod tokens;
@@ -402,6 +403,7 @@ pub async fn spawn(config: DevHostConfig, addr: SocketAddr) -> anyhow::Result<De
     let (stop, stopped) = watch::channel(false);
     let (kick, kicked) = watch::channel(0u64);
     let state = Arc::new(HostState::new(config.clone(), stopped.clone()));
+    state.oauth.set_issuer(format!("http://{addr}"));
     let server = tokio::spawn(accept_loop(listener, state.clone(), stopped, kicked));
     tracing::info!(%addr, "openwop-devhost listening");
     Ok(DevHost {
@@ -484,6 +486,17 @@ async fn serve(
     };
     if state.recording.load(Ordering::Relaxed) {
         record(state, &parts, &body, connection);
+    }
+    // The demo authorization server (oauth.rs) answers its own paths.
+    if let Some(resp) = state.oauth.handle(
+        &state.config,
+        &parts.method,
+        parts.uri.path(),
+        parts.uri.query(),
+        &parts.headers,
+        &body,
+    ) {
+        return finish(resp);
     }
     // Fault switches (faults.rs): a status fault answers before processing; the
     // others damage the answer after the request took effect.

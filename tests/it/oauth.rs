@@ -300,3 +300,185 @@ async fn host_metadata_pass_through_falls_back_to_the_sidecars_document() {
     assert_eq!(doc["resource"], env.mcp_url());
     env.shutdown().await;
 }
+
+/// What an MCP client's OAuth helper does, step by step, from the mount's 401 to a token:
+/// the challenge's `resource_metadata`, the metadata's authorization server, its RFC 8414
+/// metadata, registration (RFC 7591), authorization code with PKCE S256 and `resource`
+/// (approved for `user` through the demo's login hint), and the token request.
+async fn log_in(env: &Env, user: &str) -> String {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let r = env.rpc(None, "tools/list", json!({}), json!({})).await;
+    assert_eq!(r.status, 401);
+    let c = openwop_mcp_sidecar::auth::parse(&challenge(&r)).remove(0);
+    let prm: Value = env
+        .http
+        .get(c.param("resource_metadata").unwrap())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let resource = prm["resource"].as_str().unwrap().to_string();
+    assert_eq!(resource, env.mcp_url());
+    let issuer = prm["authorization_servers"][0].as_str().unwrap();
+    let asm: Value = env
+        .http
+        .get(format!("{issuer}/.well-known/oauth-authorization-server"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(asm["issuer"], issuer);
+    assert_eq!(asm["code_challenge_methods_supported"], json!(["S256"]));
+    let reg: Value = env
+        .http
+        .post(asm["registration_endpoint"].as_str().unwrap())
+        .json(&json!({"redirect_uris": ["http://127.0.0.1:1/callback"], "client_name": "it"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let client_id = reg["client_id"].as_str().unwrap().to_string();
+    let verifier = format!("v{}", "x".repeat(60));
+    let challenge_b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(sha2::Sha256::digest(verifier.as_bytes()));
+    let no_redirects = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let resp = no_redirects
+        .get(asm["authorization_endpoint"].as_str().unwrap())
+        .query(&[
+            ("response_type", "code"),
+            ("client_id", &client_id),
+            ("redirect_uri", "http://127.0.0.1:1/callback"),
+            ("code_challenge", &challenge_b64),
+            ("code_challenge_method", "S256"),
+            ("state", "st"),
+            ("resource", &resource),
+            ("login_hint", user),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 302);
+    let loc = reqwest::Url::parse(resp.headers()["location"].to_str().unwrap()).unwrap();
+    let code = loc
+        .query_pairs()
+        .find(|(k, _)| k == "code")
+        .map(|(_, v)| v.to_string())
+        .expect("a code");
+    let tok: Value = env
+        .http
+        .post(asm["token_endpoint"].as_str().unwrap())
+        .form(&[
+            ("grant_type", "authorization_code"),
+            ("client_id", &client_id),
+            ("code", &code),
+            ("code_verifier", &verifier),
+            ("redirect_uri", "http://127.0.0.1:1/callback"),
+            ("resource", &resource),
+        ])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    tok["access_token"]
+        .as_str()
+        .expect("an access token")
+        .to_string()
+}
+
+fn demo_auth(env_host: &str) -> Auth {
+    let mut a = auth_on(env_host);
+    a.scopes = openwop_devhost::oauth::SCOPES
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    a
+}
+
+/// The sidecar in front of the devhost, whose demo authorization server is the advertised
+/// issuer (as `openwop-mcp-sidecar demo` runs it).
+async fn demo_env() -> Env {
+    env_with(|c| {
+        let issuer = c.upstream.url.clone();
+        c.auth = Some(demo_auth(&issuer));
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_token_from_the_demo_authorization_server_drives_runs_as_the_user_who_approved() {
+    let env = demo_env().await;
+    let alice = log_in(&env, "alice").await;
+    let r = env
+        .call(&alice, "conformance-noop", json!({}), json!({}))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_ne!(r.result()["isError"], true, "{}", r.text);
+    let snap = env.run(A, &run_id_of(r.result())).await;
+    assert_eq!(snap["owner"]["tenant"], "acme", "{snap}");
+    assert_eq!(
+        snap["owner"]["subject"]["subjectId"], "urn:devhost:acme:alice",
+        "{snap}"
+    );
+    assert_eq!(snap["owner"]["subject"]["lane"], "oauth", "{snap}");
+    // The same call with a token the authorization server never issued is the host's 401.
+    let r = env
+        .call("owat_forged", "conformance-noop", json!({}), json!({}))
+        .await;
+    assert_eq!(r.status, 401);
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_oauth_token_for_tenant_a_never_reads_tenant_b_tasks() {
+    let env = demo_env().await;
+    let alice = log_in(&env, "alice").await;
+    let bob = log_in(&env, "bob").await;
+    let r = env
+        .call(&alice, "conformance-approval", json!({}), task_caps())
+        .await;
+    assert_eq!(r.result()["resultType"], "task", "{}", r.text);
+    let task = r.result()["taskId"].as_str().unwrap().to_string();
+    let own = env
+        .rpc(
+            Some(&alice),
+            "tasks/get",
+            json!({"taskId": task}),
+            task_caps(),
+        )
+        .await;
+    assert_eq!(own.result()["status"], "input_required", "{}", own.text);
+    for method in ["tasks/get", "tasks/cancel"] {
+        let r = env
+            .rpc(Some(&bob), method, json!({"taskId": task}), task_caps())
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(
+            r.body["error"]["message"], "task not found",
+            "{method}: {}",
+            r.text
+        );
+    }
+    let still = env
+        .rpc(
+            Some(&alice),
+            "tasks/get",
+            json!({"taskId": task}),
+            task_caps(),
+        )
+        .await;
+    assert_eq!(still.result()["status"], "input_required", "{}", still.text);
+    env.shutdown().await;
+}
