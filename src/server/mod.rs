@@ -426,6 +426,8 @@ impl Server {
     /// rest (their owned runs are cancelled like any dropped request, RFC 0198 §G.12) and waits
     /// for those cancels to be delivered.
     pub async fn shutdown(self) {
+        // Not ready from here on, whether or not a lame duck came first.
+        let _ = self.lame_duck_tx.send(true);
         let _ = self.shutdown_tx.send(true);
         if let Some(w) = self.watcher {
             w.abort();
@@ -508,6 +510,8 @@ macro_rules! drive_connection {
         let mut stop: watch::Receiver<bool> = $stop;
         let mut goaway_sent = false;
         let mut stopping = false;
+        // graceful_shutdown is called once per connection.
+        let mut shut = false;
         loop {
             tokio::select! {
                 r = conn.as_mut() => {
@@ -519,12 +523,16 @@ macro_rules! drive_connection {
                 _ = lame.wait_for(|l| *l), if !goaway_sent && !stopping => {
                     goaway_sent = true;
                     if h2.load(std::sync::atomic::Ordering::Relaxed) {
+                        shut = true;
                         conn.as_mut().graceful_shutdown();
                     }
                 }
                 _ = stop.wait_for(|s| *s), if !stopping => {
                     stopping = true;
-                    conn.as_mut().graceful_shutdown();
+                    if !shut {
+                        shut = true;
+                        conn.as_mut().graceful_shutdown();
+                    }
                 }
             }
         }
