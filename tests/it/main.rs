@@ -1,5 +1,6 @@
 //! Integration tests: the real sidecar in front of the real demo host, on loopback sockets.
 
+mod answer_modes;
 mod cli;
 mod discovery;
 mod envelope;
