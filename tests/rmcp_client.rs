@@ -504,9 +504,11 @@ async fn rmcp_runs_the_tasks_flow() {
     assert_ne!(result.is_error, Some(true), "{result:?}");
     assert_eq!(env.status(A, &unproject(&task_id)).await, "completed");
 
-    // A run that fails is a completed task whose result has isError (mcp-tasks.md §0).
+    // A run that fails is a completed task whose result has isError. failing_job fails after
+    // about a second (conformance-failure fails within the immediate-result window, and
+    // would be answered without a task).
     let failing = match client
-        .call_tool_once(call("conformance-failure", json!({})))
+        .call_tool_once(call("failing_job", json!({})))
         .await
         .unwrap()
     {
@@ -549,9 +551,10 @@ async fn rmcp_runs_the_tasks_flow() {
         "{unknown}"
     );
 
-    // rmcp's high-level call_tool does not drive tasks: it reports the task as unexpected.
+    // rmcp's high-level call_tool does not drive tasks: it reports the task as unexpected (a
+    // run long enough to outlast the sidecar's immediate-result window).
     let high = client
-        .call_tool(call("conformance-noop", json!({})))
+        .call_tool(call("conformance-delay", json!({"delayMs": 2000})))
         .await
         .expect_err("call_tool does not poll tasks");
     assert!(matches!(high, ServiceError::UnexpectedResponse), "{high}");

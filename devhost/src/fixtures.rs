@@ -374,13 +374,20 @@ fn conformance_meta(extra: &[&str]) -> Value {
 /// Metadata of the MCP-suite fixtures. `customProperties` is the open corner of the
 /// closed `WorkflowMetadata`; `customProperties.mcp.taskSupport`
 /// (`forbidden|optional|required`) is a devhost hint telling the sidecar how the
-/// suite registers the tool (tasks-lifecycle: `greet` is sync-only;
-/// tasks-required-task-error: `failing_job` is `required`).
+/// suite registers the tool (tasks-required-task-error: `failing_job` is `required`).
+/// The tools of tasks-lifecycle and tasks-dispatch-and-envelope carry no such hint
+/// ([`suite_meta`]), as on a real OpenWOP host: the sidecar answers the quick ones
+/// (`greet`) directly within its `mcp.taskImmediateWindowMs` (RFC 0198 §B.4).
 fn mcp_meta(task_support: &str) -> Value {
     json!({
         "tags": ["mcp-conformance"],
         "customProperties": { "mcp": { "taskSupport": task_support } },
     })
+}
+
+/// Metadata of an MCP-suite fixture that says nothing about task support.
+fn suite_meta() -> Value {
+    json!({ "tags": ["mcp-conformance"] })
 }
 
 /// A workflow with no nodes yet and the defaults every fixture shares; fixtures fill
@@ -693,7 +700,7 @@ fn mcp_suite_fixtures() -> Vec<Workflow> {
         Workflow {
             nodes: vec![text_output("Hello, {{name}}!")],
             variables: vec![string_var("name", "Who to greet.", None)],
-            metadata: mcp_meta("forbidden"),
+            metadata: suite_meta(),
             ..base("greet", "greet", "Returns 'Hello, <name>!'.")
         },
         // tasks-*: sleeps `seconds` (0 = at once; 60 in the cancel legs) then answers.
@@ -720,7 +727,7 @@ fn mcp_suite_fixtures() -> Vec<Workflow> {
                 },
                 string_var("label", "Free-form label echoed in the result.", Some("")),
             ],
-            metadata: mcp_meta("optional"),
+            metadata: suite_meta(),
             settings: json!({ "timeout": 660000 }),
             ..base(
                 "slow_compute",
@@ -749,7 +756,7 @@ fn mcp_suite_fixtures() -> Vec<Workflow> {
                 "internal_error",
                 "protocol_error_job raises a protocol-level error",
             )],
-            metadata: mcp_meta("optional"),
+            metadata: suite_meta(),
             ..base(
                 "protocol_error_job",
                 "protocol_error_job",
@@ -773,7 +780,7 @@ fn mcp_suite_fixtures() -> Vec<Workflow> {
                 text_output("Deleted {{filename}}."),
             ],
             variables: vec![string_var("filename", "The file to delete.", Some("file.txt"))],
-            metadata: mcp_meta("optional"),
+            metadata: suite_meta(),
             settings: json!({ "timeout": 0 }),
             safety_tier: "write",
             ..base(

@@ -177,6 +177,9 @@ pub struct Mcp {
     pub tools_list_ttl: Duration,
     pub json_answer_cap: Duration,
     pub sse_answer_cap: Duration,
+    /// A tasked `tools/call` whose run ends within this window is answered with the plain
+    /// `CallToolResult` (RFC 0198 §B.4); zero always answers `CreateTaskResult`.
+    pub task_immediate_window: Duration,
     pub sse_keepalive: Duration,
     pub mrtr_max_rounds: u32,
     pub request_state_ttl: Duration,

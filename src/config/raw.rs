@@ -131,6 +131,8 @@ pub struct RawMcp {
     pub tools_list_ttl_ms: Option<u64>,
     pub json_answer_cap_ms: Option<u64>,
     pub sse_answer_cap_ms: Option<u64>,
+    /// How long a tasked tools/call waits for its run before answering CreateTaskResult.
+    pub task_immediate_window_ms: Option<u64>,
     #[schemars(with = "Option<u64>")]
     pub sse_keepalive_ms: Option<Spanned<u64>>,
     #[schemars(with = "Option<u32>")]
@@ -531,7 +533,8 @@ impl RawConfig {
             discover_ttl: ms(self.mcp.discover_ttl_ms, 60_000),
             tools_list_ttl: ms(self.mcp.tools_list_ttl_ms, 30_000),
             json_answer_cap: ms(self.mcp.json_answer_cap_ms, 5_000),
-            sse_answer_cap: ms(self.mcp.sse_answer_cap_ms, 60_000),
+            sse_answer_cap: ms(self.mcp.sse_answer_cap_ms, 600_000),
+            task_immediate_window: ms(self.mcp.task_immediate_window_ms, 300),
             sse_keepalive,
             mrtr_max_rounds,
             request_state_ttl: Duration::from_secs(

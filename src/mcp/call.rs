@@ -11,7 +11,8 @@ use tokio::time::Instant;
 
 use super::elicit::{effect_of, input_request, Effect, Modes};
 use super::project::{
-    create_task_result, host_fault_error, is_host_fault, pending_result, terminal_result, times,
+    create_task_result, host_fault_error, is_host_fault, pending_result, still_running_result,
+    terminal_result, times,
 };
 use super::request_state::{random_id, stable_json};
 use super::respond::{
@@ -159,7 +160,7 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
     tracing::debug!(run_id = %created.run_id, tool = %name, tasked, "run created");
 
     if tasked {
-        return Ok(task_answer(&state, req, &created.run_id, created.status, guard).await);
+        return Ok(task_answer(&state, req, &tool, &created.run_id, created.status, guard).await);
     }
     if round == 1 && tool.input_request_key == InputRequestKey::InterruptKey {
         if let Some(answers) = req.params.get("inputResponses").and_then(Value::as_object) {
@@ -511,28 +512,52 @@ fn reconcile_lost_create(
     });
 }
 
-/// `CreateTaskResult`: the run is durably readable once the host answered 201 (§1.3), so the
-/// task is answered at once, whatever the run's state (RFC 0198 §B.3 requires a task whenever
-/// the run is not terminal; answering one for a terminal run is allowed too).
+/// The answer of a tasked call. RFC 0198 §B.3: whenever the run is not terminal when the
+/// sidecar answers, that is `CreateTaskResult`; the run is durably readable once the host
+/// answered 201, so the task can be answered at once, whatever the run's state. A run that
+/// ends within `mcp.taskImmediateWindowMs` gets the plain `CallToolResult` instead
+/// (RFC 0198 §B.4; ext-tasks: a server MAY answer a task-supporting tool synchronously when
+/// it completes fast enough), so a quick tool needs no task and no host-side marking. The
+/// window never answers a run that suspends (it settles the wait as `input_required`, which
+/// a Tasks client reads through tasks/get), a tool whose task support is `must`, or a run
+/// that ended in a host fault: ext-tasks reports a protocol-level failure of a task-supporting
+/// call as a `failed` task carrying its `error`, which is where a Tasks client looks for it.
+/// During the window the request owns the run exactly as before (a disconnect cancels it).
 async fn task_answer(
     state: &AppState,
     req: &McpRequest,
+    tool: &ToolDef,
     run_id: &str,
     created: RunStatus,
-    guard: RunGuard,
+    mut guard: RunGuard,
 ) -> Response {
-    let run = match state.host.get_run(&req.caller, run_id).await {
-        Ok(r) => r,
-        Err(_) => RunSnapshot {
-            run_id: run_id.to_string(),
-            workflow_id: String::new(),
-            status: created,
-            current_node_id: None,
-            started_at: None,
-            completed_at: None,
-            error: None,
-            variables: None,
-            inputs: None,
+    let window = state.cfg.mcp.task_immediate_window;
+    let mut seen = None;
+    if !window.is_zero() && tool.task != TaskSupport::Must {
+        if let Ok((run, _)) = wait_settled(state, &req.caller, run_id, window, None).await {
+            if run.status.is_terminal() && !is_host_fault(&run) {
+                // Nothing left to own: the answer is the run's final result.
+                guard.release();
+                return super::result_response(&state.cfg, &req.id, terminal_result(&run));
+            }
+            seen = Some(run);
+        }
+    }
+    let run = match seen {
+        Some(r) => r,
+        None => match state.host.get_run(&req.caller, run_id).await {
+            Ok(r) => r,
+            Err(_) => RunSnapshot {
+                run_id: run_id.to_string(),
+                workflow_id: String::new(),
+                status: created,
+                current_node_id: None,
+                started_at: None,
+                completed_at: None,
+                error: None,
+                variables: None,
+                inputs: None,
+            },
         },
     };
     let t = times(&run, None);
@@ -548,8 +573,22 @@ async fn task_answer(
     )
 }
 
-/// Waits for the run to settle, then answers as JSON (held until the answer) or SSE (head at
-/// once, keep-alives, one final message frame).
+/// How a blocking call answers (MCP 2026-07-28 Streamable HTTP: the server answers a POST
+/// with either `application/json` or `text/event-stream`, as the client's `Accept` allows):
+///
+/// - `Accept` without `text/event-stream`: JSON, waiting up to `mcp.jsonAnswerCapMs`.
+/// - `text/event-stream` first, or a `progressToken` with SSE accepted anywhere: SSE at once
+///   (MCP 2026-07-28 Streamable HTTP: notifications about a request travel on its own stream,
+///   before its response, so the progress needs the stream from the start).
+/// - SSE accepted in another position (every official SDK sends
+///   `application/json, text/event-stream`): the call waits up to `mcp.jsonAnswerCapMs` (the
+///   JSON window); a run settled by then is answered as plain JSON, otherwise the answer
+///   switches to SSE: the head goes out then, keep-alives keep the connection (and any proxy)
+///   busy, and the same wait goes on up to `mcp.sseAnswerCapMs`.
+///
+/// Ownership (RFC 0198 §G.12) is unchanged by the switch: during the window the guard lives in
+/// the handler future (a disconnect drops it and cancels the run), after it in the SSE body
+/// (a disconnect before the final frame cancels); the final frame releases it.
 async fn blocking_answer(
     state: Arc<AppState>,
     req: &McpRequest,
@@ -559,57 +598,70 @@ async fn blocking_answer(
     round: u32,
     mut guard: RunGuard,
 ) -> Response {
-    // A request that asked for progress gets the SSE answer whenever it accepts one, so the
-    // progress can travel before the result (mcp-tasks.md §1.4).
     let progress_token = req.progress_token().filter(|_| req.accepts_sse());
-    // No stream slot left (limits.maxStreams): the run is already ours, so answer as JSON
-    // rather than shed the request and orphan it.
-    let slot = if req.wants_sse() || progress_token.is_some() {
-        state.gates.streams.clone().try_acquire_owned().ok()
-    } else {
-        None
-    };
-    let Some(slot) = slot else {
-        let cap = state.cfg.mcp.json_answer_cap;
-        let msg = settle_and_project(&state, req, &tool, &args, &run_id, round, cap, None).await;
-        if let Some(e) = msg.failure {
-            give_up_run(&state, &req.caller, &run_id);
-            guard.release();
-            return error_response(&req.id, &e);
-        }
-        if msg.terminal {
-            // Nothing left to own: a late disconnect must not even try a cancel.
-            guard.release();
-        }
-        return guarded_json(&msg.message, guard);
-    };
-    let metrics = state.metrics.clone();
-    metrics.stream_opened();
-    let st = state.clone();
+    let json_window = state.cfg.mcp.json_answer_cap;
+    if !req.accepts_sse() {
+        let msg =
+            settle_and_project(&state, req, &tool, &args, &run_id, round, json_window, None).await;
+        return json_answer(&state, req, &run_id, msg, guard);
+    }
+    let at_once = req.wants_sse() || progress_token.is_some();
     // An owned copy: no header of the request head lives on with the answer. Without the
     // params: the answer is built from the id, the capabilities, the caller and the host (the
     // arguments travel in `args`), and the params would be held for the run's lifetime.
     let req_copy = req.detached(false);
     let notes = Arc::new(Notes::default());
     let progress = progress_token.map(|token| Progress::new(notes.clone(), token));
-    let answer = async move {
-        let cap = st.cfg.mcp.sse_answer_cap;
-        let msg = settle_and_project(
-            &st,
-            &req_copy,
-            &tool,
-            &args,
-            &run_id,
-            round,
-            cap,
-            progress.as_ref(),
-        )
-        .await;
-        if msg.failure.is_some() {
-            give_up_run(&st, &req_copy.caller, &run_id);
+    let st = state.clone();
+    let rid = run_id.clone();
+    let (tool2, args) = (tool.clone(), Arc::new(args));
+    let args2 = args.clone();
+    // One wait, bounded by the SSE cap, whichever mode ends up carrying its answer: the
+    // switch to SSE hands the very same future to the body, so nothing is read twice.
+    let mut follow: std::pin::Pin<Box<dyn std::future::Future<Output = Projected> + Send>> =
+        Box::pin(async move {
+            let cap = st.cfg.mcp.sse_answer_cap;
+            let msg = settle_and_project(
+                &st,
+                &req_copy,
+                &tool2,
+                &args2,
+                &rid,
+                round,
+                cap,
+                progress.as_ref(),
+            )
+            .await;
+            if msg.failure.is_some() {
+                give_up_run(&st, &req_copy.caller, &rid);
+            }
+            msg
+        });
+    if !at_once {
+        if let Ok(msg) = tokio::time::timeout(json_window, follow.as_mut()).await {
+            // Settled within the window: the plain JSON answer (the future already gave up a
+            // run it could not follow).
+            if let Some(e) = msg.failure {
+                guard.release();
+                return error_response(&req.id, &e);
+            }
+            if msg.terminal {
+                guard.release();
+            }
+            return guarded_json(&msg.message, guard);
         }
-        message_frame(&msg.message.to_string())
+    }
+    // No stream slot left (limits.maxStreams): the run is already ours, so answer as JSON
+    // rather than shed the request and orphan it.
+    let Some(slot) = state.gates.streams.clone().try_acquire_owned().ok() else {
+        drop(follow);
+        let wait = if at_once { json_window } else { Duration::ZERO };
+        let msg = settle_and_project(&state, req, &tool, &args, &run_id, round, wait, None).await;
+        return json_answer(&state, req, &run_id, msg, guard);
     };
+    let metrics = state.metrics.clone();
+    metrics.stream_opened();
+    let answer = async move { message_frame(&follow.await.message.to_string()) };
     let body = AnswerBody::new(
         Box::pin(answer),
         notes,
@@ -620,6 +672,27 @@ async fn blocking_answer(
         }),
     );
     sse_response(GuardedBody::new(body, guard))
+}
+
+/// A settled (or capped) blocking wait answered as JSON; the guard goes with the body until
+/// its last byte, or is released when nothing is left to own.
+fn json_answer(
+    state: &AppState,
+    req: &McpRequest,
+    run_id: &str,
+    msg: Projected,
+    mut guard: RunGuard,
+) -> Response {
+    if let Some(e) = msg.failure {
+        give_up_run(state, &req.caller, run_id);
+        guard.release();
+        return error_response(&req.id, &e);
+    }
+    if msg.terminal {
+        // Nothing left to own: a late disconnect must not even try a cancel.
+        guard.release();
+    }
+    guarded_json(&msg.message, guard)
 }
 
 struct Projected {
@@ -924,11 +997,11 @@ fn outcome(
         return terminal_result(run);
     }
     if !run.status.awaits_client() {
-        return pending_result(run, None);
+        return still_running(state, run);
     }
     let open = open_interrupts(events, state.host.mapping());
     let Some(first) = open.first() else {
-        return pending_result(run, None);
+        return still_running(state, run);
     };
     let modes = Modes::of(&req.caps);
     let keys = wire_keys(tool, &open);
@@ -963,6 +1036,16 @@ fn outcome(
         round,
     );
     json!({ "resultType": "input_required", "inputRequests": requests, "requestState": token })
+}
+
+/// The answer for a run still going when the cap passed (see [`still_running_result`]).
+fn still_running(state: &AppState, run: &RunSnapshot) -> Value {
+    let task_id = state
+        .cfg
+        .tasks
+        .enabled
+        .then(|| state.host.mapping().task_ids.encode(&run.run_id));
+    still_running_result(run, task_id.as_deref())
 }
 
 /// Where a URL-mode elicitation points for non-credential interrupts: the REST resolve route,
@@ -1094,7 +1177,7 @@ async fn retry(
     if tasked {
         let now = state.host.get_run(&req.caller, &claims.r).await.ok();
         if now.as_ref().is_some_and(|r| !r.status.is_terminal()) {
-            return Ok(task_answer(&state, req, &claims.r, RunStatus::Running, guard).await);
+            return Ok(task_answer(&state, req, tool, &claims.r, RunStatus::Running, guard).await);
         }
     }
     Ok(blocking_answer(

@@ -111,8 +111,9 @@ pub fn terminal_result(run: &RunSnapshot) -> Value {
     }
 }
 
-/// A run the blocking call could not finish: still running at the cap, or waiting on
-/// something the client cannot answer here. The run keeps going; the text says where.
+/// A run the blocking call could not finish because it waits on something the client cannot
+/// answer here (or, with `None`, any other pending state whose text the caller sets). The run
+/// keeps going; the text says where it can be resolved.
 pub fn pending_result(run: &RunSnapshot, extra: Option<(&str, &str)>) -> Value {
     let projected = wire_id::project(&run.run_id);
     let mut body = json!({ "runId": run.run_id, "status": run.status.as_str() });
@@ -124,12 +125,41 @@ pub fn pending_result(run: &RunSnapshot, extra: Option<(&str, &str)>) -> Value {
             ));
         }
         None => {
-            body["message"] = json!(format!(
-                "the run is {}; follow it at GET /runs/{projected}",
-                run.status.as_str()
-            ));
+            body["message"] = json!(format!("the run is {}", run.status.as_str()));
         }
     }
+    text_result(body, true)
+}
+
+/// A blocking call whose run had not settled when its answer cap passed. The run was not
+/// cancelled (the client gets this answer, so it keeps a handle: RFC 0198 §G.13). The text is
+/// written for a model: what it can do next in MCP terms, never a REST route it cannot
+/// follow, and a warning that calling again starts a second run. `task_id` is the run's
+/// task id when the mount serves the Tasks extension (ext-tasks: `tasks/get` reads any run
+/// of the caller by it).
+pub fn still_running_result(run: &RunSnapshot, task_id: Option<&str>) -> Value {
+    let status = run.status.as_str();
+    let follow = match task_id {
+        Some(t) => format!(
+            "To follow it, a client that declares the io.modelcontextprotocol/tasks extension \
+             reads task {t} with tasks/get (and gets a task at once if it calls with that \
+             extension declared); otherwise give the run id {} to a person who can follow it \
+             on the workflow host.",
+            run.run_id
+        ),
+        None => format!(
+            "Give the run id {} to a person who can follow it on the workflow host.",
+            run.run_id
+        ),
+    };
+    let mut body = json!({ "runId": run.run_id, "status": status });
+    if let Some(t) = task_id {
+        body["taskId"] = json!(t);
+    }
+    body["message"] = json!(format!(
+        "The run is still {status} and was not cancelled: it goes on without this call. \
+         Calling this tool again would start a second run. {follow}"
+    ));
     text_result(body, true)
 }
 

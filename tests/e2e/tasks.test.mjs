@@ -88,7 +88,9 @@ describe("ext-tasks session against the sidecar", () => {
   test("a failing workflow run as a task ends completed with isError true (not failed)", TEST_TIMEOUT, async () => {
     const s = await openTaskSession();
     try {
-      const exec = await s.session.callTool("conformance-failure", {}, REQUIRE_TASK);
+      // failing_job fails after about a second: conformance-failure fails at once, within the
+      // sidecar's immediate-result window, and would be answered without a task.
+      const exec = await s.session.callTool("failing_job", {}, REQUIRE_TASK);
       assert.equal(exec.kind, "task");
       const { outcome, lastTask } = await exec.settle();
       assert.equal(outcome.status, "completed", JSON.stringify(outcome));

@@ -90,8 +90,14 @@ async fn with_upstream_http2_every_host_api_call_is_an_http2_request() {
         .call(A, "conformance-delay", json!({"delayMs": 100}), json!({}))
         .await;
     assert_eq!(r.result()["isError"], false, "{}", r.text);
+    // Long enough to outlast the immediate-result window: a task, not a direct result.
     let t = env
-        .call(A, "conformance-delay", json!({"delayMs": 100}), task_caps())
+        .call(
+            A,
+            "conformance-delay",
+            json!({"delayMs": 1000}),
+            task_caps(),
+        )
         .await;
     let task = t.result()["taskId"].as_str().expect("a task").to_string();
     let done = env

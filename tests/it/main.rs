@@ -1,6 +1,7 @@
 //! Integration tests: the real sidecar in front of the real demo host, on loopback sockets.
 
 mod access_log;
+mod answer_modes;
 mod cli;
 mod discovery;
 mod envelope;

@@ -1,6 +1,8 @@
 //! Issue 8: behaviours the official MCP conformance suite checks through the demo host's
 //! fixture workflows named after its tools (tests/conformance/, docs/conformance.md).
 
+use std::time::Duration;
+
 use serde_json::{json, Value};
 
 use crate::support::*;
@@ -40,15 +42,27 @@ async fn workflow_declared_task_support_is_honoured() {
         r.body["error"]["data"]["requiredCapabilities"],
         json!({"extensions": {TASKS: {}}})
     );
-    // tasks-lifecycle: a `forbidden` tool stays synchronous for a Tasks client.
+    // A `forbidden` tool stays synchronous for a Tasks client, even with the immediate-result
+    // window off.
+    env.shutdown().await;
+    let env = env_with(|c| c.mcp.task_immediate_window = Duration::ZERO).await;
+    let r = env
+        .call(A, "test_simple_text", json!({}), task_caps())
+        .await;
+    assert_eq!(r.result()["resultType"], "complete", "{}", r.text);
+    assert!(r.result().get("taskId").is_none());
+    env.shutdown().await;
+    // tasks-lifecycle: `greet` carries no hint; the window answers it directly, while a tool
+    // still running when the window closes gets its task.
+    let env = crate::support::env().await;
     let r = env
         .call(A, "greet", json!({"name": "World"}), task_caps())
         .await;
     assert_eq!(r.result()["resultType"], "complete", "{}", r.text);
     assert!(r.result().get("taskId").is_none());
-    // `optional` gets a task when the client declares the extension.
+    assert_eq!(r.result()["content"][0]["text"], "Hello, World!");
     let r = env
-        .call(A, "slow_compute", json!({"seconds": 0}), task_caps())
+        .call(A, "slow_compute", json!({"seconds": 2}), task_caps())
         .await;
     assert_eq!(r.result()["resultType"], "task", "{}", r.text);
     env.shutdown().await;

@@ -94,8 +94,8 @@ async fn task_id_is_the_projected_run_id() {
 
 #[tokio::test]
 async fn status_projection_follows_the_run() {
-    // T4
-    let env = env().await;
+    // T4. Without the immediate-result window, so quick runs are tasks too.
+    let env = env_with(|c| c.mcp.task_immediate_window = Duration::ZERO).await;
     let task = tasked(&env, A, "conformance-approval", json!({})).await;
     let res = until_input_required(&env, &task).await;
     assert_eq!(res["resultType"], "complete");

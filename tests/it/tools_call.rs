@@ -179,25 +179,6 @@ async fn runs_are_created_with_the_callers_credential_and_an_idempotency_key() {
 }
 
 #[tokio::test]
-async fn a_run_past_the_json_cap_is_answered_and_keeps_running() {
-    let env = env_with(|c| c.mcp.json_answer_cap = Duration::from_millis(400)).await;
-    let r = env
-        .call(A, "conformance-delay", json!({"delayMs": 1500}), json!({}))
-        .await;
-    assert_eq!(r.result()["isError"], true);
-    let text = r.result()["content"][0]["text"].as_str().unwrap();
-    assert!(text.contains("follow it at GET /runs/"), "{text}");
-    let run_id = run_id_of(r.result());
-    assert_eq!(
-        env.wait_status(A, &run_id, &["completed", "cancelled"], 5)
-            .await,
-        "completed",
-        "a delivered answer never cancels"
-    );
-    env.shutdown().await;
-}
-
-#[tokio::test]
 async fn sse_answer_flushes_headers_sends_keepalives_and_one_final_frame() {
     let env = env().await;
     let body = body_of(

@@ -84,7 +84,9 @@ async def test_call_tool_resolves_a_task_transparently_through_the_extension_cla
 
 async def test_failing_workflow_as_a_task_is_completed_with_is_error_not_failed() -> None:
     async with connect(extensions=[TasksExtension()]) as client:
-        created = await client.session.call_tool("conformance-failure", {}, allow_claimed=True)
+        # failing_job fails after about a second: conformance-failure fails at once, within the
+        # sidecar's immediate-result window, and would be answered without a task.
+        created = await client.session.call_tool("failing_job", {}, allow_claimed=True)
         assert isinstance(created, CreateTaskResult)
         final = await settle(client.session, created)
     # ext-tasks §5.4: `failed` is only for JSON-RPC errors; a business failure is a completed
@@ -164,7 +166,8 @@ async def test_unknown_task_id_is_a_32602_error() -> None:
 
 async def test_without_the_extension_calls_block_and_task_methods_are_refused_with_32021() -> None:
     async with connect(extensions=[TasksExtension()]) as tasked:
-        created = await tasked.session.call_tool("conformance-delay", {"delayMs": 200}, allow_claimed=True)
+        # Longer than the immediate-result window (300 ms), so the call gets its task.
+        created = await tasked.session.call_tool("conformance-delay", {"delayMs": 2000}, allow_claimed=True)
         assert isinstance(created, CreateTaskResult)
     try:
         async with connect() as plain:
