@@ -251,6 +251,13 @@ pub struct DevHostConfig {
     /// `SETTINGS_MAX_CONCURRENT_STREAMS` advertised on HTTP/2 connections (default `None`:
     /// hyper's own, 200). Tests lower it to prove a client never queues streams behind it.
     pub http2_max_concurrent_streams: Option<u32>,
+    /// Whether discovery advertises the tool catalog (`toolCatalog`) and `GET /tools`
+    /// serves it (default `true`; the legacy flavour never has one). Off, the host is one
+    /// whose tools are known only through its discovery `fixtures[]`.
+    pub tool_catalog: bool,
+    /// Workflow ids `GET /tools` leaves out although they stay fixtures (default none): a
+    /// host whose catalog covers only part of its workflows.
+    pub catalog_omits: Vec<String>,
 }
 
 impl Default for DevHostConfig {
@@ -276,6 +283,8 @@ impl Default for DevHostConfig {
             sse_keepalive: Duration::from_secs(15),
             flavor: Flavor::V2,
             http2_max_concurrent_streams: None,
+            tool_catalog: true,
+            catalog_omits: Vec::new(),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Integration tests: the real sidecar in front of the real demo host, on loopback sockets.
 
+mod catalog;
 mod cli;
 mod discovery;
 mod envelope;
