@@ -12,6 +12,7 @@ mod mcp_suite;
 mod mrtr;
 mod otlp;
 mod ownership;
+mod params;
 mod passthrough;
 mod reload;
 mod support;
