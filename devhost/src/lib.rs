@@ -32,7 +32,7 @@
 //! | --- | --- | --- |
 //! | `GET /.well-known/openwop` | none | v2 root, `fixtures[]`, `runList`, `interrupt`, `toolCatalog` (+ `anonymousActor`); strong ETag, 304 |
 //! | `GET /workflows/{id}` | `manifest:read` | workflow definition |
-//! | `GET /tools[?view=compact]`, `GET /tools/{id}` | `manifest:read` | ToolDescriptors built from the workflows |
+//! | `GET /tools[?view=compact]`, `GET /tools/{id}` | `manifest:read` | ToolDescriptors built from the workflows (a fixture's own published schema where its variables cannot say it: JSON Schema 2020-12 keywords, `x-mcp-header` marks); 404 with [`DevHostConfig::tool_catalog`] off |
 //! | `POST /runs` | `runs:create` | closed body, inputs validated, `Idempotency-Key`, devhost-only `X-OpenWOP-Transport` |
 //! | `GET /runs` | `runs:read` | `workflowId`, `status`, `limit` (1..100, default 20), minted `cursor` |
 //! | `GET /runs/{id}` | `runs:read` | RunSnapshot, ETag from the last sequence + status, 304 |

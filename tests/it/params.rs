@@ -110,6 +110,20 @@ async fn server_discover_refuses_a_progress_token_of_the_wrong_type() {
     for r in ok {
         assert_eq!(r.result()["resultType"], "complete", "{}", r.text);
     }
+    // A method the mount does not serve is not found, whatever its params hold.
+    let r = send(
+        &env,
+        "ping",
+        &json!({"_meta": {"progressToken": {}}}),
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        (r.status, r.error_code()),
+        (404, Some(-32601)),
+        "{}",
+        r.text
+    );
     env.shutdown().await;
 }
 
