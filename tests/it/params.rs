@@ -306,6 +306,17 @@ async fn an_mrtr_retry_refuses_a_malformed_answer_to_the_key_it_asked() {
         ],
     )
     .await;
+    // The message names the key whose answer is wrong.
+    let r = send(
+        &env,
+        "tools/call",
+        &retry(json!({"action": "accept", "content": 1})),
+        json!({"elicitation": {}}),
+    )
+    .await;
+    let named = format!("inputResponses[\"{key}\"]");
+    let msg = r.body["error"]["message"].as_str().unwrap_or("");
+    assert!(msg.contains(&named), "{msg:?} does not name {named}");
     no_writes(&env, "a refused MRTR retry");
     assert_eq!(env.status(A, &run).await, "waiting-input");
     env.shutdown().await;
