@@ -247,6 +247,9 @@ pub(crate) struct Workflow {
     pub settings: Value,
     /// ToolDescriptor `safetyTier` (openwop-rest.md §1.2): pure|read|write|exec.
     pub safety_tier: &'static str,
+    /// The input schema `GET /tools` publishes when the variables cannot say it (JSON Schema
+    /// 2020-12 keywords, `x-mcp-header` marks); `None` publishes [`Workflow::input_schema`].
+    pub tool_schema: Option<Value>,
 }
 
 impl Workflow {
@@ -345,7 +348,7 @@ impl Workflow {
             "safetyTier": self.safety_tier,
             "title": self.name,
             "description": self.description,
-            "inputSchema": self.input_schema(),
+            "inputSchema": self.tool_schema.clone().unwrap_or_else(|| self.input_schema()),
             "annotations": {
                 "readOnlyHint": self.safety_tier == "pure" || self.safety_tier == "read",
                 "destructiveHint": false,
@@ -404,6 +407,7 @@ fn base(id: &str, name: &str, description: &str) -> Workflow {
         metadata: conformance_meta(&[]),
         settings: json!({ "timeout": 60000 }),
         safety_tier: "pure",
+        tool_schema: None,
     }
 }
 
@@ -729,6 +733,9 @@ fn mcp_suite_fixtures() -> Vec<Workflow> {
             ],
             metadata: suite_meta(),
             settings: json!({ "timeout": 660000 }),
+            // A compute job a host tiers `exec`: its tier says what it may touch, not that it
+            // can stop for a person (it cannot: no gate node).
+            safety_tier: "exec",
             ..base(
                 "slow_compute",
                 "slow_compute",
@@ -920,9 +927,9 @@ fn mcp_suite_fixtures() -> Vec<Workflow> {
             )
         },
         // json-schema-2020-12: a tool whose published input schema uses JSON Schema
-        // 2020-12 keywords. Workflow variables cannot express `$defs`/`allOf`/`if`; the
-        // schema itself is an operator's `tools.overrides` inputSchema
-        // (tests/conformance/sidecar.yaml), which the sidecar serves verbatim.
+        // 2020-12 keywords. Workflow variables cannot express `$defs`/`allOf`/`if`, so the
+        // catalog (`GET /tools`) publishes the schema itself, which the sidecar serves
+        // verbatim.
         Workflow {
             nodes: vec![text_output("Contact saved for {{name}}.")],
             variables: vec![
@@ -941,6 +948,35 @@ fn mcp_suite_fixtures() -> Vec<Workflow> {
                 string_var("email", "Email address.", Some("")),
             ],
             metadata: mcp_meta("forbidden"),
+            tool_schema: Some(json!({
+                "$schema": "https://json-schema.org/draft/2020-12/schema",
+                "type": "object",
+                "$defs": {
+                    "address": {
+                        "$anchor": "addressDef",
+                        "type": "object",
+                        "properties": {
+                            "street": { "type": "string" },
+                            "city": { "type": "string" },
+                        },
+                    },
+                },
+                "properties": {
+                    "name": { "type": "string" },
+                    "address": { "$ref": "#/$defs/address" },
+                    "contactMethod": { "type": "string", "enum": ["phone", "email"] },
+                    "phone": { "type": "string" },
+                    "email": { "type": "string" },
+                },
+                "allOf": [{ "anyOf": [{ "required": ["phone"] }, { "required": ["email"] }] }],
+                "if": {
+                    "properties": { "contactMethod": { "const": "phone" } },
+                    "required": ["contactMethod"],
+                },
+                "then": { "required": ["phone"] },
+                "else": { "required": ["email"] },
+                "additionalProperties": false,
+            })),
             ..base(
                 "json_schema_2020_12_tool",
                 "json_schema_2020_12_tool",
@@ -948,9 +984,9 @@ fn mcp_suite_fixtures() -> Vec<Workflow> {
             )
         },
         // http-custom-header-server-validation: a tool whose arguments are mirrored into
-        // `Mcp-Param-*` headers. The `x-mcp-header` marks are an operator's
-        // `tools.overrides` inputSchema (tests/conformance/sidecar.yaml); the run itself
-        // only echoes what it was given.
+        // `Mcp-Param-*` headers. The catalog's schema carries the `x-mcp-header` marks
+        // (workflow variables have no place for them); the run itself only echoes what it
+        // was given.
         Workflow {
             nodes: vec![text_output("Routed to {{region}}.")],
             variables: vec![
@@ -975,6 +1011,15 @@ fn mcp_suite_fixtures() -> Vec<Workflow> {
                 },
             ],
             metadata: mcp_meta("forbidden"),
+            tool_schema: Some(json!({
+                "type": "object",
+                "properties": {
+                    "region": { "type": "string", "description": "Where the request is routed.", "x-mcp-header": "Region" },
+                    "priority": { "type": "integer", "description": "Queue priority.", "x-mcp-header": "Priority" },
+                    "dryRun": { "type": "boolean", "description": "Plan only.", "x-mcp-header": "Dry-Run" },
+                },
+                "additionalProperties": true,
+            })),
             ..base(
                 "test_custom_header_tool",
                 "test_custom_header_tool",

@@ -131,7 +131,10 @@ fn build_discovery(config: &DevHostConfig, workflows: &[Arc<Workflow>]) -> Disco
             json!({ "tokenAlgs": ["hs256"], "refKinds": ["principal"] }),
         ),
     );
-    root.insert("toolCatalog".into(), family("stable", json!({})));
+    // The legacy job API has no tool catalog route, so only the v2 surface claims one.
+    if config.tool_catalog && config.flavor != Flavor::Legacy {
+        root.insert("toolCatalog".into(), family("stable", json!({})));
+    }
     if config.flavor == Flavor::Legacy {
         // The legacy flavour keeps the v2 root (the sidecar finds the fixtures here)
         // and says which dialect the rest of the surface speaks.
@@ -427,9 +430,18 @@ async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiErr
             let wf = workflow_from_path(host, raw)?;
             Ok(Answer::Reply(Reply::json(200, &wf.definition())))
         }
+        Route::Tools | Route::Tool(_) if !host.config.tool_catalog => {
+            Err(ApiError::not_found("no tool catalog on this host"))
+        }
         Route::Tools => {
             caller.require("manifest:read")?;
-            let tools: Vec<Value> = host.workflows.iter().map(|w| w.tool_descriptor()).collect();
+            let omits = &host.config.catalog_omits;
+            let tools: Vec<Value> = host
+                .workflows
+                .iter()
+                .filter(|w| !omits.contains(&w.id))
+                .map(|w| w.tool_descriptor())
+                .collect();
             let compact = query.iter().any(|(k, v)| k == "view" && v == "compact");
             let body = if compact {
                 json!({ "tools": tools })
@@ -441,6 +453,9 @@ async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiErr
         Route::Tool(raw) => {
             caller.require("manifest:read")?;
             let wf = workflow_from_path(host, raw)?;
+            if host.config.catalog_omits.contains(&wf.id) {
+                return Err(ApiError::not_found("no such tool"));
+            }
             Ok(Answer::Reply(Reply::json(200, &wf.tool_descriptor())))
         }
         Route::Runs if *req.method == Method::POST => {

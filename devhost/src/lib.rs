@@ -32,7 +32,7 @@
 //! | --- | --- | --- |
 //! | `GET /.well-known/openwop` | none | v2 root, `fixtures[]`, `runList`, `interrupt`, `toolCatalog` (+ `anonymousActor`); strong ETag, 304 |
 //! | `GET /workflows/{id}` | `manifest:read` | workflow definition |
-//! | `GET /tools[?view=compact]`, `GET /tools/{id}` | `manifest:read` | ToolDescriptors built from the workflows |
+//! | `GET /tools[?view=compact]`, `GET /tools/{id}` | `manifest:read` | ToolDescriptors built from the workflows (a fixture's own published schema where its variables cannot say it: JSON Schema 2020-12 keywords, `x-mcp-header` marks); 404 with [`DevHostConfig::tool_catalog`] off |
 //! | `POST /runs` | `runs:create` | closed body, inputs validated, `Idempotency-Key`, devhost-only `X-OpenWOP-Transport` |
 //! | `GET /runs` | `runs:read` | `workflowId`, `status`, `limit` (1..100, default 20), minted `cursor` |
 //! | `GET /runs/{id}` | `runs:read` | RunSnapshot, ETag from the last sequence + status, 304 |
@@ -252,6 +252,13 @@ pub struct DevHostConfig {
     /// `SETTINGS_MAX_CONCURRENT_STREAMS` advertised on HTTP/2 connections (default `None`:
     /// hyper's own, 200). Tests lower it to prove a client never queues streams behind it.
     pub http2_max_concurrent_streams: Option<u32>,
+    /// Whether discovery advertises the tool catalog (`toolCatalog`) and `GET /tools`
+    /// serves it (default `true`; the legacy flavour never has one). Off, the host is one
+    /// whose tools are known only through its discovery `fixtures[]`.
+    pub tool_catalog: bool,
+    /// Workflow ids `GET /tools` leaves out although they stay fixtures (default none): a
+    /// host whose catalog covers only part of its workflows.
+    pub catalog_omits: Vec<String>,
 }
 
 impl Default for DevHostConfig {
@@ -277,6 +284,8 @@ impl Default for DevHostConfig {
             sse_keepalive: Duration::from_secs(15),
             flavor: Flavor::V2,
             http2_max_concurrent_streams: None,
+            tool_catalog: true,
+            catalog_omits: Vec::new(),
         }
     }
 }

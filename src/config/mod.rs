@@ -43,6 +43,10 @@ impl ConfigError {
 /// How the tool catalog is built (openwop-rest.md §1.2, §8.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToolSource {
+    /// The default: the host's `GET /tools` catalog when its discovery document advertises a
+    /// `toolCatalog` family, with the discovery `fixtures[]` workflows filling in what the
+    /// catalog lacks; the fixtures alone when it does not.
+    Auto,
     /// Discovery `fixtures[]`, then `getWorkflow` for each.
     Fixtures,
     /// `GET /tools` (the host's toolCatalog).

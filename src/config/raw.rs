@@ -717,6 +717,7 @@ impl RawConfig {
         }
         let source = match &self.tools.source {
             Some(s) => match s.value.as_str() {
+                "auto" => ToolSource::Auto,
                 "fixtures" => ToolSource::Fixtures,
                 "toolCatalog" => ToolSource::ToolCatalog,
                 "static" => ToolSource::Static,
@@ -724,12 +725,12 @@ impl RawConfig {
                     return Err(err(
                         loc(s),
                         format!(
-                            "tools.source: '{other}' is not one of fixtures, toolCatalog, static"
-                        ),
+                        "tools.source: '{other}' is not one of auto, fixtures, toolCatalog, static"
+                    ),
                     ))
                 }
             },
-            None => ToolSource::Fixtures,
+            None => ToolSource::Auto,
         };
         if source == ToolSource::Static && statics.is_empty() {
             return Err(err(

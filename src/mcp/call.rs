@@ -1138,7 +1138,12 @@ async fn retry(
         .find(|i| i.interrupt_id == target)
         .ok_or_else(|| refused("its interrupt is no longer open"))?
         .clone();
-    let effect = effect_of(&interrupt, answer).map_err(McpError::InvalidParams)?;
+    let effect = effect_of(&interrupt, answer).map_err(|why| {
+        McpError::InvalidParams(format!(
+            "Invalid params: inputResponses[\"{}\"]: {why}",
+            claims.n
+        ))
+    })?;
     // The retry continues the run, so it owns it until its answer is delivered (§G.12).
     let mut guard = RunGuard::new(state.dispatcher.clone(), state.host.clone());
     guard.own(&claims.r, &req.caller);

@@ -199,6 +199,9 @@ pub enum Effect {
 
 /// Maps an ElicitResult onto the REST effect. `Err` carries the -32602 message.
 pub fn effect_of(i: &OpenInterrupt, answer: &Value) -> Result<Effect, String> {
+    // An answer of the wrong shape (a `content` that is not an object, an unknown action)
+    // answers nothing: it is refused, never read as an empty form.
+    super::params::elicit_result(answer)?;
     let action = answer
         .get("action")
         .and_then(Value::as_str)

@@ -5,6 +5,7 @@ mod call;
 mod elicit;
 pub mod error;
 mod origin;
+mod params;
 pub mod project;
 pub mod request_state;
 mod respond;
@@ -248,6 +249,16 @@ async fn serve(
 
 async fn dispatch(state: Arc<AppState>, req: McpRequest) -> Response {
     let tasks_on = state.cfg.tasks.enabled;
+    // Params are checked once the method exists and the capability it needs is declared
+    // (-32601, then -32021, then -32602): a task method the mount does not serve, or one sent
+    // without the Tasks extension, keeps its handler's answer.
+    let checked = !req.method.starts_with("tasks/") || (tasks_on && req.declares_tasks());
+    if checked {
+        if let Err(e) = params::check(&req.method, &req.params) {
+            state.metrics.request(&req.method, e.label());
+            return error_response(&req.id, &e);
+        }
+    }
     let res: Result<Response, McpError> = match req.method.as_str() {
         "server/discover" => discover(&state, &req).await,
         "tools/list" => tools::list(&state, &req).await,

@@ -173,12 +173,21 @@ pub async fn update(state: &AppState, req: &McpRequest) -> Result<Response, McpE
     let run = read(state, req, req.params.get("taskId")).await?;
     if run.status.awaits_client() && !responses.is_empty() {
         let (open, _) = interrupts_of(state, req, &run).await?;
+        // Every open key's answer is read before any is applied: a refused update changes
+        // nothing. Such a key asked an elicitation, so only an ElicitResult answers it.
+        let mut effects = Vec::new();
         for (key, answer) in &responses {
             let Some(i) = open.iter().find(|i| &i.interrupt_id == key) else {
                 continue;
             };
-            let outcome = match effect_of(i, answer) {
-                Ok(Effect::Resolve(resume)) => {
+            let effect = effect_of(i, answer).map_err(|why| {
+                McpError::InvalidParams(format!("Invalid params: inputResponses[\"{key}\"]: {why}"))
+            })?;
+            effects.push((i, effect));
+        }
+        for (i, effect) in effects {
+            let outcome = match effect {
+                Effect::Resolve(resume) => {
                     let k = resolve_key(&i.interrupt_id, &resume);
                     state
                         .host
@@ -186,12 +195,11 @@ pub async fn update(state: &AppState, req: &McpRequest) -> Result<Response, McpE
                         .await
                         .map(|_| ())
                 }
-                Ok(Effect::CancelRun) => state
+                Effect::CancelRun => state
                     .host
                     .cancel_run(&req.caller, &run.run_id, Some("mcp-elicitation-cancelled"))
                     .await
                     .map(|_| ()),
-                Err(_) => Ok(()),
             };
             match outcome {
                 // A host 4xx (ineligible approver, lost race, invalid value) resolved nothing,

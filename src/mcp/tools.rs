@@ -183,51 +183,36 @@ async fn fetch(state: &AppState, caller: &Caller, cfg: &Tools) -> Result<Arc<Too
                 .map_err(|e| McpError::from_host(&e))?;
             cfg.statics.iter().map(from_static).collect()
         }
-        ToolSource::Fixtures => {
-            let doc = state
-                .host
-                .discovery()
-                .await
-                .map_err(|e| McpError::from_host(&e))?;
-            let ids: Vec<String> = doc
-                .get("fixtures")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|v| v.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let reads = join_all(ids.iter().map(|id| state.host.get_workflow(caller, id))).await;
-            let mut defs = Vec::new();
-            for (id, r) in ids.iter().zip(reads) {
-                match r {
-                    Ok(wf) => defs.push(from_workflow(id, &wf)),
-                    // A workflow this caller may not read is simply not its tool (§3.4); but an
-                    // unauthenticated caller or a scope problem is the caller's answer.
-                    Err(e) => match McpError::from_host(&e) {
-                        e @ (McpError::Unauthorized { .. }
-                        | McpError::InsufficientScope { .. }
-                        | McpError::RateLimited { .. }
-                        | McpError::Internal) => return Err(e),
-                        _ => continue,
-                    },
+        ToolSource::Fixtures => fixture_tools(state, caller, &discovery(state).await?).await?,
+        ToolSource::ToolCatalog => catalog_tools(state, caller)
+            .await
+            .map_err(|e| McpError::from_host(&e))?
+            .into_iter()
+            .map(|(name, fields)| from_descriptor(&name, fields))
+            .collect(),
+        ToolSource::Auto => {
+            let doc = discovery(state).await?;
+            if advertises_catalog(&doc) {
+                let (catalog, fixtures) = futures_util::future::join(
+                    catalog_tools(state, caller),
+                    fixture_tools(state, caller, &doc),
+                )
+                .await;
+                match catalog {
+                    Ok(catalog) => merge(catalog, fixtures?),
+                    // Advertised but not served: the fixtures still describe the tools.
+                    Err(e) if e.status() == Some(http::StatusCode::NOT_FOUND) => {
+                        tracing::warn!(
+                            "discovery advertises toolCatalog but GET /tools is not found; \
+                             tools come from the discovery fixtures"
+                        );
+                        fixtures?
+                    }
+                    Err(e) => return Err(McpError::from_host(&e)),
                 }
+            } else {
+                fixture_tools(state, caller, &doc).await?
             }
-            defs
-        }
-        ToolSource::ToolCatalog => {
-            let v = state
-                .host
-                .list_tools(caller)
-                .await
-                .map_err(|e: HostError| McpError::from_host(&e))?;
-            let arr = v
-                .as_array()
-                .cloned()
-                .or_else(|| v.get("tools").and_then(Value::as_array).cloned())
-                .unwrap_or_default();
-            arr.iter().filter_map(from_descriptor).collect()
         }
     };
     defs.retain(|d| cfg.admits(&d.name));
@@ -258,6 +243,120 @@ async fn fetch(state: &AppState, caller: &Caller, cfg: &Tools) -> Result<Arc<Too
         .map(|d| (d.name.clone(), Arc::new(d)))
         .collect();
     Ok(Arc::new(ToolSet { sorted, by_name }))
+}
+
+async fn discovery(state: &AppState) -> Result<Value, McpError> {
+    state
+        .host
+        .discovery()
+        .await
+        .map_err(|e| McpError::from_host(&e))
+}
+
+/// A discovery document claims a family by carrying its record (presence is the claim).
+fn advertises_catalog(doc: &Value) -> bool {
+    doc.get("toolCatalog").is_some_and(Value::is_object)
+}
+
+/// Discovery `fixtures[]`, each read with `GET /workflows/{id}` under the caller's credential.
+async fn fixture_tools(
+    state: &AppState,
+    caller: &Caller,
+    doc: &Value,
+) -> Result<Vec<ToolDef>, McpError> {
+    let ids: Vec<String> = doc
+        .get("fixtures")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let reads = join_all(ids.iter().map(|id| state.host.get_workflow(caller, id))).await;
+    let mut defs = Vec::new();
+    for (id, r) in ids.iter().zip(reads) {
+        match r {
+            Ok(wf) => defs.push(from_workflow(id, &wf)),
+            // A workflow this caller may not read is simply not its tool (§3.4); but an
+            // unauthenticated caller or a scope problem is the caller's answer.
+            Err(e) => match McpError::from_host(&e) {
+                e @ (McpError::Unauthorized { .. }
+                | McpError::InsufficientScope { .. }
+                | McpError::RateLimited { .. }
+                | McpError::Internal) => return Err(e),
+                _ => continue,
+            },
+        }
+    }
+    Ok(defs)
+}
+
+/// The MCP Tool fields a ToolDescriptor carries, copied as the host wrote them.
+type Fields = Map<String, Value>;
+
+/// `GET /tools` under the caller's credential (the catalog is authorization-scoped): each
+/// descriptor's id and the MCP Tool fields it carries.
+async fn catalog_tools(
+    state: &AppState,
+    caller: &Caller,
+) -> Result<Vec<(String, Fields)>, HostError> {
+    let v = state.host.list_tools(caller).await?;
+    let arr = v
+        .as_array()
+        .or_else(|| v.get("tools").and_then(Value::as_array))
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    Ok(arr.iter().filter_map(descriptor_fields).collect())
+}
+
+/// A ToolDescriptor's id and the fields that become the MCP Tool's own (MCP 2026-07-28
+/// `Tool`): `title`, `description`, `inputSchema`, `outputSchema` and `annotations`, each
+/// verbatim, so a JSON Schema 2020-12 document (`$schema`, `$defs`, `$anchor`, `$ref`,
+/// `if`/`then`/`else`, `allOf`/`anyOf`, `additionalProperties: false`) reaches the client as
+/// the host wrote it. A field of the wrong JSON type is left out (and filled in like a
+/// missing one) rather than served broken.
+fn descriptor_fields(d: &Value) -> Option<(String, Fields)> {
+    let name = d.get("toolId")?.as_str()?.to_string();
+    let mut fields = Map::new();
+    for (key, ok) in [
+        ("title", Value::is_string as fn(&Value) -> bool),
+        ("description", Value::is_string),
+        ("inputSchema", Value::is_object),
+        ("outputSchema", Value::is_object),
+        ("annotations", Value::is_object),
+    ] {
+        if let Some(v) = d.get(key).filter(|v| ok(v)) {
+            fields.insert(key.to_string(), v.clone());
+        }
+    }
+    Some((name, fields))
+}
+
+/// The catalog over the fixtures: a tool in both takes every field its descriptor carries
+/// and keeps the workflow's for the rest, along with what only a workflow document tells
+/// (whether it can suspend, its declared task support); a tool in one of them only is
+/// served from that one.
+fn merge(catalog: Vec<(String, Fields)>, fixtures: Vec<ToolDef>) -> Vec<ToolDef> {
+    let mut by_name: HashMap<String, ToolDef> =
+        fixtures.into_iter().map(|d| (d.name.clone(), d)).collect();
+    let mut out = Vec::new();
+    for (name, fields) in catalog {
+        match by_name.remove(&name) {
+            Some(mut def) => {
+                if let Some(schema) = fields.get("inputSchema") {
+                    def.variables = variables_of_schema(schema);
+                }
+                for (k, v) in fields {
+                    def.wire[k] = v;
+                }
+                out.push(def);
+            }
+            None => out.push(from_descriptor(&name, fields)),
+        }
+    }
+    out.extend(by_name.into_values());
+    out
 }
 
 /// Builds a tool from a workflow definition (§1.2, as the reference host does, plus the
@@ -375,29 +474,24 @@ fn from_static(t: &StaticTool) -> ToolDef {
     d
 }
 
-/// Builds a tool from a `GET /tools` ToolDescriptor.
-fn from_descriptor(d: &Value) -> Option<ToolDef> {
-    let name = d.get("toolId")?.as_str()?.to_string();
-    let schema = d
-        .get("inputSchema")
-        .filter(|s| s.is_object())
-        .cloned()
-        .unwrap_or_else(|| json!({ "type": "object", "additionalProperties": true }));
+/// Builds a tool from a `GET /tools` ToolDescriptor alone (no workflow document behind it).
+fn from_descriptor(name: &str, fields: Fields) -> ToolDef {
     let mut wire = json!({
         "name": name,
-        "description": d.get("description").and_then(Value::as_str).unwrap_or(&format!("Runs the OpenWOP tool {name}")),
-        "inputSchema": schema,
+        "description": format!("Runs the OpenWOP tool {name}"),
+        "inputSchema": { "type": "object", "additionalProperties": true },
     });
-    if let Some(t) = d.get("title").and_then(Value::as_str) {
-        wire["title"] = json!(t);
+    for (k, v) in fields {
+        wire[k] = v;
     }
-    if let Some(a) = d.get("annotations").filter(|a| a.is_object()) {
-        wire["annotations"] = a.clone();
-    }
-    let variables = variables_of_schema(&schema);
-    // A pure tool cannot stop for a person; anything else may (a descriptor has no nodes).
-    let can_suspend = d.get("safetyTier").and_then(Value::as_str) != Some("pure");
-    Some(ToolDef::new(&name, wire, variables, can_suspend))
+    let variables = variables_of_schema(&wire["inputSchema"]);
+    // Whether a tool can stop for a person is known from its workflow's nodes; a descriptor
+    // does not say (`safetyTier` is about side effects, not interrupts). Refusing every
+    // client without `elicitation` up front would break the many that never declare it, so
+    // the capability is not required here: a run that does suspend on an interrupt the
+    // client cannot answer gets the tool result that names the interrupt and where to
+    // resolve it, and the run waits (call.rs `pending_result`, the "cannot be carried" case).
+    ToolDef::new(name, wire, variables, false)
 }
 
 /// The `x-mcp-header` annotations of an input schema, or why they are invalid (mcp-tasks.md
@@ -674,6 +768,50 @@ mod tests {
         assert_eq!(from_workflow("a", &wf("required")).task, TaskSupport::Must);
         assert_eq!(from_workflow("a", &wf("sometimes")).task, TaskSupport::May);
         assert_eq!(from_workflow("a", &json!({})).task, TaskSupport::May);
+    }
+
+    #[test]
+    fn a_descriptor_replaces_the_fields_it_carries_and_the_workflow_keeps_the_rest() {
+        let wf = json!({"name": "Approve", "description": "From the workflow",
+            "metadata": {"customProperties": {"mcp": {"taskSupport": "required"}}},
+            "variables": [{"name": "who", "type": "string", "required": true}],
+            "nodes": [{"id": "gate", "typeId": "core.approvalGate"}]});
+        let out = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}});
+        let schema = json!({"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object", "$defs": {"n": {"$anchor": "n", "type": "integer"}},
+            "properties": {"n": {"$ref": "#n"}}, "required": ["n"],
+            "if": {"required": ["n"]}, "then": {}, "else": false,
+            "additionalProperties": false});
+        let descriptor = json!({"toolId": "a", "safetyTier": "exec", "title": 5,
+            "inputSchema": schema, "outputSchema": out,
+            "annotations": {"destructiveHint": true}});
+        let catalog = vec![descriptor_fields(&descriptor).unwrap()];
+        let merged = merge(catalog.clone(), vec![from_workflow("a", &wf)]);
+        let t = &merged[0];
+        assert_eq!(t.wire["inputSchema"], schema);
+        assert_eq!(t.wire["outputSchema"], out);
+        assert_eq!(t.wire["annotations"], json!({"destructiveHint": true}));
+        // Not carried (or not a string): the workflow's.
+        assert_eq!(t.wire["description"], "From the workflow");
+        assert_eq!(t.wire["title"], "Approve");
+        // Only a workflow document says these.
+        assert!(t.can_suspend);
+        assert_eq!(t.task, TaskSupport::Must);
+        // Calls are held to the catalog's schema.
+        assert_eq!(t.variables.len(), 1);
+        assert!(validate_arguments(t, &Map::new())
+            .unwrap_err()
+            .contains("'n'"));
+        // Without a workflow document: defaults for what is missing, no elicitation required.
+        let alone = merge(catalog, Vec::new());
+        assert_eq!(alone[0].wire["description"], "Runs the OpenWOP tool a");
+        assert!(alone[0].wire.get("title").is_none());
+        assert!(!alone[0].can_suspend);
+        assert_eq!(alone[0].task, TaskSupport::May);
+        // A workflow the catalog does not list is still served.
+        let only_wf = merge(Vec::new(), vec![from_workflow("b", &wf)]);
+        assert_eq!(only_wf[0].name, "b");
+        assert!(descriptor_fields(&json!({"title": "no id"})).is_none());
     }
 
     #[test]

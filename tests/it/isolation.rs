@@ -1,8 +1,9 @@
 //! Issue 10: the isolation table (openwop-rest.md §3.10, RFC 0208 §C) and requestState
 //! integrity over the wire (§3.6).
 //!
-//! Every `tasks/*` method × every id shape a caller may not read is answered byte-identically
-//! (HTTP status and body, with a fixed JSON-RPC id), writes nothing upstream, and
+//! Every `tasks/*` method × every string id a caller may not read is answered byte-identically
+//! (HTTP status and body, with a fixed JSON-RPC id; a taskId that is not a string is a
+//! request of the wrong shape and is told so), writes nothing upstream, and
 //! `subscriptions/listen` neither acknowledges nor notifies any of them. requestState refusals
 //! (tamper at each position class, wrong MAC of the right and of a wrong length, replay,
 //! another caller, expiry) are all `-32602 "requestState refused: …"`. No error body or header
@@ -85,7 +86,8 @@ async fn waiting_task(env: &Env) -> (String, String, String) {
     (task, bound, key)
 }
 
-/// Every id shape a caller must not be able to tell from a missing task: (label, bearer, id).
+/// Every id shape a caller must not be able to tell from a missing task, and the non-string
+/// shapes that are refused for their JSON type alone: (label, bearer, id).
 fn id_shapes(task: &str, bound: &str) -> Vec<(&'static str, &'static str, Value)> {
     let (tenant, opaque) = bound.split_once('/').unwrap();
     vec![
@@ -145,21 +147,37 @@ async fn every_tasks_method_answers_every_unreadable_id_byte_identically() {
             }
             let r = send(&env, bearer, method, params, task_caps()).await;
             assert_no_secret(&r, &[A, B], label);
+            if !id.is_string() {
+                // Not an id at all: a request of the wrong shape, told so precisely. The
+                // answer depends on the JSON type alone, so it says nothing about any task.
+                assert_eq!(r.status, 200, "{method} × {label}");
+                assert_eq!(r.error_code(), Some(-32602), "{method} × {label}");
+                assert!(
+                    r.body["error"]["message"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with("Invalid params: taskId "),
+                    "{method} × {label}: {}",
+                    r.text
+                );
+                continue;
+            }
             answers
                 .entry(format!("{} {}", r.status, r.text))
                 .or_default()
                 .push(format!("{method} × {label}"));
         }
-        // A missing taskId is the same answer as well.
+        // A missing taskId is a request of the wrong shape as well.
         let mut params = json!({});
         if method == "tasks/update" {
             params["inputResponses"] = json!({});
         }
         let r = send(&env, A, method, params, task_caps()).await;
-        answers
-            .entry(format!("{} {}", r.status, r.text))
-            .or_default()
-            .push(format!("{method} × missing"));
+        assert_eq!(
+            r.body["error"],
+            json!({"code": -32602, "message": "Invalid params: taskId is required"}),
+            "{method} × missing"
+        );
     }
     assert_eq!(
         answers.len(),
@@ -168,10 +186,8 @@ async fn every_tasks_method_answers_every_unreadable_id_byte_identically() {
     );
     let only = answers.keys().next().unwrap();
     assert_eq!(only, &format!("200 {NOT_FOUND}"), "{answers:#?}");
-    assert_eq!(
-        answers.values().next().unwrap().len(),
-        3 * (shapes.len() + 1)
-    );
+    let strings = shapes.iter().filter(|(_, _, id)| id.is_string()).count();
+    assert_eq!(answers.values().next().unwrap().len(), 3 * strings);
     let writes: Vec<String> = env
         .host
         .requests()

@@ -2,6 +2,7 @@
 
 mod access_log;
 mod answer_modes;
+mod catalog;
 mod cli;
 mod discovery;
 mod envelope;
@@ -16,6 +17,7 @@ mod oauth;
 mod nginx;
 mod otlp;
 mod ownership;
+mod params;
 mod passthrough;
 mod reload;
 mod replicas;

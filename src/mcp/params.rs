@@ -1,0 +1,237 @@
+//! The shape of each method's `params`, checked before a handler reads them, so a request a
+//! client got wrong is refused with a `-32602` that names the field instead of being read as
+//! if the field were absent (MCP 2026-07-28 schema: `ListToolsRequest`, `CallToolRequest`,
+//! `InputResponses`, `ElicitResult`; ext-tasks `GetTaskRequest`, `UpdateTaskRequest`,
+//! `CancelTaskRequest`; `SubscriptionsListenRequest`).
+//!
+//! Only what the schema defines is checked: members it does not name are allowed (MCP
+//! requests are open objects, and ext-tasks asks servers to ignore the legacy `task` member of
+//! `tools/call`), and `null` stands for an absent optional member, as the handlers always read
+//! it. Whether a string id names a task the caller can read is the handlers' business: every
+//! unreadable id keeps its one answer (RFC 0208 §C).
+
+use serde_json::{Map, Value};
+
+use super::McpError;
+
+fn invalid(message: String) -> McpError {
+    McpError::InvalidParams(format!("Invalid params: {message}"))
+}
+
+/// JSON type names as a client reads them in an error message.
+fn type_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Checks `params` for `method`; methods without params of their own (`server/discover`) and
+/// methods this mount does not serve pass.
+pub fn check(method: &str, params: &Map<String, Value>) -> Result<(), McpError> {
+    let served = [
+        "server/discover",
+        "tools/list",
+        "tools/call",
+        "tasks/get",
+        "tasks/update",
+        "tasks/cancel",
+        "subscriptions/listen",
+    ];
+    if !served.contains(&method) {
+        // Not found comes first (-32601), whatever the params hold.
+        return Ok(());
+    }
+    check_meta(params)?;
+    match method {
+        "tools/list" => optional(params, "cursor", "a string", Value::is_string),
+        "tools/call" => {
+            match params.get("name") {
+                Some(Value::String(_)) => {}
+                None | Some(Value::Null) => return Err(invalid("name is required".into())),
+                Some(v) => {
+                    return Err(invalid(format!(
+                        "name must be a string, not {}",
+                        type_of(v)
+                    )))
+                }
+            }
+            optional(params, "arguments", "an object", Value::is_object)?;
+            // `requestState` of the wrong type is the retry's own refusal ("requestState
+            // refused: not a string"), in its documented order.
+            input_responses(params)
+        }
+        "tasks/get" | "tasks/cancel" => task_id(params),
+        // ext-tasks `tasks/update`: a key that names no outstanding request is ignored
+        // whatever it holds (the official suite sends `{"unknown-key": {"ignored": true}}` and
+        // expects the ack), so only the map itself is checked here; the answer to an
+        // outstanding key is checked by the handler, which knows the open keys.
+        "tasks/update" => {
+            task_id(params)?;
+            match params.get("inputResponses") {
+                Some(Value::Object(_)) => Ok(()),
+                None => Err(invalid("inputResponses is required".into())),
+                Some(v) => Err(invalid(format!(
+                    "inputResponses must be an object, not {}",
+                    type_of(v)
+                ))),
+            }
+        }
+        "subscriptions/listen" => listen(params),
+        _ => Ok(()),
+    }
+}
+
+/// `_meta.progressToken` is a `ProgressToken` (a string or an integer) when present.
+fn check_meta(params: &Map<String, Value>) -> Result<(), McpError> {
+    match params.get("_meta").and_then(|m| m.get("progressToken")) {
+        None | Some(Value::Null | Value::String(_)) => Ok(()),
+        Some(t) if t.is_i64() || t.is_u64() => Ok(()),
+        Some(t) => Err(invalid(format!(
+            "_meta.progressToken must be a string or an integer, not {}",
+            type_of(t)
+        ))),
+    }
+}
+
+fn optional(
+    params: &Map<String, Value>,
+    key: &str,
+    what: &str,
+    ok: fn(&Value) -> bool,
+) -> Result<(), McpError> {
+    match params.get(key) {
+        None | Some(Value::Null) => Ok(()),
+        Some(v) if ok(v) => Ok(()),
+        Some(v) => Err(invalid(format!("{key} must be {what}, not {}", type_of(v)))),
+    }
+}
+
+/// A task id is a string; a string that names no readable task is the handler's answer.
+fn task_id(params: &Map<String, Value>) -> Result<(), McpError> {
+    match params.get("taskId") {
+        Some(Value::String(_)) => Ok(()),
+        None | Some(Value::Null) => Err(invalid("taskId is required".into())),
+        Some(v) => Err(invalid(format!(
+            "taskId must be a string, not {}",
+            type_of(v)
+        ))),
+    }
+}
+
+/// `tools/call`'s optional `inputResponses` is a map (MCP 2026-07-28 `InputResponses`);
+/// `null` is malformed too (the official suite's `sep-2322-error-on-protocol-error`). Its
+/// values are read where they answer something: the key a requestState names must hold a
+/// well-formed ElicitResult (elicit.rs `effect_of`, -32602 otherwise), while unexpected keys
+/// are ignored whatever they hold and an answer sent before it was asked for is asked again
+/// ("Multi Round-Trip Requests": ignore unexpected keys, re-request what is missing).
+fn input_responses(params: &Map<String, Value>) -> Result<(), McpError> {
+    match params.get("inputResponses") {
+        None | Some(Value::Object(_)) => Ok(()),
+        Some(v) => Err(invalid(format!(
+            "inputResponses must be an object, not {}",
+            type_of(v)
+        ))),
+    }
+}
+
+/// An `ElicitResult`: `action` is `accept`, `decline` or `cancel`; `content`, when present, is
+/// an object of the form's values. `Err` says what is wrong, for a message that names the key.
+pub fn elicit_result(v: &Value) -> Result<(), String> {
+    const ELICIT: &str = r#"the answer is not an ElicitResult ({"action": "accept" | "decline" | "cancel", "content"?: {…}})"#;
+    let Some(o) = v.as_object() else {
+        return Err(format!("{ELICIT}: it is {}", type_of(v)));
+    };
+    match o.get("action") {
+        Some(Value::String(a)) if matches!(a.as_str(), "accept" | "decline" | "cancel") => {}
+        Some(a) => return Err(format!("{ELICIT}: action is {a}")),
+        None => return Err(format!("{ELICIT}: action is missing")),
+    }
+    match o.get("content") {
+        None | Some(Value::Null | Value::Object(_)) => Ok(()),
+        Some(c) => Err(format!("{ELICIT}: content is {}", type_of(c))),
+    }
+}
+
+/// `subscriptions/listen`: the filter is `params.notifications`; the Tasks extension's ids
+/// live at `params.notifications.taskIds` and nowhere else. A `taskIds` anywhere else would
+/// otherwise open a stream that follows nothing, so it is refused with the right place.
+/// `_meta` is left alone: its unknown keys are opaque (MCP 2026-07-28 `_meta`).
+fn listen(params: &Map<String, Value>) -> Result<(), McpError> {
+    let mut outside_meta = params.clone();
+    outside_meta.remove("_meta");
+    if let Some(at) = misplaced_task_ids(&outside_meta, "params") {
+        return Err(invalid(format!(
+            "{at} is not read: subscriptions/listen takes task ids at params.notifications.taskIds"
+        )));
+    }
+    let filter = match params.get("notifications") {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::Object(o)) => o,
+        Some(v) => {
+            return Err(invalid(format!(
+                "notifications must be an object, not {}",
+                type_of(v)
+            )))
+        }
+    };
+    for key in [
+        "toolsListChanged",
+        "promptsListChanged",
+        "resourcesListChanged",
+    ] {
+        if let Some(v) = filter.get(key).filter(|v| !v.is_null() && !v.is_boolean()) {
+            return Err(invalid(format!(
+                "notifications.{key} must be a boolean, not {}",
+                type_of(v)
+            )));
+        }
+    }
+    for key in ["taskIds", "resourceSubscriptions"] {
+        match filter.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(a)) => {
+                if let Some((i, v)) = a.iter().enumerate().find(|(_, v)| !v.is_string()) {
+                    return Err(invalid(format!(
+                        "notifications.{key}[{i}] must be a string, not {}",
+                        type_of(v)
+                    )));
+                }
+            }
+            Some(v) => {
+                return Err(invalid(format!(
+                    "notifications.{key} must be an array of strings, not {}",
+                    type_of(v)
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The path of a `taskIds` member anywhere in `params` but `params.notifications.taskIds`.
+/// The recursion is bounded by `limits.maxJsonDepth`, which every body passed before parsing.
+fn misplaced_task_ids(o: &Map<String, Value>, at: &str) -> Option<String> {
+    for (k, v) in o {
+        let here = format!("{at}.{k}");
+        if k == "taskIds" && here != "params.notifications.taskIds" {
+            return Some(here);
+        }
+        let found = match v {
+            Value::Object(inner) => misplaced_task_ids(inner, &here),
+            Value::Array(items) => items.iter().enumerate().find_map(|(i, item)| {
+                item.as_object()
+                    .and_then(|inner| misplaced_task_ids(inner, &format!("{here}[{i}]")))
+            }),
+            _ => None,
+        };
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
+}
