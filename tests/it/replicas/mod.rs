@@ -697,7 +697,9 @@ async fn a_rolling_restart_under_load_has_no_client_visible_failure_and_cancels_
                             &env,
                             &tally,
                             "tools/call",
-                            json!({"name": "conformance-delay", "arguments": {"delayMs": 400}}),
+                            // Longer than the immediate-result window (mcp.taskImmediateWindowMs), even
+                            // on a loaded machine, so each call gets its task.
+                            json!({"name": "conformance-delay", "arguments": {"delayMs": 1500}}),
                             task_caps(),
                         )
                         .await
