@@ -4,6 +4,7 @@
 
 pub mod body;
 pub mod config;
+pub mod console;
 pub mod demo;
 pub mod discovery;
 pub mod host;

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use openwop_mcp_sidecar::config::{Config, Overrides};
 use openwop_mcp_sidecar::server::{ConfigSource, Server};
-use openwop_mcp_sidecar::telemetry;
+use openwop_mcp_sidecar::{console, telemetry};
 
 /// EX_CONFIG from sysexits.h: the configuration is unusable.
 const EXIT_CONFIG: u8 = 64;
@@ -63,7 +63,7 @@ fn load(config: Option<&PathBuf>, ov: &Overrides) -> Result<Config, ExitCode> {
         None => Config::from_yaml_str("{}", "<defaults>", ov),
     };
     res.map_err(|e| {
-        eprintln!("error: {e}");
+        console::error_line(format_args!("error: {e}"));
         ExitCode::from(EXIT_CONFIG)
     })
 }
@@ -72,18 +72,23 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Cmd::CheckConfig { file } = &cli.cmd {
         return match Config::load(file, &Overrides::default()) {
+            // A closed stdout after a valid file still means "valid": the exit code says it.
             Ok(_) => {
-                println!("{}: ok", file.display());
+                let _ = console::line(format_args!("{}: ok", file.display()));
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("{e}");
+                console::error_line(&e);
                 ExitCode::from(EXIT_CONFIG)
             }
         };
     }
     if let Cmd::ConfigSchema = &cli.cmd {
-        println!("{:#}", openwop_mcp_sidecar::config::json_schema());
+        // `config-schema | head`: a reader that stopped early is not a failure.
+        let _ = console::line(format_args!(
+            "{:#}",
+            openwop_mcp_sidecar::config::json_schema()
+        ));
         return ExitCode::SUCCESS;
     }
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -92,7 +97,7 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
+            console::error_line(format_args!("error: cannot start the runtime: {e}"));
             return ExitCode::FAILURE;
         }
     };
@@ -117,7 +122,7 @@ fn main() -> ExitCode {
                     None => None,
                     Some(Ok(p)) => Some(p),
                     Some(Err(e)) => {
-                        eprintln!("error: telemetry.otlp: {e:#}");
+                        console::error_line(format_args!("error: telemetry.otlp: {e:#}"));
                         return ExitCode::from(EXIT_CONFIG);
                     }
                 };
@@ -144,7 +149,7 @@ fn main() -> ExitCode {
                 match openwop_mcp_sidecar::demo::run(cfg, anonymous).await {
                     Ok(()) => ExitCode::SUCCESS,
                     Err(e) => {
-                        eprintln!("error: {e:#}");
+                        console::error_line(format_args!("error: {e:#}"));
                         ExitCode::FAILURE
                     }
                 }
@@ -161,12 +166,16 @@ async fn serve(cfg: Config, source: Option<ConfigSource>) -> ExitCode {
     let server = match Server::start_with_source(cfg, source).await {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            console::error_line(format_args!("error: {e:#}"));
             return ExitCode::FAILURE;
         }
     };
     tracing::info!(addr = %server.addr, upstream = %server.state.cfg.upstream.url, mount = %server.state.cfg.mount.path, "listening");
-    println!("openwop-mcp-sidecar listening on http://{}", server.addr);
+    // Ignored when stdout is closed: the address is in the log line above too.
+    let _ = console::line(format_args!(
+        "openwop-mcp-sidecar listening on http://{}",
+        server.addr
+    ));
     wait_for_signal().await;
     tracing::info!("shutting down");
     server.shutdown().await;
@@ -183,11 +192,15 @@ pub async fn wait_for_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
+        // Without a SIGTERM handler (it cannot fail on Linux, but no panic here), SIGINT alone.
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return;
         }
+        let _ = tokio::signal::ctrl_c().await;
     }
     #[cfg(not(unix))]
     {
