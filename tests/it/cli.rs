@@ -575,3 +575,77 @@ fn wrong_config_values_name_the_field_what_was_expected_and_where() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// README.md's "curl cookbook", run as written (its `sh` blocks and the `$ ` lines of its
+/// `console` blocks, with the demo's URL for `127.0.0.1:8080`) against `demo`: every command
+/// answers what the README shows, so the cookbook cannot drift. Needs `bash`, `curl`, `sed`.
+#[test]
+fn readme_curl_cookbook_works_against_the_demo() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let section = readme
+        .split("\n## curl cookbook\n")
+        .nth(1)
+        .expect("README has a curl cookbook")
+        .split("\n## ")
+        .next()
+        .unwrap();
+    let mut script = String::from("set -e\n");
+    let mut lang: Option<&str> = None;
+    for line in section.lines() {
+        match (lang, line.strip_prefix("```")) {
+            (None, Some(l)) => lang = Some(l),
+            (Some(_), Some(_)) => lang = None,
+            (Some("sh"), None) => script.push_str(&format!("{line}\n")),
+            (Some("console"), None) => {
+                if let Some(cmd) = line.strip_prefix("$ ") {
+                    script.push_str(&format!("{cmd}\n"));
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        script.contains("tasks/update") && script.contains("requestState"),
+        "{script}"
+    );
+    let dir = std::env::temp_dir().join(format!("owsc-cookbook-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (mut child, mcp) = start_demo(&[]);
+    let script = script
+        .replace("http://127.0.0.1:8080/mcp", &mcp)
+        .replace("/tmp/", &format!("{}/", dir.display()));
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .expect("bash runs the cookbook");
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Every JSON-RPC answer is a result, and the flows end where the README says.
+    assert!(!stdout.contains("\"error\""), "{stdout}");
+    for want in [
+        "\"supportedVersions\":[\"2026-07-28\"]",
+        "\"text\":\"Hello, Ada!\"",
+        "\nacme~2Fr-",
+        "\"status\":\"input_required\"",
+        "\"status\":\"cancelled\"",
+        "notifications/subscriptions/acknowledged",
+        "\"resultType\":\"input_required\"",
+        "\"requestState\":\"",
+    ] {
+        assert!(stdout.contains(want), "{want} missing from:\n{stdout}");
+    }
+    // The tasks/update flow and the MRTR retry both end completed.
+    assert!(
+        stdout.matches("\"status\":\"completed\"").count() >= 4,
+        "{stdout}"
+    );
+}
