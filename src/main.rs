@@ -17,7 +17,9 @@ const EXIT_CONFIG: u8 = 64;
 #[command(
     name = "openwop-mcp-sidecar",
     version,
-    about = "MCP 2026-07-28 + Tasks mount in front of an OpenWOP v2 host"
+    about = "MCP 2026-07-28 + Tasks mount in front of an OpenWOP v2 host",
+    after_help = "Exit codes: 0 success, 2 bad command line, 64 unusable configuration \
+                  (file:line:column: field: what is wrong), 1 cannot start (e.g. address in use)."
 )]
 struct Cli {
     #[command(subcommand)]

@@ -459,6 +459,13 @@ fn cli_failures_are_one_message_with_a_documented_exit_code() {
     }
     drop(taken);
     let _ = std::fs::remove_dir_all(dir);
+    // `--help` says what the codes mean.
+    let help = Command::new(BIN).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("Exit codes:") && help.contains("64 unusable configuration"),
+        "{help}"
+    );
 }
 
 /// A value of the wrong type names the field, what it expects and what it got, at the value's
