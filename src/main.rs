@@ -152,6 +152,12 @@ fn main() -> ExitCode {
                     Ok(()) => ExitCode::SUCCESS,
                     Err(e) => {
                         console::error_line(format_args!("error: {e:#}"));
+                        // 8080 is a popular port: say how to pick another.
+                        if format!("{e:#}").contains("cannot listen") {
+                            console::error_line(
+                                "hint: choose another address with --listen, e.g. --listen 127.0.0.1:8081",
+                            );
+                        }
                         ExitCode::FAILURE
                     }
                 }

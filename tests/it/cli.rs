@@ -459,6 +459,17 @@ fn cli_failures_are_one_message_with_a_documented_exit_code() {
     }
     drop(taken);
     let _ = std::fs::remove_dir_all(dir);
+    // The demo on a busy port says how to pick another.
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let out = Command::new(BIN)
+        .args(["demo", "--listen", &busy.local_addr().unwrap().to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("hint: choose another address with --listen"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // `--help` says what the codes mean.
     let help = Command::new(BIN).arg("--help").output().unwrap();
     let help = String::from_utf8_lossy(&help.stdout);
