@@ -1,5 +1,7 @@
 //! `openwop-mcp-sidecar demo`: the embedded demo host and the sidecar in one process, on loopback.
 
+use std::fmt::Write as _;
+
 use crate::config::Config;
 use crate::server::Server;
 
@@ -37,31 +39,43 @@ pub async fn run(mut cfg: Config, anonymous: bool) -> anyhow::Result<()> {
         .key_for("acme")
         .unwrap_or("acme-dev-key")
         .to_string();
-    println!("openwop-mcp-sidecar demo");
-    println!("  MCP endpoint : {base}{}", server.state.cfg.mount.path);
-    println!(
+    // One write, through console::line: a closed stdout (`demo | head -3`) must not panic the
+    // demo, which goes on serving.
+    let mut banner = String::new();
+    let _ = writeln!(banner, "openwop-mcp-sidecar demo");
+    let _ = writeln!(
+        banner,
+        "  MCP endpoint : {base}{}",
+        server.state.cfg.mount.path
+    );
+    let _ = writeln!(
+        banner,
         "  REST (proxied): {base}/  (demo host itself: {})",
         host.base_url()
     );
-    println!("  demo keys    :");
+    let _ = writeln!(banner, "  demo keys    :");
     for k in &host_cfg.keys {
-        println!(
+        let _ = writeln!(
+            banner,
             "    Authorization: Bearer {:<20} tenant {:<8} subject {}",
             k.key, k.tenant, k.subject_id
         );
     }
     if anonymous {
-        println!(
+        let _ = writeln!(
+            banner,
             "    (no Authorization)  tenant {:<8} (anonymous-caller mode)",
             openwop_devhost::ANONYMOUS_TENANT
         );
     }
     if let Some(a) = &server.state.cfg.auth {
-        println!(
+        let _ = writeln!(
+            banner,
             "  login (OAuth): issuer {}",
             a.authorization_servers.join(", ")
         );
-        println!(
+        let _ = writeln!(
+            banner,
             "    MCP clients that log in by themselves start from the 401 on the mount; the demo\n    consent page offers the users {} (no password).",
             host_cfg
                 .keys
@@ -70,17 +84,20 @@ pub async fn run(mut cfg: Config, anonymous: bool) -> anyhow::Result<()> {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        println!(
+        let _ = writeln!(
+            banner,
             "    metadata: {base}/.well-known/oauth-protected-resource{}",
             server.state.cfg.mount.path
         );
     }
-    println!("  try:");
-    println!(
+    let _ = writeln!(banner, "  try:");
+    let _ = writeln!(
+        banner,
         "    curl -s {base}{mount} -H 'Authorization: Bearer {key}' -H 'Content-Type: application/json' \\\n      -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/list' \\\n      -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{{\"_meta\":{{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\",\"io.modelcontextprotocol/clientCapabilities\":{{}}}}}}}}'",
         mount = server.state.cfg.mount.path
     );
-    println!("ready");
+    banner.push_str("ready");
+    let _ = crate::console::line(banner);
     wait().await;
     server.shutdown().await;
     host.shutdown().await;

@@ -6,6 +6,7 @@ pub mod auth;
 pub mod access;
 pub mod body;
 pub mod config;
+pub mod console;
 pub mod demo;
 pub mod discovery;
 pub mod host;

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use openwop_mcp_sidecar::config::{Config, Overrides};
 use openwop_mcp_sidecar::server::{ConfigSource, Server};
-use openwop_mcp_sidecar::telemetry;
+use openwop_mcp_sidecar::{console, telemetry};
 
 /// EX_CONFIG from sysexits.h: the configuration is unusable.
 const EXIT_CONFIG: u8 = 64;
@@ -17,7 +17,9 @@ const EXIT_CONFIG: u8 = 64;
 #[command(
     name = "openwop-mcp-sidecar",
     version,
-    about = "MCP 2026-07-28 + Tasks mount in front of an OpenWOP v2 host"
+    about = "MCP 2026-07-28 + Tasks mount in front of an OpenWOP v2 host",
+    after_help = "Exit codes: 0 success, 2 bad command line, 64 unusable configuration \
+                  (file:line:column: field: what is wrong), 1 cannot start (e.g. address in use)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -63,7 +65,7 @@ fn load(config: Option<&PathBuf>, ov: &Overrides) -> Result<Config, ExitCode> {
         None => Config::from_yaml_str("{}", "<defaults>", ov),
     };
     res.map_err(|e| {
-        eprintln!("error: {e}");
+        console::error_line(format_args!("error: {e}"));
         ExitCode::from(EXIT_CONFIG)
     })
 }
@@ -72,18 +74,23 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Cmd::CheckConfig { file } = &cli.cmd {
         return match Config::load(file, &Overrides::default()) {
+            // A closed stdout after a valid file still means "valid": the exit code says it.
             Ok(_) => {
-                println!("{}: ok", file.display());
+                let _ = console::line(format_args!("{}: ok", file.display()));
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("{e}");
+                console::error_line(&e);
                 ExitCode::from(EXIT_CONFIG)
             }
         };
     }
     if let Cmd::ConfigSchema = &cli.cmd {
-        println!("{:#}", openwop_mcp_sidecar::config::json_schema());
+        // `config-schema | head`: a reader that stopped early is not a failure.
+        let _ = console::line(format_args!(
+            "{:#}",
+            openwop_mcp_sidecar::config::json_schema()
+        ));
         return ExitCode::SUCCESS;
     }
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -92,7 +99,7 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
+            console::error_line(format_args!("error: cannot start the runtime: {e}"));
             return ExitCode::FAILURE;
         }
     };
@@ -117,7 +124,7 @@ fn main() -> ExitCode {
                     None => None,
                     Some(Ok(p)) => Some(p),
                     Some(Err(e)) => {
-                        eprintln!("error: telemetry.otlp: {e:#}");
+                        console::error_line(format_args!("error: telemetry.otlp: {e:#}"));
                         return ExitCode::from(EXIT_CONFIG);
                     }
                 };
@@ -144,7 +151,13 @@ fn main() -> ExitCode {
                 match openwop_mcp_sidecar::demo::run(cfg, anonymous).await {
                     Ok(()) => ExitCode::SUCCESS,
                     Err(e) => {
-                        eprintln!("error: {e:#}");
+                        console::error_line(format_args!("error: {e:#}"));
+                        // 8080 is a popular port: say how to pick another.
+                        if format!("{e:#}").contains("cannot listen") {
+                            console::error_line(
+                                "hint: choose another address with --listen, e.g. --listen 127.0.0.1:8081",
+                            );
+                        }
                         ExitCode::FAILURE
                     }
                 }
@@ -164,12 +177,16 @@ async fn serve(cfg: Config, source: Option<ConfigSource>) -> ExitCode {
     let server = match Server::start_with_source(cfg, source).await {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            console::error_line(format_args!("error: {e:#}"));
             return ExitCode::FAILURE;
         }
     };
     tracing::info!(addr = %server.addr, upstream = %server.state.cfg.upstream.url, mount = %server.state.cfg.mount.path, "listening");
-    println!("openwop-mcp-sidecar listening on http://{}", server.addr);
+    // Ignored when stdout is closed: the address is in the log line above too.
+    let _ = console::line(format_args!(
+        "openwop-mcp-sidecar listening on http://{}",
+        server.addr
+    ));
     signals.recv().await;
     // Lame duck first (shutdown.lameDuckMs), then the drain; a second signal cuts the lame
     // duck short (an operator's second Ctrl-C means "now"). The same receivers for both, so a

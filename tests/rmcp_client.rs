@@ -591,8 +591,8 @@ async fn rmcp_legacy_initialize_is_refused_and_auto_mode_finds_the_modern_server
     // version, 2026-07-28, in `params.protocolVersion`) without `_meta` or
     // `MCP-Protocol-Version`. The sidecar refuses it at the `_meta` check with 400 / -32602
     // (mcp-tasks.md §1.5 validation order) and rmcp fails cleanly with that JSON-RPC error.
-    // mcp-tasks.md §2.5 also says such a refusal SHOULD name the supported versions; the
-    // sidecar's does not yet (docs/clients.md), so this test does not require it.
+    // The refusal names the supported versions (data.supported and the message), so a client
+    // (or its user) knows what to speak.
     let caps: ClientCapabilities = serde_json::from_value(caps_json(false)).unwrap();
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(tap.url.clone()).auth_header(A),
@@ -616,6 +616,11 @@ async fn rmcp_legacy_initialize_is_refused_and_auto_mode_finds_the_modern_server
     assert!(
         message.contains("io.modelcontextprotocol/protocolVersion"),
         "{message}"
+    );
+    assert!(message.contains("2026-07-28"), "{message}");
+    assert_eq!(
+        init.response["error"]["data"]["supported"],
+        serde_json::json!(["2026-07-28"])
     );
 
     // Auto mode (discover first, initialize only for a legacy server) connects modern.

@@ -224,8 +224,10 @@ pub struct RawMapping {
     pub ids: RawIds,
     #[serde(default)]
     pub fields: RawFields,
+    /// Spanned so that a wrong value is reported at its own line, not the file's start.
     #[serde(default)]
-    pub statuses: BTreeMap<String, String>,
+    #[schemars(with = "BTreeMap<String, String>")]
+    pub statuses: BTreeMap<String, Spanned<String>>,
     #[serde(default)]
     pub bodies: RawBodies,
     #[serde(default)]
@@ -494,16 +496,17 @@ impl RawMapping {
             .map(|s| (s.to_string(), RunStatus::parse(s)))
             .collect();
         for (host, canon) in &self.statuses {
-            if !CANONICAL.contains(&canon.as_str()) {
+            if !CANONICAL.contains(&canon.value.as_str()) {
                 return Err((
-                    None,
+                    loc(canon),
                     format!(
-                        "host.statuses.{host}: '{canon}' is not a run status (one of {})",
+                        "host.statuses.{host}: '{}' is not a run status (one of {})",
+                        canon.value,
                         CANONICAL.join(", ")
                     ),
                 ));
             }
-            statuses.insert(host.clone(), RunStatus::parse(canon));
+            statuses.insert(host.clone(), RunStatus::parse(&canon.value));
         }
 
         let given_bodies: HashMap<&str, &String> = self

@@ -5,6 +5,7 @@
 //! OpenWOP v2 as the default, so that no route string is scattered through the handlers.
 
 pub mod auth;
+mod explain;
 pub mod mapping;
 mod raw;
 pub mod routes;
@@ -18,9 +19,10 @@ pub use mapping::{ErrorClass, IdEncoding, Mapping};
 pub use raw::RawConfig;
 pub use routes::{Operation, Route, Routes};
 
-/// A configuration error that names where it happened.
+/// A configuration error that names where it happened: `file:line:column: message`, or
+/// `file: message` when the error is about the whole file (it cannot be read), `line` 0.
 #[derive(Debug, thiserror::Error)]
-#[error("{source_name}:{line}:{column}: {message}")]
+#[error("{}", self.render())]
 pub struct ConfigError {
     pub source_name: String,
     pub line: u64,
@@ -29,8 +31,21 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
+    fn render(&self) -> String {
+        if self.line == 0 {
+            format!("{}: {}", self.source_name, self.message)
+        } else {
+            format!(
+                "{}:{}:{}: {}",
+                self.source_name, self.line, self.column, self.message
+            )
+        }
+    }
+
+    /// `loc` None: not known yet; [`Config::from_yaml_str`] then looks for the path the message
+    /// starts with, and without one the error names the file only (never a made-up 1:1).
     fn at(source_name: &str, loc: Option<(u64, u64)>, message: impl Into<String>) -> Self {
-        let (line, column) = loc.unwrap_or((1, 1));
+        let (line, column) = loc.unwrap_or((0, 0));
         ConfigError {
             source_name: source_name.to_string(),
             line,
@@ -335,8 +350,12 @@ impl Config {
     /// Reads, parses and validates a file. Errors name the file, line and column.
     pub fn load(path: &Path, overrides: &Overrides) -> Result<Config, ConfigError> {
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError::at(&name, None, format!("cannot read the file: {e}")))?;
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            source_name: name.clone(),
+            line: 0,
+            column: 0,
+            message: format!("cannot read the file: {e}"),
+        })?;
         Self::from_yaml_str(&text, &name, overrides)
     }
 
@@ -350,10 +369,24 @@ impl Config {
         let raw: RawConfig = serde_saphyr::from_str(text).map_err(|e| {
             let loc = e.location().map(|l| (l.line(), l.column()));
             let message = clean_message(&e.to_string());
+            let message = loc
+                .and_then(|l| explain::type_error(text, &message, l))
+                .unwrap_or(message);
             let loc = locate_unknown_field(text, &message, loc).or(loc);
             ConfigError::at(source_name, loc, message)
         })?;
-        raw.normalise(source_name, overrides)
+        raw.normalise(source_name, overrides).map_err(|mut e| {
+            // Checks made after deserialisation without a span (host.fields, host.bodies,
+            // route headers, …) still point at the value their message names.
+            if e.line == 0 {
+                let found = explain::leading_path(&e.message)
+                    .and_then(|p| explain::locate_path(&explain::tree(text)?, p));
+                if let Some((line, column)) = found {
+                    (e.line, e.column) = (line, column);
+                }
+            }
+            e
+        })
     }
 }
 

@@ -175,7 +175,8 @@ pub struct RawHost {
     #[serde(default)]
     pub fields: super::mapping::RawFields,
     #[serde(default)]
-    pub statuses: BTreeMap<String, String>,
+    #[schemars(with = "BTreeMap<String, String>")]
+    pub statuses: BTreeMap<String, Spanned<String>>,
     #[serde(default)]
     pub bodies: super::mapping::RawBodies,
     #[serde(default)]

@@ -285,3 +285,385 @@ fn shipped_json_schema_is_the_one_generated_from_the_types() {
     // The schema refuses unknown keys like the parser does.
     assert_eq!(generated["additionalProperties"], false);
 }
+
+/// What every CLI failure must look like: an exit code, a message, never a panic's backtrace.
+fn assert_no_panic(what: &str, out: &std::process::Output) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !err.contains("panicked") && !err.contains("stack backtrace"),
+        "{what}: {err}"
+    );
+    assert_ne!(out.status.code(), Some(101), "{what}: exit 101 is a panic");
+}
+
+/// A free loopback port (bound, then released for the child to take).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `config-schema | head`, `--help | head`, `check-config f | head`: the reader closes the pipe
+/// before the command has written everything. The command ends with its own exit code, quietly.
+#[test]
+fn commands_writing_into_a_closed_pipe_end_quietly() {
+    let ok = std::env::temp_dir().join(format!("owsc-ok-{}.yaml", std::process::id()));
+    std::fs::write(&ok, "upstream:\n  url: http://127.0.0.1:8787\n").unwrap();
+    let cases: Vec<Vec<std::ffi::OsString>> = vec![
+        vec!["config-schema".into()],
+        vec!["--help".into()],
+        vec!["serve".into(), "--help".into()],
+        vec!["--version".into()],
+        vec!["check-config".into(), ok.clone().into()],
+    ];
+    for args in cases {
+        for read_first_line in [false, true] {
+            let mut child = Command::new(BIN)
+                .args(&args)
+                .env("RUST_BACKTRACE", "1")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let stdout = child.stdout.take().unwrap();
+            if read_first_line {
+                let mut first = String::new();
+                BufReader::new(stdout).read_line(&mut first).unwrap();
+                assert!(!first.is_empty(), "{args:?} printed something");
+            } else {
+                drop(stdout);
+            }
+            let out = child.wait_with_output().unwrap();
+            assert_no_panic(&format!("{args:?}"), &out);
+            assert_eq!(out.status.code(), Some(0), "{args:?}");
+        }
+    }
+    let _ = std::fs::remove_file(ok);
+}
+
+/// `demo | head -3`: the banner's reader is gone, and the demo goes on serving.
+#[test]
+fn demo_keeps_serving_when_its_stdout_is_closed() {
+    let port = free_port();
+    let mut child = Command::new(BIN)
+        .args(["demo", "--listen", &format!("127.0.0.1:{port}")])
+        .env("RUST_BACKTRACE", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut status = None;
+    while Instant::now() < deadline {
+        let r = rt.block_on(async {
+            reqwest::Client::builder()
+                .no_proxy()
+                .build()
+                .unwrap()
+                .get(format!("http://127.0.0.1:{port}/readyz"))
+                .send()
+                .await
+        });
+        if let Ok(r) = r {
+            status = Some(r.status().as_u16());
+            if status == Some(200) {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let still_running = child.try_wait().unwrap().is_none();
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    assert_no_panic("demo with a closed stdout", &out);
+    assert!(still_running, "the demo exited");
+    assert_eq!(status, Some(200));
+}
+
+/// Every way a newcomer can start the binary wrongly ends with one message and the documented
+/// exit code (README "Running it for real"): 2 for a bad command line, 64 for a configuration
+/// that cannot be used, 1 when the process cannot start (a port in use).
+#[test]
+fn cli_failures_are_one_message_with_a_documented_exit_code() {
+    let dir = std::env::temp_dir().join(format!("owsc-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let missing = dir.join("missing.yaml");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_addr = taken.local_addr().unwrap().to_string();
+    let missing_s = missing.display().to_string();
+    let dir_s = dir.display().to_string();
+    let cases: Vec<(Vec<&str>, i32, String)> = vec![
+        (
+            vec!["check-config", &missing_s],
+            64,
+            format!("{missing_s}: cannot read the file: No such file or directory"),
+        ),
+        (
+            vec!["serve", "--config", &missing_s],
+            64,
+            format!("{missing_s}: cannot read the file"),
+        ),
+        // A directory where a file should be: it cannot be read (chmod 000 would not stop root).
+        (
+            vec!["check-config", &dir_s],
+            64,
+            format!("{dir_s}: cannot read the file"),
+        ),
+        (
+            vec!["serve", "--bogus"],
+            2,
+            "unexpected argument '--bogus'".into(),
+        ),
+        (
+            vec!["serve", "--listen", "nowhere"],
+            2,
+            "invalid value 'nowhere' for '--listen".into(),
+        ),
+        (
+            vec!["serve", "--upstream", "ftp://x"],
+            64,
+            "--upstream: 'ftp://x' must start with http:// or https://".into(),
+        ),
+        (vec![], 2, "Usage: openwop-mcp-sidecar".into()),
+        (
+            vec!["demo", "--listen", &taken_addr],
+            1,
+            format!("error: cannot listen on {taken_addr}"),
+        ),
+        (
+            vec!["serve", "--listen", &taken_addr],
+            1,
+            format!("error: cannot listen on {taken_addr}"),
+        ),
+    ];
+    for (args, code, message) in cases {
+        let out = Command::new(BIN)
+            .args(&args)
+            .env("RUST_BACKTRACE", "1")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_no_panic(&format!("{args:?}"), &out);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        assert!(
+            err.contains(&message),
+            "{args:?}: want {message:?} in {err}"
+        );
+        // Not a made-up position for an error about the whole file.
+        assert!(!err.contains(":1:1:"), "{args:?}: {err}");
+    }
+    drop(taken);
+    let _ = std::fs::remove_dir_all(dir);
+    // The demo on a busy port says how to pick another.
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let out = Command::new(BIN)
+        .args(["demo", "--listen", &busy.local_addr().unwrap().to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("hint: choose another address with --listen"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // `--help` says what the codes mean.
+    let help = Command::new(BIN).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("Exit codes:") && help.contains("64 unusable configuration"),
+        "{help}"
+    );
+}
+
+/// A value of the wrong type names the field, what it expects and what it got, at the value's
+/// own line and column; so do values checked after parsing (`host.statuses`, `host.fields`).
+#[test]
+fn wrong_config_values_name_the_field_what_was_expected_and_where() {
+    let dir = std::env::temp_dir().join(format!("owsc-typed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let table: &[(&str, &str)] = &[
+        (
+            "mcp:\n  jsonAnswerCapMs: 5s\n",
+            "2:20: mcp.jsonAnswerCapMs: expected an integer number of milliseconds, got \"5s\"",
+        ),
+        (
+            "mcp:\n  jsonAnswerCapMs: -5\n",
+            "2:20: mcp.jsonAnswerCapMs: expected an integer number of milliseconds, got -5",
+        ),
+        (
+            "mcp: { sseAnswerCapMs: [1] }\n",
+            "1:24: mcp.sseAnswerCapMs: expected an integer number of milliseconds, got a list",
+        ),
+        (
+            "mcp:\n  requestStateTtlSeconds: 1h\n",
+            "2:27: mcp.requestStateTtlSeconds: expected an integer number of seconds, got \"1h\"",
+        ),
+        (
+            "mcp:\n  mrtrMaxRounds: 99999999999\n",
+            "2:18: mcp.mrtrMaxRounds: expected a whole number, 0 or more (at most 4294967295), got 99999999999",
+        ),
+        (
+            "limits:\n  maxBodyBytes: 4MB\n",
+            "2:17: limits.maxBodyBytes: expected a whole number, 0 or more, got \"4MB\"",
+        ),
+        (
+            "tasks:\n  enabled: yes please\n",
+            "2:12: tasks.enabled: expected true or false, got \"yes please\"",
+        ),
+        (
+            "upstream:\n  http2: 2\n",
+            "2:10: upstream.http2: expected true or false, got 2",
+        ),
+        (
+            "tools:\n  static:\n    - name: a\n      canSuspend: maybe\n",
+            "4:19: tools.static[0].canSuspend: expected true or false, got \"maybe\"",
+        ),
+        (
+            "tools:\n  source: [fixtures]\n",
+            "2:11: tools.source: expected one of fixtures, toolCatalog, static, got a list",
+        ),
+        (
+            "tools:\n  source: catalog\n",
+            "2:11: tools.source: 'catalog' is not one of fixtures, toolCatalog, static",
+        ),
+        (
+            "tools:\n  overrides:\n    greet:\n      task: { always: true }\n",
+            "4:13: tools.overrides.greet.task: expected one of must, may, never, got a mapping",
+        ),
+        (
+            "logging:\n  format: [json]\n",
+            "2:11: logging.format: expected one of json, text, got a list",
+        ),
+        (
+            "upstream:\n  url: [http://h]\n",
+            "2:8: upstream.url: expected a URL like http://host:8787, got a list",
+        ),
+        (
+            "upstream:\n  url: h:8787\n",
+            "2:8: upstream.url: 'h:8787' must start with http:// or https://",
+        ),
+        (
+            "telemetry:\n  otlp:\n    endpoint: http://c:4318/v1/traces\n    sampleRatio: all\n",
+            "4:18: telemetry.otlp.sampleRatio: expected a number, got \"all\"",
+        ),
+        (
+            "upstream: http://h:8787\n",
+            "1:11: upstream: expected a mapping (indented `key: value` lines), got \"http://h:8787\"",
+        ),
+        (
+            "mount:\n  allowedOrigins: https://app.example\n",
+            "2:19: mount.allowedOrigins: expected a list (`- item` lines or `[a, b]`), got \"https://app.example\"",
+        ),
+        (
+            "# the legacy host\nhost:\n  statuses:\n    SUCCEEDED: completed\n    DONE: finished\n",
+            "5:11: host.statuses.DONE: 'finished' is not a run status (one of pending, running, paused, waiting-approval, waiting-input, waiting-external, cancelling, completed, failed, cancelled)",
+        ),
+        (
+            "host:\n  statuses:\n    DONE: [completed]\n",
+            "3:11: host.statuses.DONE: expected one of pending, running, paused, waiting-approval, waiting-input, waiting-external, cancelling, completed, failed, cancelled, got a list",
+        ),
+        (
+            "host:\n  fields:\n    status: state\n",
+            "3:13: host.fields.status: 'state' is not a JSON pointer (like /status)",
+        ),
+        (
+            "host:\n  routes:\n    getRun:\n      headers:\n        bad header: x\n",
+            "5:9: host.routes.getRun.headers: 'bad header' is not a header name",
+        ),
+    ];
+    for (i, (yaml, want)) in table.iter().enumerate() {
+        let f = dir.join(format!("bad-{i}.yaml"));
+        std::fs::write(&f, yaml).unwrap();
+        let out = Command::new(BIN)
+            .arg("check-config")
+            .arg(&f)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(64), "{yaml}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            err.trim_end(),
+            format!("{}:{want}", f.display()),
+            "for the file:\n{yaml}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// README.md's "curl cookbook", run as written (its `sh` blocks and the `$ ` lines of its
+/// `console` blocks, with the demo's URL for `127.0.0.1:8080`) against `demo`: every command
+/// answers what the README shows, so the cookbook cannot drift. Needs `bash`, `curl`, `sed`.
+#[test]
+fn readme_curl_cookbook_works_against_the_demo() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let section = readme
+        .split("\n## curl cookbook\n")
+        .nth(1)
+        .expect("README has a curl cookbook")
+        .split("\n## ")
+        .next()
+        .unwrap();
+    let mut script = String::from("set -e\n");
+    let mut lang: Option<&str> = None;
+    for line in section.lines() {
+        match (lang, line.strip_prefix("```")) {
+            (None, Some(l)) => lang = Some(l),
+            (Some(_), Some(_)) => lang = None,
+            (Some("sh"), None) => script.push_str(&format!("{line}\n")),
+            (Some("console"), None) => {
+                if let Some(cmd) = line.strip_prefix("$ ") {
+                    script.push_str(&format!("{cmd}\n"));
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        script.contains("tasks/update") && script.contains("requestState"),
+        "{script}"
+    );
+    let dir = std::env::temp_dir().join(format!("owsc-cookbook-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (mut child, mcp) = start_demo(&[]);
+    let script = script
+        .replace("http://127.0.0.1:8080/mcp", &mcp)
+        .replace("/tmp/", &format!("{}/", dir.display()));
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .expect("bash runs the cookbook");
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Every JSON-RPC answer is a result, and the flows end where the README says.
+    assert!(!stdout.contains("\"error\""), "{stdout}");
+    for want in [
+        "\"supportedVersions\":[\"2026-07-28\"]",
+        "\"text\":\"Hello, Ada!\"",
+        "\nacme~2Fr-",
+        "\"status\":\"input_required\"",
+        "\"status\":\"cancelled\"",
+        "notifications/subscriptions/acknowledged",
+        "\"resultType\":\"input_required\"",
+        "\"requestState\":\"",
+    ] {
+        assert!(stdout.contains(want), "{want} missing from:\n{stdout}");
+    }
+    // The tasks/update flow and the MRTR retry both end completed.
+    assert!(
+        stdout.matches("\"status\":\"completed\"").count() >= 4,
+        "{stdout}"
+    );
+}

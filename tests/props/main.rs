@@ -265,7 +265,7 @@ fn snapshot(status: &str, m: &Mapping, with_error: bool) -> RunSnapshot {
 /// Every status value → a Task status; terminal ones → a complete CallToolResult; the Task
 /// carries `result` exactly for completed/failed and `inputRequests` exactly when input is due.
 fn check_projection(status: &str, m: &Mapping) {
-    let run = snapshot(status, m, status.len() % 2 == 0);
+    let run = snapshot(status, m, status.len().is_multiple_of(2));
     let s = task_status(&run.status);
     let want = match run.status {
         RunStatus::WaitingApproval | RunStatus::WaitingInput => "input_required",
