@@ -43,6 +43,8 @@
 //! | `GET /runs/{id}/events/poll` | `runs:read` | `afterSequence`, `timeout` 1..60 (default 30) |
 //! | `GET /runs/{id}/events` | `runs:read` | SSE; `streamMode`, `bufferMs`, `Last-Event-ID` |
 //! | `GET`/`POST`/`DELETE /_devhost/faults` | none | devhost only: the fault switches (see [`faults`]) |
+//! | `GET /.well-known/oauth-authorization-server` | none | demo authorization server (see [`oauth`]): RFC 8414 metadata, issuer = the base URL |
+//! | `POST /oauth/register`, `GET`/`POST /oauth/authorize`, `POST /oauth/token` | none | dynamic registration, consent page (or `login_hint`), PKCE S256 code and refresh grants; its access tokens authenticate like keys, as the approving user with the granted scopes |
 //!
 //! Choices where `openwop-rest.md` is silent:
 //!

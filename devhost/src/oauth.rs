@@ -170,6 +170,8 @@ impl OAuth {
             "grant_types_supported": ["authorization_code", "refresh_token"],
             "token_endpoint_auth_methods_supported": ["none"],
             "code_challenge_methods_supported": ["S256"],
+            // Every authorization response names the issuer (RFC 9207), against mix-ups.
+            "authorization_response_iss_parameter_supported": true,
         })
     }
 
