@@ -388,6 +388,13 @@ impl DevHost {
         self.inner.kick.send_modify(|g| *g += 1);
     }
 
+    /// The resources (RFC 8707 `resource`, e.g. the MCP mount's URL) whose tokens from the demo
+    /// authorization server the REST API accepts; a token bound to another resource is refused
+    /// as `invalid_token`. Empty (the default) accepts every resource.
+    pub fn set_oauth_audiences(&self, audiences: Vec<String>) {
+        self.inner.state.oauth.set_audiences(audiences);
+    }
+
     /// Stop accepting, close open connections (streams included) and stop executors.
     pub async fn shutdown(self) {
         let _ = self.inner.stop.send(true);

@@ -88,6 +88,8 @@ impl Tables {
 pub(crate) struct OAuth {
     issuer: OnceLock<String>,
     tables: Mutex<Tables>,
+    /// The resources (RFC 8707) this host accepts tokens for; empty = any.
+    audiences: Mutex<Vec<String>>,
 }
 
 fn lock(m: &Mutex<Tables>) -> std::sync::MutexGuard<'_, Tables> {
@@ -116,6 +118,17 @@ impl OAuth {
             .get(token)
             .filter(|g| g.expires_ms > now_ms())
             .cloned()
+    }
+
+    pub(crate) fn set_audiences(&self, audiences: Vec<String>) {
+        *self.audiences.lock().unwrap_or_else(|p| p.into_inner()) = audiences;
+    }
+
+    /// Whether a token bound to `resource` may be used here: the audience check a resource
+    /// server makes (RFC 8707 §2: a token is only for the resource it was issued for).
+    pub(crate) fn audience_ok(&self, resource: Option<&str>) -> bool {
+        let a = self.audiences.lock().unwrap_or_else(|p| p.into_inner());
+        a.is_empty() || resource.is_some_and(|r| a.iter().any(|x| x == r))
     }
 
     /// Answers the authorization server's paths; `None` for every other path.

@@ -306,6 +306,11 @@ async fn host_metadata_pass_through_falls_back_to_the_sidecars_document() {
 /// metadata, registration (RFC 7591), authorization code with PKCE S256 and `resource`
 /// (approved for `user` through the demo's login hint), and the token request.
 async fn log_in(env: &Env, user: &str) -> String {
+    log_in_for(env, user, None).await
+}
+
+/// [`log_in`], asking for a token bound to `resource` instead of the advertised one.
+async fn log_in_for(env: &Env, user: &str, other_resource: Option<&str>) -> String {
     use base64::Engine as _;
     use sha2::Digest as _;
     let r = env.rpc(None, "tools/list", json!({}), json!({})).await;
@@ -320,8 +325,10 @@ async fn log_in(env: &Env, user: &str) -> String {
         .json()
         .await
         .unwrap();
-    let resource = prm["resource"].as_str().unwrap().to_string();
-    assert_eq!(resource, env.mcp_url());
+    assert_eq!(prm["resource"], env.mcp_url());
+    let resource = other_resource
+        .unwrap_or(prm["resource"].as_str().unwrap())
+        .to_string();
     let issuer = prm["authorization_servers"][0].as_str().unwrap();
     let asm: Value = env
         .http
@@ -410,11 +417,13 @@ fn demo_auth(env_host: &str) -> Auth {
 /// The sidecar in front of the devhost, whose demo authorization server is the advertised
 /// issuer (as `openwop-mcp-sidecar demo` runs it).
 async fn demo_env() -> Env {
-    env_with(|c| {
+    let env = env_with(|c| {
         let issuer = c.upstream.url.clone();
         c.auth = Some(demo_auth(&issuer));
     })
-    .await
+    .await;
+    env.host.set_oauth_audiences(vec![env.mcp_url()]);
+    env
 }
 
 #[tokio::test]
@@ -480,5 +489,19 @@ async fn an_oauth_token_for_tenant_a_never_reads_tenant_b_tasks() {
         )
         .await;
     assert_eq!(still.result()["status"], "input_required", "{}", still.text);
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_token_issued_for_another_resource_is_refused_by_the_host_with_the_challenge() {
+    let env = demo_env().await;
+    let stolen = log_in_for(&env, "alice", Some("https://other-mcp.example.com/mcp")).await;
+    let r = env
+        .call(&stolen, "conformance-noop", json!({}), json!({}))
+        .await;
+    assert_eq!(r.status, 401, "{}", r.text);
+    let c = openwop_mcp_sidecar::auth::parse(&challenge(&r)).remove(0);
+    assert_eq!(c.param("error"), Some("invalid_token"));
+    assert_eq!(c.param("resource_metadata"), Some(prm_url(&env).as_str()));
     env.shutdown().await;
 }
