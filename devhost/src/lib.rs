@@ -502,7 +502,6 @@ async fn serve(
         &parts.method,
         parts.uri.path(),
         parts.uri.query(),
-        &parts.headers,
         &body,
     ) {
         return finish(resp);

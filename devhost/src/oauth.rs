@@ -21,7 +21,7 @@ use std::sync::{Mutex, OnceLock};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use http::{HeaderMap, HeaderValue, Method, Response, StatusCode};
+use http::{HeaderValue, Method, Response, StatusCode};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -138,7 +138,6 @@ impl OAuth {
         method: &Method,
         path: &str,
         query: Option<&str>,
-        headers: &HeaderMap,
         body: &[u8],
     ) -> Option<Response<Body>> {
         let r = match (method, path) {
@@ -154,8 +153,7 @@ impl OAuth {
                 self.authorize(config, &parse_query(form), true)
             }
             (&Method::POST, "/oauth/token") => {
-                let _ = headers;
-                self.token(config, &parse_query(std::str::from_utf8(body).ok()))
+                self.token(&parse_query(std::str::from_utf8(body).ok()))
             }
             (
                 _,
@@ -399,8 +397,7 @@ impl OAuth {
         )
     }
 
-    fn token(&self, config: &DevHostConfig, f: &[(String, String)]) -> Response<Body> {
-        let _ = config;
+    fn token(&self, f: &[(String, String)]) -> Response<Body> {
         let get = |k: &str| f.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
         let Some(client_id) = get("client_id") else {
             return oauth_error(401, "invalid_client", "client_id is required");
@@ -733,15 +730,8 @@ mod tests {
     }
 
     fn call(o: &OAuth, m: Method, path: &str, query: Option<&str>, body: &str) -> Response<Body> {
-        o.handle(
-            &DevHostConfig::default(),
-            &m,
-            path,
-            query,
-            &HeaderMap::new(),
-            body.as_bytes(),
-        )
-        .expect("an authorization server path")
+        o.handle(&DevHostConfig::default(), &m, path, query, body.as_bytes())
+            .expect("an authorization server path")
     }
 
     const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
