@@ -505,3 +505,43 @@ async fn a_token_issued_for_another_resource_is_refused_by_the_host_with_the_cha
     assert_eq!(c.param("resource_metadata"), Some(prm_url(&env).as_str()));
     env.shutdown().await;
 }
+
+#[tokio::test]
+async fn host_metadata_pass_through_relays_the_hosts_own_document_when_it_serves_one() {
+    // The "host" here is another sidecar (in front of the devhost) that serves metadata of its own.
+    let inner = env_with(|c| {
+        c.mount.public_url = Some("https://inner.example.com".into());
+        c.auth = Some(auth_on("https://inner-login.example.com"));
+    })
+    .await;
+    let overrides = openwop_mcp_sidecar::config::Overrides {
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        upstream: Some(inner.url.clone()),
+    };
+    let mut cfg =
+        openwop_mcp_sidecar::config::Config::from_yaml_str("{}", "<test>", &overrides).unwrap();
+    let mut a = auth_on("https://outer-login.example.com");
+    a.host_metadata = HostMetadata::PassThrough;
+    cfg.auth = Some(a);
+    let outer = openwop_mcp_sidecar::server::Server::start(cfg)
+        .await
+        .unwrap();
+    let r = inner
+        .http
+        .get(format!(
+            "http://{}/.well-known/oauth-protected-resource/mcp",
+            outer.addr
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let doc: Value = r.json().await.unwrap();
+    assert_eq!(
+        doc["authorization_servers"],
+        json!(["https://inner-login.example.com"])
+    );
+    assert_eq!(doc["resource"], "https://inner.example.com/mcp");
+    outer.shutdown().await;
+    inner.shutdown().await;
+}
