@@ -239,6 +239,7 @@ pub async fn route(state: Arc<AppState>, mut req: Request<Incoming>, peer: Socke
         // Login discovery (src/auth.rs): the sidecar's own 401, and the challenge that points
         // to the protected-resource metadata; both no-ops while `auth` is off.
         if let Some(refused) = crate::auth::refuse_unauthenticated(&state.cfg, &req) {
+            state.metrics.request("-", "unauthorized");
             return refused;
         }
         let host = req.headers().get(http::header::HOST).cloned();

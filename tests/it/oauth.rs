@@ -163,6 +163,21 @@ async fn a_request_without_a_token_gets_the_challenge_from_the_sidecar_before_an
         format!(r#"Bearer resource_metadata="{}""#, prm_url(&env))
     );
     assert!(env.host.requests().is_empty(), "the host was not asked");
+    let metrics = env
+        .http
+        .get(format!("{}/metrics", env.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.contains("outcome=\"unauthorized\"") && !l.starts_with('#')),
+        "the refusal is counted"
+    );
     env.shutdown().await;
 
     // requireToken: false leaves the decision to the host (anonymous-caller hosts).
