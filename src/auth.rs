@@ -248,16 +248,22 @@ pub fn challenge(cfg: &Config, host: Option<&HeaderValue>, mut resp: Response) -
             return resp;
         }
     }
-    match challenges.iter_mut().find(|c| c.is_bearer()) {
-        Some(c) => c.set("resource_metadata", &url),
-        None => {
-            let mut c = Challenge {
-                scheme: "Bearer".into(),
-                token68: None,
-                params: Vec::new(),
-            };
-            c.set("resource_metadata", &url);
-            challenges.push(c);
+    if !challenges.iter().any(Challenge::is_bearer) {
+        challenges.push(Challenge {
+            scheme: "Bearer".into(),
+            token68: None,
+            params: Vec::new(),
+        });
+    }
+    if let Some(c) = challenges.iter_mut().find(|c| c.is_bearer()) {
+        c.set("resource_metadata", &url);
+        // MCP 2026-07-28 "Authorization": a 401 SHOULD name the scopes to ask for. The host's
+        // own `scope` wins; without one, the advertised `scopes_supported`.
+        if status == StatusCode::UNAUTHORIZED
+            && c.param("scope").is_none()
+            && !auth.scopes.is_empty()
+        {
+            c.params.push(("scope".into(), auth.scopes.join(" ")));
         }
     }
     let value = challenges

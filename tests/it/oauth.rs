@@ -148,6 +148,8 @@ async fn a_host_401_on_the_mount_gains_resource_metadata_and_keeps_realm_and_err
     assert_eq!(c.param("resource_metadata"), Some(prm_url(&env).as_str()));
     assert_eq!(c.param("realm"), Some("openwop-devhost"));
     assert_eq!(c.param("error"), Some("invalid_token"));
+    // The host named no scope: the advertised ones are suggested (MCP "Authorization").
+    assert_eq!(c.param("scope"), Some("runs:read runs:create"));
     assert_eq!(r.body["error"]["code"], -32600);
     env.shutdown().await;
 }
@@ -160,7 +162,10 @@ async fn a_request_without_a_token_gets_the_challenge_from_the_sidecar_before_an
     assert_eq!(r.status, 401, "{}", r.text);
     assert_eq!(
         challenge(&r),
-        format!(r#"Bearer resource_metadata="{}""#, prm_url(&env))
+        format!(
+            r#"Bearer resource_metadata="{}", scope="runs:read runs:create""#,
+            prm_url(&env)
+        )
     );
     assert!(env.host.requests().is_empty(), "the host was not asked");
     let metrics = env
