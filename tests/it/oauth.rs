@@ -565,3 +565,29 @@ async fn host_metadata_pass_through_relays_the_hosts_own_document_when_it_serves
     outer.shutdown().await;
     inner.shutdown().await;
 }
+
+#[tokio::test]
+async fn check_config_refuses_a_bad_auth_section_naming_file_line_and_column() {
+    let dir = std::env::temp_dir().join(format!("owsc-oauth-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("sidecar.yaml");
+    std::fs::write(
+        &path,
+        "mount:\n  path: /mcp\nauth:\n  authorizationServers:\n    - http://login.example.com\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_openwop-mcp-sidecar"))
+        .arg("check-config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{}:5:5:", path.display()))
+            && err.contains("auth.authorizationServers")
+            && err.contains("https://"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
