@@ -206,10 +206,7 @@ async fn host_document(
 /// "Authorization": the access token goes on every request).
 pub fn refuse_unauthenticated<B>(cfg: &Config, req: &Request<B>) -> Option<Response> {
     let auth = cfg.auth.as_ref()?;
-    if !auth.require_token
-        || req.headers().contains_key(header::AUTHORIZATION)
-        || req.method() == http::Method::OPTIONS
-    {
+    if !auth.require_token || req.headers().contains_key(header::AUTHORIZATION) {
         return None;
     }
     let e = crate::mcp::error::McpError::Unauthorized {

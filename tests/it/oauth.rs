@@ -183,6 +183,20 @@ async fn a_request_without_a_token_gets_the_challenge_from_the_sidecar_before_an
             .any(|l| l.contains("outcome=\"unauthorized\"") && !l.starts_with('#')),
         "the refusal is counted"
     );
+
+    // The Host/Origin check comes first: a foreign Origin is refused as such, not challenged.
+    let r = env
+        .raw(
+            &[
+                ("MCP-Protocol-Version", V.to_string()),
+                ("Mcp-Method", "tools/list".to_string()),
+                ("Origin", "https://evil.example".to_string()),
+            ],
+            body_of(1, "tools/list", json!({}), json!({})).to_string(),
+        )
+        .await;
+    assert_eq!(r.status, 403, "{}", r.text);
+    assert!(r.headers.get("www-authenticate").is_none());
     env.shutdown().await;
 
     // requireToken: false leaves the decision to the host (anonymous-caller hosts).
