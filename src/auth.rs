@@ -453,6 +453,15 @@ mod tests {
         assert_eq!(c[0].scheme, "Basic");
         assert_eq!(c[1].param("realm"), Some("y"));
         assert_eq!(c[1].param("error"), Some("insufficient_scope"));
+        // RFC 9110 §11.6.1's own example.
+        let c = parse(
+            r#"Newauth realm="apps", type=1, title="Login to \"apps\"", Basic realm="simple""#,
+        );
+        assert_eq!(c.len(), 2);
+        assert_eq!(c[0].param("type"), Some("1"));
+        assert_eq!(c[0].param("title"), Some(r#"Login to "apps""#));
+        assert_eq!(c[1].scheme, "Basic");
+        assert_eq!(c[1].param("realm"), Some("simple"));
         let c = parse("Negotiate abc+/==, Bearer");
         assert_eq!(c[0].token68.as_deref(), Some("abc+/=="));
         assert_eq!(c[1].scheme, "Bearer");
