@@ -624,9 +624,9 @@ def refusals_case() -> Case:
 
 
 def raw_config_keys() -> dict:
-    """The configuration's key tree from src/config/{raw,mapping}.rs (serde rename_all
+    """The configuration's key tree from src/config/{raw,mapping,auth}.rs (serde rename_all
     camelCase; a field's own `#[serde(rename = "…")]` wins)."""
-    src = "\n".join((ROOT / "src" / "config" / f).read_text() for f in ("raw.rs", "mapping.rs"))
+    src = "\n".join((ROOT / "src" / "config" / f).read_text() for f in ("raw.rs", "mapping.rs", "auth.rs"))
     structs = {}
     for m in re.finditer(r"pub struct (\w+)\s*\{(.*?)\n\}", src, re.S):
         fields = {}

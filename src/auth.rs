@@ -206,10 +206,7 @@ async fn host_document(
 /// "Authorization": the access token goes on every request).
 pub fn refuse_unauthenticated<B>(cfg: &Config, req: &Request<B>) -> Option<Response> {
     let auth = cfg.auth.as_ref()?;
-    if !auth.require_token
-        || req.headers().contains_key(header::AUTHORIZATION)
-        || req.method() == http::Method::OPTIONS
-    {
+    if !auth.require_token || req.headers().contains_key(header::AUTHORIZATION) {
         return None;
     }
     let e = crate::mcp::error::McpError::Unauthorized {
@@ -248,16 +245,22 @@ pub fn challenge(cfg: &Config, host: Option<&HeaderValue>, mut resp: Response) -
             return resp;
         }
     }
-    match challenges.iter_mut().find(|c| c.is_bearer()) {
-        Some(c) => c.set("resource_metadata", &url),
-        None => {
-            let mut c = Challenge {
-                scheme: "Bearer".into(),
-                token68: None,
-                params: Vec::new(),
-            };
-            c.set("resource_metadata", &url);
-            challenges.push(c);
+    if !challenges.iter().any(Challenge::is_bearer) {
+        challenges.push(Challenge {
+            scheme: "Bearer".into(),
+            token68: None,
+            params: Vec::new(),
+        });
+    }
+    if let Some(c) = challenges.iter_mut().find(|c| c.is_bearer()) {
+        c.set("resource_metadata", &url);
+        // MCP 2026-07-28 "Authorization": a 401 SHOULD name the scopes to ask for. The host's
+        // own `scope` wins; without one, the advertised `scopes_supported`.
+        if status == StatusCode::UNAUTHORIZED
+            && c.param("scope").is_none()
+            && !auth.scopes.is_empty()
+        {
+            c.params.push(("scope".into(), auth.scopes.join(" ")));
         }
     }
     let value = challenges
@@ -450,6 +453,15 @@ mod tests {
         assert_eq!(c[0].scheme, "Basic");
         assert_eq!(c[1].param("realm"), Some("y"));
         assert_eq!(c[1].param("error"), Some("insufficient_scope"));
+        // RFC 9110 §11.6.1's own example.
+        let c = parse(
+            r#"Newauth realm="apps", type=1, title="Login to \"apps\"", Basic realm="simple""#,
+        );
+        assert_eq!(c.len(), 2);
+        assert_eq!(c[0].param("type"), Some("1"));
+        assert_eq!(c[0].param("title"), Some(r#"Login to "apps""#));
+        assert_eq!(c[1].scheme, "Basic");
+        assert_eq!(c[1].param("realm"), Some("simple"));
         let c = parse("Negotiate abc+/==, Bearer");
         assert_eq!(c[0].token68.as_deref(), Some("abc+/=="));
         assert_eq!(c[1].scheme, "Bearer");

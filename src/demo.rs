@@ -35,6 +35,18 @@ pub async fn run(mut cfg: Config, anonymous: bool) -> anyhow::Result<()> {
     }
     let server = Server::start(cfg).await?;
     let base = format!("http://{}", server.addr);
+    // The host accepts demo tokens only when they were issued for this mount (RFC 8707), under
+    // either loopback name a client may use.
+    let mount = &server.state.cfg.mount.path;
+    let port = server.addr.port();
+    let mut audiences: Vec<String> = ["127.0.0.1", "localhost", "[::1]"]
+        .iter()
+        .map(|h| format!("http://{h}:{port}{mount}"))
+        .collect();
+    let cfg = &server.state.cfg;
+    audiences.extend(cfg.mount.public_url.iter().map(|u| format!("{u}{mount}")));
+    audiences.extend(cfg.auth.iter().filter_map(|a| a.resource.clone()));
+    host.set_oauth_audiences(audiences);
     let key = host_cfg
         .key_for("acme")
         .unwrap_or("acme-dev-key")

@@ -125,6 +125,7 @@ pub(crate) fn authenticate(
     // scopes granted (never empty, which would mean every scope; oauth.rs refuses that).
     oauth
         .access(token)
+        .filter(|g| oauth.audience_ok(g.resource.as_deref()))
         .map(|g| Caller {
             subject: json!({
                 "issuer": oauth.issuer(),

@@ -43,6 +43,8 @@
 //! | `GET /runs/{id}/events/poll` | `runs:read` | `afterSequence`, `timeout` 1..60 (default 30) |
 //! | `GET /runs/{id}/events` | `runs:read` | SSE; `streamMode`, `bufferMs`, `Last-Event-ID` |
 //! | `GET`/`POST`/`DELETE /_devhost/faults` | none | devhost only: the fault switches (see [`faults`]) |
+//! | `GET /.well-known/oauth-authorization-server` | none | demo authorization server (see [`oauth`]): RFC 8414 metadata, issuer = the base URL |
+//! | `POST /oauth/register`, `GET`/`POST /oauth/authorize`, `POST /oauth/token` | none | dynamic registration, consent page (or `login_hint`), PKCE S256 code and refresh grants; its access tokens authenticate like keys, as the approving user with the granted scopes |
 //!
 //! Choices where `openwop-rest.md` is silent:
 //!
@@ -395,6 +397,13 @@ impl DevHost {
         self.inner.kick.send_modify(|g| *g += 1);
     }
 
+    /// The resources (RFC 8707 `resource`, e.g. the MCP mount's URL) whose tokens from the demo
+    /// authorization server the REST API accepts; a token bound to another resource is refused
+    /// as `invalid_token`. Empty (the default) accepts every resource.
+    pub fn set_oauth_audiences(&self, audiences: Vec<String>) {
+        self.inner.state.oauth.set_audiences(audiences);
+    }
+
     /// Stop accepting, close open connections (streams included) and stop executors.
     pub async fn shutdown(self) {
         let _ = self.inner.stop.send(true);
@@ -502,7 +511,6 @@ async fn serve(
         &parts.method,
         parts.uri.path(),
         parts.uri.query(),
-        &parts.headers,
         &body,
     ) {
         return finish(resp);

@@ -67,6 +67,10 @@ async fn main() -> anyhow::Result<()> {
     if config.anonymous {
         println!("  (no Authorization)   tenant=anon:public subject=anonymous (all scopes)");
     }
+    println!(
+        "demo OAuth authorization server: issuer {0} ({0}/.well-known/oauth-authorization-server); its tokens act as the approving demo user",
+        host.base_url()
+    );
     wait_for_signal().await;
     host.shutdown().await;
     Ok(())

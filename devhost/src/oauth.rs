@@ -21,7 +21,7 @@ use std::sync::{Mutex, OnceLock};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use http::{HeaderMap, HeaderValue, Method, Response, StatusCode};
+use http::{HeaderValue, Method, Response, StatusCode};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -88,6 +88,8 @@ impl Tables {
 pub(crate) struct OAuth {
     issuer: OnceLock<String>,
     tables: Mutex<Tables>,
+    /// The resources (RFC 8707) this host accepts tokens for; empty = any.
+    audiences: Mutex<Vec<String>>,
 }
 
 fn lock(m: &Mutex<Tables>) -> std::sync::MutexGuard<'_, Tables> {
@@ -118,6 +120,17 @@ impl OAuth {
             .cloned()
     }
 
+    pub(crate) fn set_audiences(&self, audiences: Vec<String>) {
+        *self.audiences.lock().unwrap_or_else(|p| p.into_inner()) = audiences;
+    }
+
+    /// Whether a token bound to `resource` may be used here: the audience check a resource
+    /// server makes (RFC 8707 §2: a token is only for the resource it was issued for).
+    pub(crate) fn audience_ok(&self, resource: Option<&str>) -> bool {
+        let a = self.audiences.lock().unwrap_or_else(|p| p.into_inner());
+        a.is_empty() || resource.is_some_and(|r| a.iter().any(|x| x == r))
+    }
+
     /// Answers the authorization server's paths; `None` for every other path.
     pub(crate) fn handle(
         &self,
@@ -125,7 +138,6 @@ impl OAuth {
         method: &Method,
         path: &str,
         query: Option<&str>,
-        headers: &HeaderMap,
         body: &[u8],
     ) -> Option<Response<Body>> {
         let r = match (method, path) {
@@ -141,8 +153,7 @@ impl OAuth {
                 self.authorize(config, &parse_query(form), true)
             }
             (&Method::POST, "/oauth/token") => {
-                let _ = headers;
-                self.token(config, &parse_query(std::str::from_utf8(body).ok()))
+                self.token(&parse_query(std::str::from_utf8(body).ok()))
             }
             (
                 _,
@@ -170,6 +181,8 @@ impl OAuth {
             "grant_types_supported": ["authorization_code", "refresh_token"],
             "token_endpoint_auth_methods_supported": ["none"],
             "code_challenge_methods_supported": ["S256"],
+            // Every authorization response names the issuer (RFC 9207), against mix-ups.
+            "authorization_response_iss_parameter_supported": true,
         })
     }
 
@@ -384,8 +397,7 @@ impl OAuth {
         )
     }
 
-    fn token(&self, config: &DevHostConfig, f: &[(String, String)]) -> Response<Body> {
-        let _ = config;
+    fn token(&self, f: &[(String, String)]) -> Response<Body> {
         let get = |k: &str| f.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
         let Some(client_id) = get("client_id") else {
             return oauth_error(401, "invalid_client", "client_id is required");
@@ -718,15 +730,8 @@ mod tests {
     }
 
     fn call(o: &OAuth, m: Method, path: &str, query: Option<&str>, body: &str) -> Response<Body> {
-        o.handle(
-            &DevHostConfig::default(),
-            &m,
-            path,
-            query,
-            &HeaderMap::new(),
-            body.as_bytes(),
-        )
-        .expect("an authorization server path")
+        o.handle(&DevHostConfig::default(), &m, path, query, body.as_bytes())
+            .expect("an authorization server path")
     }
 
     const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";

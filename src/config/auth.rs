@@ -49,7 +49,7 @@ pub struct RawAuth {
     /// https://, or http:// on a loopback host).
     #[schemars(with = "Option<Vec<String>>")]
     pub authorization_servers: Option<Spanned<Vec<String>>>,
-    /// Scopes advertised as `scopes_supported`.
+    /// Scopes advertised as `scopes_supported`, and suggested in a 401 whose host named none.
     #[schemars(with = "Option<Vec<String>>")]
     pub scopes: Option<Spanned<Vec<String>>>,
     /// The protected resource's identifier (default: the mount's public URL). Clients ask for

@@ -170,6 +170,12 @@ async fn serve(
         state.metrics.request("-", e.label());
         return error_response(&Value::Null, &e);
     }
+    // With `auth.requireToken`, no Authorization is refused here, before any host call
+    // (src/auth.rs), but after the Host/Origin check: a foreign Origin stays a 403.
+    if let Some(refused) = crate::auth::refuse_unauthenticated(&cfg, &req) {
+        state.metrics.request("-", "unauthorized");
+        return refused;
+    }
     let (parts, body) = req.into_parts();
     let max = cfg.limits.max_body_bytes;
     let read = tokio::time::timeout(

@@ -246,11 +246,8 @@ pub async fn route(state: Arc<AppState>, mut req: Request<Incoming>, peer: Socke
         }
     };
     if path == state.cfg.mount.path {
-        // Login discovery (src/auth.rs): the sidecar's own 401, and the challenge that points
-        // to the protected-resource metadata; both no-ops while `auth` is off.
-        if let Some(refused) = crate::auth::refuse_unauthenticated(&state.cfg, &req) {
-            return refused;
-        }
+        // Login discovery (src/auth.rs): the challenge of a 401 (or 403 insufficient_scope)
+        // points to the protected-resource metadata; a no-op while `auth` is off.
         let host = req.headers().get(http::header::HOST).cloned();
         let resp = crate::mcp::handle(state.clone(), req).await;
         return crate::auth::challenge(&state.cfg, host.as_ref(), resp);

@@ -148,6 +148,8 @@ async fn a_host_401_on_the_mount_gains_resource_metadata_and_keeps_realm_and_err
     assert_eq!(c.param("resource_metadata"), Some(prm_url(&env).as_str()));
     assert_eq!(c.param("realm"), Some("openwop-devhost"));
     assert_eq!(c.param("error"), Some("invalid_token"));
+    // The host named no scope: the advertised ones are suggested (MCP "Authorization").
+    assert_eq!(c.param("scope"), Some("runs:read runs:create"));
     assert_eq!(r.body["error"]["code"], -32600);
     env.shutdown().await;
 }
@@ -160,9 +162,41 @@ async fn a_request_without_a_token_gets_the_challenge_from_the_sidecar_before_an
     assert_eq!(r.status, 401, "{}", r.text);
     assert_eq!(
         challenge(&r),
-        format!(r#"Bearer resource_metadata="{}""#, prm_url(&env))
+        format!(
+            r#"Bearer resource_metadata="{}", scope="runs:read runs:create""#,
+            prm_url(&env)
+        )
     );
     assert!(env.host.requests().is_empty(), "the host was not asked");
+    let metrics = env
+        .http
+        .get(format!("{}/metrics", env.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.contains("outcome=\"unauthorized\"") && !l.starts_with('#')),
+        "the refusal is counted"
+    );
+
+    // The Host/Origin check comes first: a foreign Origin is refused as such, not challenged.
+    let r = env
+        .raw(
+            &[
+                ("MCP-Protocol-Version", V.to_string()),
+                ("Mcp-Method", "tools/list".to_string()),
+                ("Origin", "https://evil.example".to_string()),
+            ],
+            body_of(1, "tools/list", json!({}), json!({})).to_string(),
+        )
+        .await;
+    assert_eq!(r.status, 403, "{}", r.text);
+    assert!(r.headers.get("www-authenticate").is_none());
     env.shutdown().await;
 
     // requireToken: false leaves the decision to the host (anonymous-caller hosts).
@@ -306,6 +340,11 @@ async fn host_metadata_pass_through_falls_back_to_the_sidecars_document() {
 /// metadata, registration (RFC 7591), authorization code with PKCE S256 and `resource`
 /// (approved for `user` through the demo's login hint), and the token request.
 async fn log_in(env: &Env, user: &str) -> String {
+    log_in_for(env, user, None).await
+}
+
+/// [`log_in`], asking for a token bound to `resource` instead of the advertised one.
+async fn log_in_for(env: &Env, user: &str, other_resource: Option<&str>) -> String {
     use base64::Engine as _;
     use sha2::Digest as _;
     let r = env.rpc(None, "tools/list", json!({}), json!({})).await;
@@ -320,8 +359,10 @@ async fn log_in(env: &Env, user: &str) -> String {
         .json()
         .await
         .unwrap();
-    let resource = prm["resource"].as_str().unwrap().to_string();
-    assert_eq!(resource, env.mcp_url());
+    assert_eq!(prm["resource"], env.mcp_url());
+    let resource = other_resource
+        .unwrap_or(prm["resource"].as_str().unwrap())
+        .to_string();
     let issuer = prm["authorization_servers"][0].as_str().unwrap();
     let asm: Value = env
         .http
@@ -410,11 +451,13 @@ fn demo_auth(env_host: &str) -> Auth {
 /// The sidecar in front of the devhost, whose demo authorization server is the advertised
 /// issuer (as `openwop-mcp-sidecar demo` runs it).
 async fn demo_env() -> Env {
-    env_with(|c| {
+    let env = env_with(|c| {
         let issuer = c.upstream.url.clone();
         c.auth = Some(demo_auth(&issuer));
     })
-    .await
+    .await;
+    env.host.set_oauth_audiences(vec![env.mcp_url()]);
+    env
 }
 
 #[tokio::test]
@@ -481,4 +524,84 @@ async fn an_oauth_token_for_tenant_a_never_reads_tenant_b_tasks() {
         .await;
     assert_eq!(still.result()["status"], "input_required", "{}", still.text);
     env.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_token_issued_for_another_resource_is_refused_by_the_host_with_the_challenge() {
+    let env = demo_env().await;
+    let stolen = log_in_for(&env, "alice", Some("https://other-mcp.example.com/mcp")).await;
+    let r = env
+        .call(&stolen, "conformance-noop", json!({}), json!({}))
+        .await;
+    assert_eq!(r.status, 401, "{}", r.text);
+    let c = openwop_mcp_sidecar::auth::parse(&challenge(&r)).remove(0);
+    assert_eq!(c.param("error"), Some("invalid_token"));
+    assert_eq!(c.param("resource_metadata"), Some(prm_url(&env).as_str()));
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn host_metadata_pass_through_relays_the_hosts_own_document_when_it_serves_one() {
+    // The "host" here is another sidecar (in front of the devhost) that serves metadata of its own.
+    let inner = env_with(|c| {
+        c.mount.public_url = Some("https://inner.example.com".into());
+        c.auth = Some(auth_on("https://inner-login.example.com"));
+    })
+    .await;
+    let overrides = openwop_mcp_sidecar::config::Overrides {
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        upstream: Some(inner.url.clone()),
+    };
+    let mut cfg =
+        openwop_mcp_sidecar::config::Config::from_yaml_str("{}", "<test>", &overrides).unwrap();
+    let mut a = auth_on("https://outer-login.example.com");
+    a.host_metadata = HostMetadata::PassThrough;
+    cfg.auth = Some(a);
+    let outer = openwop_mcp_sidecar::server::Server::start(cfg)
+        .await
+        .unwrap();
+    let r = inner
+        .http
+        .get(format!(
+            "http://{}/.well-known/oauth-protected-resource/mcp",
+            outer.addr
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let doc: Value = r.json().await.unwrap();
+    assert_eq!(
+        doc["authorization_servers"],
+        json!(["https://inner-login.example.com"])
+    );
+    assert_eq!(doc["resource"], "https://inner.example.com/mcp");
+    outer.shutdown().await;
+    inner.shutdown().await;
+}
+
+#[tokio::test]
+async fn check_config_refuses_a_bad_auth_section_naming_file_line_and_column() {
+    let dir = std::env::temp_dir().join(format!("owsc-oauth-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("sidecar.yaml");
+    std::fs::write(
+        &path,
+        "mount:\n  path: /mcp\nauth:\n  authorizationServers:\n    - http://login.example.com\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_openwop-mcp-sidecar"))
+        .arg("check-config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{}:5:5:", path.display()))
+            && err.contains("auth.authorizationServers")
+            && err.contains("https://"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
