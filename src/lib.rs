@@ -2,8 +2,8 @@
 //! openwop-mcp-sidecar: an MCP 2026-07-28 server mount with the Tasks extension in front of an
 //! unchanged OpenWOP v2 host. See README.md and `../shared/design.md` for the architecture.
 
-pub mod auth;
 pub mod access;
+pub mod auth;
 pub mod body;
 pub mod config;
 pub mod console;

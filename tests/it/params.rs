@@ -326,7 +326,12 @@ async fn an_mrtr_retry_refuses_a_malformed_answer_to_the_key_it_asked() {
 async fn tasks_get_refuses_a_task_id_that_is_not_a_string() {
     let env = env().await;
     let r = env
-        .call(A, "conformance-delay", json!({"delayMs": 3000}), task_caps())
+        .call(
+            A,
+            "conformance-delay",
+            json!({"delayMs": 3000}),
+            task_caps(),
+        )
         .await;
     let task = r.result()["taskId"].as_str().expect("a task").to_string();
     let ok = run_rows(
@@ -578,7 +583,12 @@ async fn listen_first(env: &Env, params: Value, caps: Value) -> (u16, Value) {
 async fn listen_refuses_task_ids_outside_notifications_and_filters_of_the_wrong_type() {
     let env = env().await;
     let r = env
-        .call(A, "conformance-delay", json!({"delayMs": 3000}), task_caps())
+        .call(
+            A,
+            "conformance-delay",
+            json!({"delayMs": 3000}),
+            task_caps(),
+        )
         .await;
     let task = r.result()["taskId"].as_str().expect("a task").to_string();
     let rows: Vec<(&str, Value, &str)> = vec![
