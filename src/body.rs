@@ -28,7 +28,7 @@ pub fn json(status: http::StatusCode, v: &serde_json::Value) -> Response {
     r
 }
 
-/// An OpenWOP-style error envelope (openwop-rest.md §1.0: exactly error, message, details?).
+/// An OpenWOP-style error envelope (OpenWOP v2 headers.md and errors.md: exactly error, message, details?).
 pub fn openwop_error(status: http::StatusCode, code: &str, message: &str) -> Response {
     let mut r = json(
         status,

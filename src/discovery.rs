@@ -1,5 +1,5 @@
 //! `GET /.well-known/openwop` through the sidecar: the host's document plus the `mcp` family
-//! that advertises the mount (openwop-rest.md §1.1, §3.1, §8.13). The sidecar recomputes a
+//! that advertises the mount (OpenWOP v2 capabilities.md, getCapabilities; RFC 0208, mount advertisement; docs/architecture.md, deliberate differences). The sidecar recomputes a
 //! strong ETag over the augmented bytes so `If-None-Match`/`304` stay correct.
 
 use http::{header, HeaderValue, Request, StatusCode};

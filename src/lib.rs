@@ -1,6 +1,6 @@
 #![forbid(unsafe_code)]
 //! openwop-mcp-sidecar: an MCP 2026-07-28 server mount with the Tasks extension in front of an
-//! unchanged OpenWOP v2 host. See README.md and `../shared/design.md` for the architecture.
+//! unchanged OpenWOP v2 host. See README.md and docs/architecture.md for the architecture.
 
 pub mod access;
 pub mod auth;

@@ -1,4 +1,4 @@
-//! Request-owned runs (RFC 0198 §G.12–§G.13, openwop-rest.md §3.9).
+//! Request-owned runs (RFC 0198 §G.12–§G.13, RFC 0198 §G).
 //!
 //! Until the sidecar has handed the last byte of its answer to the connection, the request
 //! that started or continued a run owns it. [`RunGuard`] holds that ownership: it lives in the
@@ -108,7 +108,7 @@ impl CancelDispatcher {
                 .await
             {
                 Ok(_) => return CancelOutcome::Cancelled,
-                // openwop-rest.md §1.6: a terminal run answers 409 run_terminal; nothing is owed.
+                // OpenWOP v2 runs.md, cancelRun: a terminal run answers 409 run_terminal; nothing is owed.
                 Err(e) if e.class() == ErrorClass::Terminal => {
                     return CancelOutcome::AlreadyTerminal
                 }

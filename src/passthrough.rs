@@ -1,6 +1,6 @@
 //! The reverse proxy: everything that is not the MCP mount or an admin path goes to the host
 //! unchanged. Raw path bytes are kept (`%2F` and `~2F` ids must reach the host as sent,
-//! openwop-rest.md §2.2: "a front door that decodes `%2F` before routing loses every bound id"),
+//! OpenWOP v2 identity.md §5: "a front door that decodes `%2F` before routing loses every bound id"),
 //! bodies stream both ways, and SSE passes frame by frame because nothing here buffers.
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};

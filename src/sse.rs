@@ -105,7 +105,7 @@ impl SseParser {
     }
 }
 
-/// `event: message\ndata: <json>\n\n`: the frame shape of MCP answers on SSE (openwop-rest.md §3.2).
+/// `event: message\ndata: <json>\n\n`: the frame shape of MCP answers on SSE (RFC 0208, transport envelope).
 pub fn message_frame(json: &str) -> Bytes {
     let mut s = String::with_capacity(json.len() + 24);
     s.push_str("event: message\ndata: ");

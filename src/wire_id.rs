@@ -1,4 +1,4 @@
-//! The OpenWOP id wire form (openwop-rest.md §2.2, RFC 0184).
+//! The OpenWOP id wire form (OpenWOP v2 identity.md §5, RFC 0184).
 //!
 //! Tenant-bound ids (`acme/r-…`) travel as one path segment. Every byte outside
 //! `[A-Za-z0-9._-]` becomes `~HH` (uppercase hex), so `/` is `~2F`. `~` is RFC 3986
@@ -10,7 +10,7 @@ use std::fmt;
 /// Why a wire-form id could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WireIdError {
-    /// A `~` or `%` not followed by two hex digits (openwop-rest.md §2.2: `400 validation_error`).
+    /// A `~` or `%` not followed by two hex digits (OpenWOP v2 identity.md §5: `400 validation_error`).
     BadEscape,
     /// The decoded bytes are not UTF-8.
     NotUtf8,

@@ -148,7 +148,7 @@ fn header<'a>(s: &'a Seen, name: &str) -> Option<&'a str> {
     s.headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-/// What 2026-07-28 requires of every request rmcp sent (mcp-tasks.md §1.2, §2.1).
+/// What 2026-07-28 requires of every request rmcp sent (MCP 2026-07-28 Transports §Request headers; MCP 2026-07-28 Basic §_meta).
 fn assert_modern_framing(seen: &[Seen], caps: &Value) {
     assert!(!seen.is_empty());
     for s in seen {
@@ -590,7 +590,7 @@ async fn rmcp_legacy_initialize_is_refused_and_auto_mode_finds_the_modern_server
     // rmcp's default `serve` is the legacy handshake: an `initialize` (carrying rmcp's latest
     // version, 2026-07-28, in `params.protocolVersion`) without `_meta` or
     // `MCP-Protocol-Version`. The sidecar refuses it at the `_meta` check with 400 / -32602
-    // (mcp-tasks.md §1.5 validation order) and rmcp fails cleanly with that JSON-RPC error.
+    // (MCP 2026-07-28 Transports §HTTP status codes validation order) and rmcp fails cleanly with that JSON-RPC error.
     // The refusal names the supported versions (data.supported and the message), so a client
     // (or its user) knows what to speak.
     let caps: ClientCapabilities = serde_json::from_value(caps_json(false)).unwrap();

@@ -23,7 +23,7 @@ pub(crate) fn empty() -> Body {
 }
 
 /// A buffered JSON (or empty) reply. Kept as plain data so idempotent operations can
-/// cache and replay it byte for byte (openwop-rest.md §1.9).
+/// cache and replay it byte for byte (OpenWOP v2 idempotency.md).
 #[derive(Debug, Clone)]
 pub(crate) struct Reply {
     pub status: StatusCode,
@@ -68,7 +68,7 @@ impl Reply {
     }
 }
 
-/// The error envelope: exactly `{error, message, details?}` (openwop-rest.md §1.0).
+/// The error envelope: exactly `{error, message, details?}` (OpenWOP v2 headers.md and errors.md).
 /// Boxed so `Result<_, ApiError>` stays one pointer wide on the happy path.
 #[derive(Debug, Clone)]
 pub(crate) struct ApiError(Box<ErrorBody>);
@@ -161,7 +161,7 @@ pub(crate) fn json_object(body: &[u8], optional: bool) -> Result<Map<String, Val
 }
 
 /// Closed bodies (`unevaluatedProperties: false`): the first unknown key is a
-/// `400 validation_error` with `details.field` (openwop-rest.md §1.3).
+/// `400 validation_error` with `details.field` (OpenWOP v2 runs.md, createRun).
 pub(crate) fn closed(obj: &Map<String, Value>, allowed: &[&str]) -> Result<(), ApiError> {
     match obj.keys().find(|k| !allowed.contains(&k.as_str())) {
         Some(k) => Err(ApiError::validation(k, format!("unknown field {k}"))),

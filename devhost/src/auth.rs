@@ -1,4 +1,4 @@
-//! Bearer authentication and scopes (openwop-rest.md §1.0, §2.4).
+//! Bearer authentication and scopes (OpenWOP v2 headers.md and errors.md; OpenWOP v2 identity.md).
 
 use http::HeaderMap;
 use serde_json::{json, Value};
@@ -69,7 +69,7 @@ impl Caller {
     }
 
     /// `403 forbidden` with the `insufficient_scope` challenge when the scope is
-    /// missing (openwop-rest.md §1.0 "Challenges").
+    /// missing (OpenWOP v2 headers.md and errors.md "Challenges").
     pub(crate) fn require(&self, scope: &str) -> Result<(), ApiError> {
         if self.scopes.is_empty() || self.scopes.iter().any(|s| s == scope) {
             return Ok(());

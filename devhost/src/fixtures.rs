@@ -1,4 +1,4 @@
-//! The seeded workflow table (openwop-rest.md §4, conformance/fixtures.md).
+//! The seeded workflow table (OpenWOP conformance/fixtures.md, conformance/fixtures.md).
 //!
 //! Workflows are plain data: a list of nodes whose `typeId` selects one of the node
 //! kinds the executor understands (`core.noop`, `core.fail`, `core.delay`,
@@ -196,7 +196,7 @@ impl Node {
             "core.approvalGate" => Some(NodeKind::Approval {
                 title: str_of(cfg, "title").unwrap_or_else(|| self.name.clone()),
                 description: str_of(cfg, "description"),
-                // openwop-rest.md §3.6: default actions are accept/reject.
+                // RFC 0208 mcp.mrtr: default actions are accept/reject.
                 actions: strings(cfg.get("actions"))
                     .unwrap_or_else(|| vec!["accept".into(), "reject".into()]),
                 approvers: strings(cfg.get("approversList")),
@@ -245,7 +245,7 @@ pub(crate) struct Workflow {
     pub variables: Vec<Variable>,
     pub metadata: Value,
     pub settings: Value,
-    /// ToolDescriptor `safetyTier` (openwop-rest.md §1.2): pure|read|write|exec.
+    /// ToolDescriptor `safetyTier` (OpenWOP v2 openapi.yaml, getWorkflow and listTools): pure|read|write|exec.
     pub safety_tier: &'static str,
     /// The input schema `GET /tools` publishes when the variables cannot say it (JSON Schema
     /// 2020-12 keywords, `x-mcp-header` marks); `None` publishes [`Workflow::input_schema`].
@@ -539,7 +539,7 @@ pub(crate) fn builtin() -> Vec<Workflow> {
     all
 }
 
-/// The OpenWOP conformance fixtures (openwop-rest.md §4) plus the sidecar's own.
+/// The OpenWOP conformance fixtures (OpenWOP conformance/fixtures.md) plus the sidecar's own.
 fn openwop_fixtures() -> Vec<Workflow> {
     vec![
         Workflow {
@@ -671,7 +671,7 @@ fn openwop_fixtures() -> Vec<Workflow> {
 }
 
 /// Workflows named after the tools the official MCP conformance suite calls
-/// (`@modelcontextprotocol/conformance` 0.2.0-alpha.12, mcp-tasks.md §7(a)). Each
+/// (`@modelcontextprotocol/conformance` 0.2.0-alpha.12, the official MCP conformance suite). Each
 /// one that produces text publishes it as the run variable `text` (see
 /// [`NodeKind::Output`]); failures carry their message in `RunSnapshot.error`.
 fn mcp_suite_fixtures() -> Vec<Workflow> {
@@ -819,7 +819,7 @@ fn mcp_suite_fixtures() -> Vec<Workflow> {
         },
         // tasks-mrtr-composition: the name is a required variable, so the sidecar gathers it
         // with an MRTR round before the run exists (a Tasks client must get the task once the
-        // run exists, openwop-rest.md §3.7), then the task's result contains it.
+        // run exists, RFC 0198 §B–§F), then the task's result contains it.
         Workflow {
             nodes: vec![
                 sleep_node("work", 1000),

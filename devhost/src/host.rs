@@ -1,4 +1,4 @@
-//! Host state and the REST handlers (openwop-rest.md §1).
+//! Host state and the REST handlers (OpenWOP v2 api/v2/openapi.yaml).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -57,7 +57,7 @@ struct Cursor {
 }
 
 /// The discovery document, serialised once so every response is byte-identical and
-/// the strong ETag is stable (openwop-rest.md §1.1).
+/// the strong ETag is stable (OpenWOP v2 capabilities.md, getCapabilities).
 struct Discovery {
     body: Bytes,
     etag: String,
@@ -162,7 +162,7 @@ fn hex(b: &[u8]) -> String {
 
 const MAX_PAGE: usize = 100;
 
-/// Routes of the v2 surface (bare paths, openwop-rest.md §1.0). Ids stay raw here;
+/// Routes of the v2 surface (bare paths, OpenWOP v2 headers.md and errors.md). Ids stay raw here;
 /// they are decoded by the handlers so `%2F` survives routing (§2.2).
 enum Route<'a> {
     Discovery,
@@ -377,7 +377,7 @@ pub(crate) enum Answer {
 }
 
 async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiError> {
-    // openwop-rest.md §1.0: only 2.0 is served; an unlisted version is 406.
+    // OpenWOP v2 headers.md and errors.md: only 2.0 is served; an unlisted version is 406.
     if let Some(v) = req.headers.get("openwop-version") {
         if v.as_bytes() != b"2.0" {
             return Err(ApiError::new(
@@ -528,7 +528,7 @@ async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiErr
     }
 }
 
-/// CORS preflight (openwop-rest.md §1.0): admit the methods and the declared headers.
+/// CORS preflight (OpenWOP v2 headers.md and errors.md): admit the methods and the declared headers.
 fn preflight() -> Reply {
     Reply {
         status: StatusCode::NO_CONTENT,
@@ -614,7 +614,7 @@ fn node_from_path(host: &HostState, raw: &str) -> Result<String, ApiError> {
     Ok(id)
 }
 
-/// Decode a run id from a path segment (openwop-rest.md §2.2/§2.3): `~2F` or `%2F`
+/// Decode a run id from a path segment (OpenWOP v2 identity.md §5; OpenWOP v2 identity.md): `~2F` or `%2F`
 /// form; malformed → 400; another tenant → 403 `id_tenant_mismatch` (checked before
 /// lookup, so existence is never disclosed); unknown → 404; a bare opaque resolves
 /// under the caller's tenant.
@@ -662,7 +662,7 @@ fn fingerprint(op: &str, resource: &str, body: &[u8]) -> [u8; 32] {
     h.finalize().into()
 }
 
-/// `Idempotency-Key` (openwop-rest.md §1.9): record key = (tenant, endpoint, key);
+/// `Idempotency-Key` (OpenWOP v2 idempotency.md): record key = (tenant, endpoint, key);
 /// 2xx and non-retryable 4xx (not 400/401/403/429) are cached and replayed with
 /// `OpenWOP-Idempotent-Replay: true`; a different request under the same key is
 /// `409 idempotency_key_mismatch`; a concurrent duplicate is `409 idempotency_in_flight`.
@@ -735,7 +735,7 @@ fn idempotent(
 
 /// The devhost-private `X-OpenWOP-Transport: mcp|rest|a2a|ui` request header of
 /// `POST /runs`, which sets `run.started.payload.transport` (default `rest`). A REST
-/// createRun has no transport field (openwop-rest.md §1.3, §8.1), so this is the
+/// createRun has no transport field (OpenWOP v2 runs.md, createRun; docs/architecture.md, deliberate differences), so this is the
 /// devhost's hook for a mount that wants its runs recorded as `mcp`; a real host
 /// ignores the header. Unknown values are `400 validation_error`.
 pub const TRANSPORT_HEADER: &str = "x-openwop-transport";
@@ -756,7 +756,7 @@ fn transport_of(headers: &HeaderMap) -> Result<&'static str, ApiError> {
         })
 }
 
-/// `POST /runs` (openwop-rest.md §1.3).
+/// `POST /runs` (OpenWOP v2 runs.md, createRun).
 fn create_run(
     host: &HostState,
     caller: &Caller,
@@ -1124,7 +1124,7 @@ async fn poll_events(
     }
 }
 
-/// `GET /runs/{id}/interrupts/{nodeId}` (reference-host extra, openwop-rest.md §1.7):
+/// `GET /runs/{id}/interrupts/{nodeId}` (reference-host extra, OpenWOP v2 interrupt.md, resolveInterruptByRun):
 /// mint a signed token for the open interrupt, bound to the calling principal.
 fn mint_token(host: &HostState, run: &Run, caller: &Caller, node: &str) -> Result<Reply, ApiError> {
     if !run.workflow.nodes.iter().any(|n| n.id == node) {

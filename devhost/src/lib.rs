@@ -1,7 +1,7 @@
 #![forbid(unsafe_code)]
 //! `openwop-devhost`: an in-memory OpenWOP v2 REST host on a real socket.
 //!
-//! It serves the bare-path v2 run API of `openwop-rest.md` §1 (discovery, workflows,
+//! It serves the bare-path v2 run API of OpenWOP v2 api/v2/openapi.yaml (discovery, workflows,
 //! tools, create/get/list/cancel runs, interrupt resolution, SSE and long-poll events)
 //! with the conformance fixtures of §4, so the sidecar's demo, integration tests and
 //! benchmarks have a faithful host to front. Everything lives in memory and ends with
@@ -46,7 +46,7 @@
 //! | `GET /.well-known/oauth-authorization-server` | none | demo authorization server (see [`oauth`]): RFC 8414 metadata, issuer = the base URL |
 //! | `POST /oauth/register`, `GET`/`POST /oauth/authorize`, `POST /oauth/token` | none | dynamic registration, consent page (or `login_hint`), PKCE S256 code and refresh grants; its access tokens authenticate like keys, as the approving user with the granted scopes |
 //!
-//! Choices where `openwop-rest.md` is silent:
+//! Choices where RFC 0208 is silent:
 //!
 //! * `POST /runs` appends `run.started` before answering, so the 201 says `running`
 //!   and the log is never empty; the executor continues in a background task.
@@ -70,7 +70,7 @@
 //! * **`X-OpenWOP-Transport: mcp|rest|a2a|ui`** on `POST /runs` sets
 //!   `run.started.payload.transport` (default `rest`; anything else is
 //!   `400 validation_error`, field `X-OpenWOP-Transport`). A REST createRun has no
-//!   transport field (openwop-rest.md §1.3, §8.1): a real host ignores the header,
+//!   transport field (OpenWOP v2 runs.md, createRun; docs/architecture.md, deliberate differences): a real host ignores the header,
 //!   so a mount that sends it gets `mcp` here and `rest` elsewhere. The header takes
 //!   part in the `Idempotency-Key` fingerprint. See [`TRANSPORT_HEADER`].
 //! * **Fault switches**: [`DevHost::faults`] and `/_devhost/faults` ([`faults`]).
@@ -82,7 +82,7 @@
 //!
 //! # Fixtures
 //!
-//! `fixtures[]` lists the OpenWOP conformance fixtures (openwop-rest.md §4:
+//! `fixtures[]` lists the OpenWOP conformance fixtures (OpenWOP conformance/fixtures.md:
 //! `conformance-approval`, `-approval-approvers`, `-failure`, `-delay`,
 //! `-cancellable`, `-noop`, `-clarification`, `-clarification-nested`,
 //! `-clarification-sensitive`), `conformance-approval-delay` (approval gate `gate`,
@@ -175,7 +175,7 @@ pub const MAX_BODY_BYTES: usize = 1 << 20;
 /// keys, interrupts, cancel, idempotency and events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Flavor {
-    /// The bare-path OpenWOP v2 run API (openwop-rest.md §1).
+    /// The bare-path OpenWOP v2 run API (OpenWOP v2 api/v2/openapi.yaml).
     #[default]
     V2,
     /// An older in-house job API under `/api/v1/jobs` with its own field, status and
@@ -574,7 +574,7 @@ fn record(state: &HostState, parts: &http::request::Parts, body: &bytes::Bytes, 
     });
 }
 
-/// Headers every response carries, errors and 304 included (openwop-rest.md §1.0).
+/// Headers every response carries, errors and 304 included (OpenWOP v2 headers.md and errors.md).
 fn finish(mut resp: http::Response<api::Body>) -> http::Response<api::Body> {
     let h = resp.headers_mut();
     h.insert("openwop-version", HeaderValue::from_static("2.0"));

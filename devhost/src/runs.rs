@@ -3,7 +3,7 @@
 //! Every run has one `std::sync::Mutex<RunState>`; every transition (append events,
 //! change status, take the open interrupt) happens inside one critical section, so
 //! readers never observe a half-applied step and two concurrent resolves cannot both
-//! win (openwop-rest.md §1.7: "the loser of two concurrent resolves" gets 409). The
+//! win (OpenWOP v2 interrupt.md, resolveInterruptByRun: "the loser of two concurrent resolves" gets 409). The
 //! critical sections never await. A `watch` counter is bumped on every change so SSE
 //! streams and long polls wake at once instead of polling.
 
@@ -19,7 +19,7 @@ use crate::auth::Caller;
 use crate::fixtures::{render, render_value, NodeKind, VarType, Workflow};
 use crate::util::{now_rfc3339, random_token};
 
-/// `RunSnapshot.status` (openwop-rest.md §1.4).
+/// `RunSnapshot.status` (OpenWOP v2 runs.md, getRun).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RunStatus {
     Pending,
@@ -86,7 +86,7 @@ impl RunStatus {
     }
 }
 
-/// Event types after which an SSE stream closes (openwop-rest.md §1.8).
+/// Event types after which an SSE stream closes (OpenWOP v2 events.md).
 pub(crate) fn is_terminal_event(ty: &str) -> bool {
     matches!(ty, "run.completed" | "run.failed" | "run.cancelled")
 }
@@ -145,7 +145,7 @@ pub(crate) struct RunState {
 }
 
 impl RunState {
-    /// The status a live run has given its open interrupts (openwop-rest.md §1.4:
+    /// The status a live run has given its open interrupts (OpenWOP v2 runs.md, getRun:
     /// approval → `waiting-approval`, clarification → `waiting-input`).
     fn settle_status(&mut self) {
         if self.status.is_terminal() || self.status == RunStatus::Cancelling {
@@ -209,7 +209,7 @@ impl Run {
         self.bump();
     }
 
-    /// `RunSnapshot` (closed object, openwop-rest.md §1.4).
+    /// `RunSnapshot` (closed object, OpenWOP v2 runs.md, getRun).
     pub(crate) fn snapshot(&self, st: &RunState) -> Value {
         let mut o = Map::new();
         o.insert("runId".into(), json!(self.id));
@@ -259,7 +259,7 @@ impl Run {
     }
 
     /// Record the cancellation: `node.cancelled` for the node in flight, then
-    /// `run.cancelled{reason, cancelledBy:"caller"}` (openwop-rest.md §1.6).
+    /// `run.cancelled{reason, cancelledBy:"caller"}` (OpenWOP v2 runs.md, cancelRun).
     fn record_cancelled(&self, st: &mut RunState, reason: &str) {
         for (node, _) in st.active.clone() {
             self.emit(
@@ -467,7 +467,7 @@ fn advance(run: &Run, st: &mut RunState) -> Step {
 }
 
 /// Suspend at a gate: `interrupt.requested` (InterruptPayload verbatim), the legacy
-/// alias, then `node.suspended{nodeId, interruptId, kind}` (openwop-rest.md §4: "On
+/// alias, then `node.suspended{nodeId, interruptId, kind}` (OpenWOP conformance/fixtures.md: "On
 /// suspension emit, in this order"). The interrupt id is tenant-bound and fresh per
 /// suspension so two runs parked at the same node never share a key (§3.6).
 fn suspend(run: &Run, st: &mut RunState, node_id: &str, kind: &str, data: Value, open: OpenKind) {
@@ -522,7 +522,7 @@ async fn drive(run: Arc<Run>, mut shutdown: watch::Receiver<bool>) {
             Step::Stop => return,
             Step::Sleep { node_id, ms } => (node_id, ms),
         };
-        // openwop-rest.md §1.6: a sleeping node must be interruptible so the
+        // OpenWOP v2 runs.md, cancelRun: a sleeping node must be interruptible so the
         // executor records `run.cancelled` promptly after a cancel.
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
@@ -663,7 +663,7 @@ pub(crate) fn create(
     run
 }
 
-/// `cancelRun` (openwop-rest.md §1.6). Returns the status to answer with.
+/// `cancelRun` (OpenWOP v2 runs.md, cancelRun). Returns the status to answer with.
 pub(crate) fn cancel(run: &Run, reason: &str) -> Result<RunStatus, ApiError> {
     let mut st = run.lock();
     if st.status.is_terminal() {
@@ -690,7 +690,7 @@ pub(crate) fn cancel(run: &Run, reason: &str) -> Result<RunStatus, ApiError> {
     Ok(RunStatus::Cancelling)
 }
 
-/// `resolveInterruptByRun` (openwop-rest.md §1.7); `expected_interrupt` pins the
+/// `resolveInterruptByRun` (OpenWOP v2 interrupt.md, resolveInterruptByRun); `expected_interrupt` pins the
 /// interrupt for the token surface. On success returns the run status
 /// after resolution and whether the executor must continue the run.
 pub(crate) fn resolve(
@@ -723,7 +723,7 @@ pub(crate) fn resolve(
     let resolved_by = caller.subject.clone();
     match &open.kind {
         OpenKind::Approval { actions, approvers } => {
-            // openwop-rest.md §1.7: approversList binds everywhere; a resolver not in
+            // OpenWOP v2 interrupt.md, resolveInterruptByRun: approversList binds everywhere; a resolver not in
             // the list is refused and nothing is appended to the log.
             if let Some(list) = approvers {
                 if !list.contains(&caller.subject_id) {
@@ -920,7 +920,7 @@ fn validate_approval(v: &Value, actions: &[String]) -> Result<String, ApiError> 
 
 /// Clarification answers keyed by question id. Accepts the form content itself
 /// (`{q1: "blue"}`, what the MCP bridge passes) or the v1 `{answers: {q1: "blue"}}`
-/// shape (openwop-rest.md §8 item 6).
+/// shape (docs/architecture.md, deliberate differences item 6).
 fn clarification_answers(
     obj: &Map<String, Value>,
     questions: &[Value],

@@ -1,4 +1,4 @@
-//! `GET /runs/{id}/events` as Server-Sent Events (openwop-rest.md §1.8).
+//! `GET /runs/{id}/events` as Server-Sent Events (OpenWOP v2 events.md).
 //!
 //! A task per stream replays the log (or resumes after `Last-Event-ID`), then waits on
 //! the run's change counter and writes each new event as its own frame the moment it

@@ -1,4 +1,4 @@
-//! Signed interrupt tokens (openwop-rest.md §1.7 "Tokens"), the surface behind the
+//! Signed interrupt tokens (OpenWOP v2 interrupt.md, resolveInterruptByRun "Tokens"), the surface behind the
 //! `interrupt` family's `tokenAlgs: ["hs256"]`.
 //!
 //! `ow2.hs256.<kid>.<payload>.<mac>`: `payload` is base64url JSON claims

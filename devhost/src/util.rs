@@ -17,7 +17,7 @@ pub(crate) fn now_rfc3339() -> String {
 }
 
 /// `n` random bytes as unpadded base64url. 18 bytes → 24 chars (144 bits), the
-/// reference host's run-id entropy (openwop-rest.md §2.5).
+/// reference host's run-id entropy (RFC 0198 §C.5).
 pub(crate) fn random_token(n: usize) -> String {
     let mut buf = vec![0u8; n];
     rand::rng().fill_bytes(&mut buf);

@@ -1,4 +1,4 @@
-//! Projected wire form of tenant-bound ids (openwop-rest.md §2.2, RFC 0184).
+//! Projected wire form of tenant-bound ids (OpenWOP v2 identity.md §5, RFC 0184).
 //!
 //! A bound id such as `acme/r-Q2hc…` travels in paths and links as one segment:
 //! every byte outside `[A-Za-z0-9._-]` becomes `~` plus two uppercase hex digits, so
@@ -8,7 +8,7 @@
 use std::fmt;
 
 /// Why a wire id could not be decoded; hosts answer it with `400 validation_error`
-/// (openwop-rest.md §2.2: "a `~` not followed by two hex digits → 400").
+/// (OpenWOP v2 identity.md §5: "a `~` not followed by two hex digits → 400").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WireIdError {
     message: String,
@@ -38,7 +38,7 @@ impl std::error::Error for WireIdError {}
 /// Encode a bound id into its projected wire form.
 ///
 /// Bytes in `[A-Za-z0-9._-]` pass through; every other UTF-8 byte becomes `~HH` with
-/// uppercase hex (openwop-rest.md §2.2). This is a pure encoder: projecting an
+/// uppercase hex (OpenWOP v2 identity.md §5). This is a pure encoder: projecting an
 /// already-projected id encodes its `~` again (`~7E`), because the spec says to
 /// "project exactly once where the id leaves the host".
 pub fn project(bound: &str) -> String {
@@ -58,7 +58,7 @@ pub fn project(bound: &str) -> String {
 /// Decode a wire id back to its bound form.
 ///
 /// Accepts both the projected `~HH` form and the legacy percent `%HH` form
-/// (openwop-rest.md §2.2: "Also accept the legacy `%2F` (percent) form"). A `~` or `%`
+/// (OpenWOP v2 identity.md §5: "Also accept the legacy `%2F` (percent) form"). A `~` or `%`
 /// not followed by two hex digits, or a result that is not UTF-8, is an error.
 pub fn unproject(wire: &str) -> Result<String, WireIdError> {
     let bytes = wire.as_bytes();

@@ -1,4 +1,4 @@
-//! Every conformance fixture behaves as openwop-rest.md §4 specifies.
+//! Every conformance fixture behaves as OpenWOP conformance/fixtures.md specifies.
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! Signed interrupt tokens (openwop-rest.md §1.7 "Tokens"): minted for the open
+//! Signed interrupt tokens (OpenWOP v2 interrupt.md, resolveInterruptByRun "Tokens"): minted for the open
 //! interrupt, usable without a bearer, refused once the interrupt is gone.
 
 mod common;

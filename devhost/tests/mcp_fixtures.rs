@@ -1,4 +1,4 @@
-//! The workflows named after the MCP conformance suite's tools (mcp-tasks.md §7(a))
+//! The workflows named after the MCP conformance suite's tools (the official MCP conformance suite)
 //! behave as the suite's scenarios need, and publish their text where a mount can
 //! find it: `RunSnapshot.variables.text` and `run.completed.payload.outputs.text`.
 
@@ -406,7 +406,7 @@ async fn parallel_branches_are_published_as_edges() {
     );
 }
 
-// --- the X-OpenWOP-Transport hook (devhost only; openwop-rest.md §8.1) ---
+// --- the X-OpenWOP-Transport hook (devhost only; docs/architecture.md, deliberate differences) ---
 
 #[tokio::test]
 async fn transport_header_sets_run_started_transport() {

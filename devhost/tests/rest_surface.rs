@@ -1,4 +1,4 @@
-//! The REST surface guarantees of openwop-rest.md §1–§2 that are not about one
+//! The REST surface guarantees of OpenWOP v2 api/v2/openapi.yaml; OpenWOP v2 identity.md that are not about one
 //! fixture: discovery, auth, ids, tenant isolation, idempotency, listing.
 
 mod common;

@@ -1,5 +1,5 @@
 //! Event delivery: long polls and SSE streams wake on new events, resume, and close
-//! (openwop-rest.md §1.8).
+//! (OpenWOP v2 events.md).
 
 mod common;
 

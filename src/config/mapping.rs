@@ -14,7 +14,7 @@ use crate::host::RunStatus;
 /// How a run id is written into a path or a taskId.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IdEncoding {
-    /// OpenWOP `~HH` projection (openwop-rest.md §2.2): `acme~2Fr-…`.
+    /// OpenWOP `~HH` projection (OpenWOP v2 identity.md §5): `acme~2Fr-…`.
     Tilde,
     /// Percent encoding: `acme%2Fr-…`.
     Percent,
@@ -379,7 +379,7 @@ const BODY_DEFAULTS: &[(&str, &str)] = &[
     ("cancelRunReason", "reason"),
 ];
 
-/// The canonical statuses (openwop-rest.md §1.4), which are also the v2 host values.
+/// The canonical statuses (OpenWOP v2 runs.md, getRun), which are also the v2 host values.
 pub const CANONICAL: [&str; 10] = [
     "pending",
     "running",
@@ -393,7 +393,7 @@ pub const CANONICAL: [&str; 10] = [
     "cancelled",
 ];
 
-/// OpenWOP v2 error semantics (openwop-rest.md §3.2, §3.10): not-yours is not-found, scope
+/// OpenWOP v2 error semantics (RFC 0208, transport envelope; RFC 0208 §C): not-yours is not-found, scope
 /// and authentication pass through, 409 run_terminal means nothing is left to cancel.
 fn default_rules() -> Vec<ErrorRule> {
     use ErrorClass::*;

@@ -55,7 +55,7 @@ impl ConfigError {
     }
 }
 
-/// How the tool catalog is built (openwop-rest.md §1.2, §8.2).
+/// How the tool catalog is built (OpenWOP v2 openapi.yaml, getWorkflow and listTools; docs/architecture.md, deliberate differences).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToolSource {
     /// The default: the host's `GET /tools` catalog when its discovery document advertises a
@@ -70,7 +70,7 @@ pub enum ToolSource {
     Static,
 }
 
-/// Whether a tool runs as a task (mcp-tasks.md §5.2: server-directed).
+/// Whether a tool runs as a task (ext-tasks §Capability Negotiation: server-directed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TaskSupport {
     /// Only as a task: a call without the extension gets -32021.
@@ -84,7 +84,7 @@ pub enum TaskSupport {
 /// What names a tool's MRTR input requests (the `inputRequests` keys of a `tools/call` round).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum InputRequestKey {
-    /// The open interrupt's `interruptId` (openwop-rest.md §3.6: "Key = the open interrupt's
+    /// The open interrupt's `interruptId` (RFC 0208 mcp.mrtr: "Key = the open interrupt's
     /// interruptId"), the default.
     #[default]
     InterruptId,

@@ -496,7 +496,7 @@ impl RawConfig {
             Some(s) if !(1..=16).contains(&s.value) => {
                 return Err(err(
                     loc(s),
-                    "mcp.mrtrMaxRounds must be 1..16 (openwop-rest.md §1.1 facet)".into(),
+                    "mcp.mrtrMaxRounds must be 1..16 (OpenWOP v2 capabilities.md, getCapabilities facet)".into(),
                 ))
             }
             Some(s) => s.value,

@@ -1,4 +1,4 @@
-//! The host's REST routes as data (openwop-rest.md §1), read by the one host client.
+//! The host's REST routes as data (OpenWOP v2 api/v2/openapi.yaml), read by the one host client.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

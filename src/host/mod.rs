@@ -1,4 +1,4 @@
-//! The one client of the host's REST API (openwop-rest.md §1). Every call is driven by the
+//! The one client of the host's REST API (OpenWOP v2 api/v2/openapi.yaml). Every call is driven by the
 //! configured [`Routes`] and carries the caller's own credential (RFC 0208 §B: the mount acts
 //! under the caller's Subject; the sidecar never holds a service credential).
 
@@ -90,7 +90,7 @@ impl HostError {
     /// Whether `op` may be sent again after this failure (on a route marked retryable).
     /// Refused connections, damaged answers and 5xx are worth another try; a timeout only
     /// where the request is idempotency-keyed (createRun): there a repeat is how the sidecar
-    /// learns the id of a run the host may already have created (openwop-rest.md §1.9), while
+    /// learns the id of a run the host may already have created (OpenWOP v2 idempotency.md), while
     /// elsewhere it would only multiply a slow host's latency.
     fn retriable(&self, op: Operation) -> bool {
         match self {
@@ -126,7 +126,7 @@ enum Transport {
 /// It speaks through the passthrough's hyper-util client (one connection pool to the host),
 /// or over HTTP/2 through its own pool when `upstream.http2` is on, and builds each request target from parts that are already in wire form: the scheme and
 /// authority parsed once from `upstream.url`, the route template's literals and the projected
-/// ids (openwop-rest.md §2.2), so no URL parser runs per call (docs/benchmarks.md, finding 1a).
+/// ids (OpenWOP v2 identity.md §5), so no URL parser runs per call (docs/benchmarks.md, finding 1a).
 #[derive(Clone)]
 pub struct HostClient {
     metrics: crate::telemetry::Metrics,
@@ -232,7 +232,7 @@ impl HostClient {
             match seg {
                 Segment::Literal(s) => target.push_str(s),
                 // Ids are already projected (`[A-Za-z0-9._~%-]` only), inserted verbatim so
-                // `~2F` reaches the host byte for byte (openwop-rest.md §2.2).
+                // `~2F` reaches the host byte for byte (OpenWOP v2 identity.md §5).
                 Segment::Param(name) => {
                     if let Some((_, v)) = params.iter().find(|(k, _)| k == name) {
                         target.push_str(v);

@@ -1,4 +1,4 @@
-//! The host's documents as the sidecar reads them (openwop-rest.md §1.3, §1.4, §1.8).
+//! The host's documents as the sidecar reads them (OpenWOP v2 runs.md, createRun; OpenWOP v2 runs.md, getRun; OpenWOP v2 events.md).
 
 use serde_json::Value;
 
@@ -280,7 +280,7 @@ pub struct OpenInterrupt {
     pub kind: String,
     /// The `InterruptPayload` from `interrupt.requested` (`{kind, key, data, resumeSchema?}`).
     pub payload: Value,
-    /// The interrupt's own key (openwop-rest.md event table: `node.suspended.key`, else the
+    /// The interrupt's own key (RFC 0208 event table: `node.suspended.key`, else the
     /// `InterruptPayload.key`): a name the workflow chose, stable across runs, unlike the
     /// host-minted `interruptId`. Only a tool configured with `inputRequestKey: interruptKey`
     /// puts it on the wire.
@@ -306,7 +306,7 @@ pub fn bears_on_interrupts(kind: &str) -> bool {
     )
 }
 
-/// Finds the open interrupts in a run's event log (openwop-rest.md §8.3): every
+/// Finds the open interrupts in a run's event log (docs/architecture.md, deliberate differences): every
 /// `node.suspended` whose `interruptId` has no later `interrupt.resolved`, with its payload
 /// from the latest `interrupt.requested` of the same node before it. RunSnapshot does not
 /// carry the interrupt identity (§0 fact 5), so the log is the only source.

@@ -1,4 +1,4 @@
-//! `tools/call`: blocking calls, tasked calls, and MRTR retries (openwop-rest.md §3.5–§3.7).
+//! `tools/call`: blocking calls, tasked calls, and MRTR retries (RFC 0208, tools/call; RFC 0198 §B–§F).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,11 +75,11 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
         .get(&name)
         .ok_or_else(|| McpError::InvalidParams(format!("unknown tool {name}")))?
         .clone();
-    // Header/body agreement comes before capability and argument checks (mcp-tasks.md §1.5
+    // Header/body agreement comes before capability and argument checks (MCP 2026-07-28 Transports §HTTP status codes
     // validation order), and before any run exists.
     check_param_headers(&tool, &args, &req.param_headers)?;
     let declared = state.cfg.tasks.enabled && req.declares_tasks();
-    // mcp-tasks.md §5.2: a tool that can only run as a task refuses a client without the
+    // ext-tasks §Capability Negotiation: a tool that can only run as a task refuses a client without the
     // extension with -32021; one that must not is always answered synchronously.
     if tool.task == TaskSupport::Must && !declared {
         return Err(McpError::MissingCapability(
@@ -171,7 +171,7 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
     Ok(blocking_answer(state, req, tool, sent, created.run_id, round, guard).await)
 }
 
-/// mcp-tasks.md §1.2 `Mcp-Param-{Name}`: each argument the tool's schema marks with
+/// MCP 2026-07-28 Transports §Request headers `Mcp-Param-{Name}`: each argument the tool's schema marks with
 /// `x-mcp-header` travels twice, in the body and as a header an intermediary may route or
 /// authorize on, so the two must agree: a present, non-null argument needs its header, equal
 /// after the Base64 sentinel is decoded (strings as-is, integers numerically, booleans as
@@ -240,7 +240,7 @@ fn check_param_headers(
     Ok(())
 }
 
-/// The `inputRequests` key of each open interrupt. openwop-rest.md §3.6: "Key = the open
+/// The `inputRequests` key of each open interrupt. RFC 0208 mcp.mrtr: "Key = the open
 /// interrupt's interruptId" — the default. A tool configured with `inputRequestKey:
 /// interruptKey` names an interrupt by its own key (the workflow's name for it, e.g. the
 /// fixture-chosen `user_name` SEP-2322's scenarios expect) when that key is unique among the
@@ -336,7 +336,7 @@ async fn answer_ahead(
 }
 
 /// Required arguments the caller left out, asked for before any run exists (an MRTR round
-/// before the task, mcp-tasks.md §5.9): a missing required variable without a default whose
+/// before the task, ext-tasks §Durability): a missing required variable without a default whose
 /// type is a form primitive (string, number, integer, boolean) is one `elicitation/create`
 /// form request keyed by the variable's name, when the request declared form elicitation.
 /// `inputResponses` under those keys fill the arguments (with or without the requestState
@@ -705,7 +705,7 @@ struct Projected {
 /// `notifications/progress` for a request that sent `_meta.progressToken`: one per
 /// `node.completed` event of its run, `progress` = the number of nodes completed so far (it
 /// strictly increases; the total is not known up front), `message` = the node. Sent on the
-/// request's own SSE stream before its result (mcp-tasks.md §1.4).
+/// request's own SSE stream before its result (MCP 2026-07-28 Transports §Sending Messages).
 pub struct Progress {
     notes: Arc<Notes>,
     token: Value,
@@ -766,7 +766,7 @@ async fn settle_and_project(
             failure: Some(e),
         },
         Ok((run, _)) if is_host_fault(&run) => Projected {
-            // A protocol-level failure answers as the JSON-RPC error it is (mcp-tasks.md §3.3).
+            // A protocol-level failure answers as the JSON-RPC error it is (MCP 2026-07-28 Tools §Error Handling).
             message: json!({ "jsonrpc": "2.0", "id": req.id, "error": host_fault_error(&run) }),
             terminal: true,
             failure: None,
@@ -1070,7 +1070,7 @@ pub fn resolve_key(interrupt_id: &str, resume: &Value) -> String {
     B64.encode(h.finalize())
 }
 
-/// An MRTR retry (openwop-rest.md §3.6 verification order).
+/// An MRTR retry (RFC 0208 mcp.mrtr verification order).
 async fn retry(
     state: Arc<AppState>,
     req: &McpRequest,
@@ -1097,7 +1097,7 @@ async fn retry(
         .await
         .map_err(|_| refused("its run is not readable"))?;
     let Some(answer) = responses.get(&claims.n) else {
-        // mcp-tasks.md §3.4: re-ask when the required response is missing, never error.
+        // MCP 2026-07-28 MRTR: re-ask when the required response is missing, never error.
         let (run, events) =
             wait_settled(&state, &req.caller, &claims.r, Duration::ZERO, None).await?;
         let result = outcome(&state, req, tool, args, &run, &events, claims.k);
@@ -1221,7 +1221,7 @@ mod tests {
             open("acme/i-4", None),
             open("acme/i-5", Some("acme/i-1")),
         ];
-        // The default (openwop-rest.md §3.6): always the interruptId.
+        // The default (RFC 0208 mcp.mrtr): always the interruptId.
         let ids: Vec<String> = set.iter().map(|i| i.interrupt_id.clone()).collect();
         assert_eq!(wire_keys(&tool, &set), ids);
         tool.input_request_key = InputRequestKey::InterruptKey;

@@ -1,11 +1,11 @@
-//! Open interrupts → `elicitation/create` input requests (openwop-rest.md §3.6), and
+//! Open interrupts → `elicitation/create` input requests (RFC 0208 mcp.mrtr), and
 //! ElicitResults → REST resume values.
 
 use serde_json::{json, Map, Value};
 
 use crate::host::OpenInterrupt;
 
-/// The elicitation modes a request declared (`{}` means form only, mcp-tasks.md §2.1).
+/// The elicitation modes a request declared (`{}` means form only, MCP 2026-07-28 Basic §_meta).
 #[derive(Debug, Clone, Copy)]
 pub struct Modes {
     pub form: bool,
@@ -190,7 +190,7 @@ fn form(message: String, properties: Value, required: Vec<String>) -> Value {
     })
 }
 
-/// What an ElicitResult asks the sidecar to do (openwop-rest.md §3.6 table).
+/// What an ElicitResult asks the sidecar to do (RFC 0208 mcp.mrtr table).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
     Resolve(Value),

@@ -1,6 +1,6 @@
 //! Every MCP error in one place: what it means, and the one function that turns it into
 //! (HTTP status, JSON-RPC code, message, data, metric label). Host errors map into it here,
-//! never ad hoc in handlers (design.md "Errors").
+//! never ad hoc in handlers (docs/architecture.md, Errors).
 
 use http::{HeaderValue, StatusCode};
 use serde_json::{json, Value};
@@ -108,7 +108,7 @@ impl McpError {
                 None,
             ),
             McpError::InvalidRequest(m) => (INVALID_REQUEST, format!("Invalid Request: {m}"), None),
-            // mcp-tasks.md §2.5: a legacy-shaped request (e.g. an old client's `initialize`)
+            // MCP 2026-07-28 Versioning: a legacy-shaped request (e.g. an old client's `initialize`)
             // is refused naming the versions this server speaks, so the client can tell why.
             McpError::MetaMissing(m) => (
                 INVALID_PARAMS,
@@ -180,7 +180,7 @@ impl McpError {
     }
 
     /// Maps a host failure through its configured class (host.errors rules; the defaults are
-    /// openwop-rest.md §3.2: ≥500 → -32603 generic; not-yours → -32602; 401 and 403
+    /// RFC 0208, transport envelope: ≥500 → -32603 generic; not-yours → -32602; 401 and 403
     /// `insufficient_scope` pass through as HTTP; 429 passes through with Retry-After).
     pub fn from_host(e: &HostError) -> McpError {
         match e {

@@ -1,5 +1,5 @@
 //! The MCP 2026-07-28 server mount: a stateless streamable-HTTP endpoint that turns MCP
-//! requests into the caller's own REST calls (openwop-rest.md §3, mcp-tasks.md §1–§5).
+//! requests into the caller's own REST calls (RFC 0208 and RFC 0198, MCP 2026-07-28 Transports §Streamable HTTP; ext-tasks).
 
 mod call;
 mod elicit;
@@ -159,7 +159,7 @@ async fn serve(
 ) -> Response {
     let cfg = state.cfg.clone();
     if req.method() != Method::POST {
-        // mcp-tasks.md §1.1: a 2026-07-28-only server answers GET and DELETE with 405.
+        // MCP 2026-07-28 Transports §Streamable HTTP: a 2026-07-28-only server answers GET and DELETE with 405.
         let mut r = http::Response::new(empty());
         *r.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
         r.headers_mut()
@@ -275,7 +275,7 @@ async fn dispatch(state: Arc<AppState>, req: McpRequest) -> Response {
         "tasks/update" if tasks_on => tasks::update(&state, &req).await,
         "tasks/cancel" if tasks_on => tasks::cancel(&state, &req).await,
         "subscriptions/listen" => return Box::pin(tasks::listen(state, req)).await,
-        // mcp-tasks.md §5.10: tasks/result and tasks/list are removed → -32601, like
+        // ext-tasks §Errors: tasks/result and tasks/list are removed → -32601, like
         // initialize, ping and every method this mount does not offer.
         other => Err(McpError::MethodNotFound(other.to_string())),
     };
@@ -291,7 +291,7 @@ async fn dispatch(state: Arc<AppState>, req: McpRequest) -> Response {
     }
 }
 
-/// `server/discover` (mcp-tasks.md §2.3, openwop-rest.md §3.3).
+/// `server/discover` (MCP 2026-07-28 server/discover, RFC 0208, server/discover).
 async fn discover(state: &AppState, req: &McpRequest) -> Result<Response, McpError> {
     // The answer depends on nothing of the caller, but discovery is still authorized like any
     // mount request: the caller's credential must be one the host accepts (§3.1).
@@ -299,7 +299,7 @@ async fn discover(state: &AppState, req: &McpRequest) -> Result<Response, McpErr
     let cfg = &state.cfg;
     let mut caps = json!({ "tools": { "listChanged": false } });
     if cfg.tasks.enabled {
-        // ext-tasks 0.2.2 enables its 2026-07-28 mode only on exactly `{}` (mcp-tasks.md §2.3).
+        // ext-tasks 0.2.2 enables its 2026-07-28 mode only on exactly `{}` (MCP 2026-07-28 server/discover).
         caps["extensions"] = json!({ TASKS_EXT: {} });
     }
     let result = json!({
@@ -608,7 +608,7 @@ fn parse_envelope_inner(
                 McpError::HeaderMismatch(format!("Mcp-Method '{m}' != body method '{method}'")),
             ));
         }
-        // mcp-tasks.md §1.2: Mcp-Method is required on every request (its absence is a
+        // MCP 2026-07-28 Transports §Request headers: Mcp-Method is required on every request (its absence is a
         // header failure like a mismatch; notifications have no header rules).
         None if !is_notification => {
             return Err((
@@ -788,7 +788,7 @@ fn valid_traceparent(t: &str) -> bool {
         && p.iter().all(|s| s.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
-/// Decodes the `=?base64?…?=` sentinel of mcp-tasks.md §1.2.
+/// Decodes the `=?base64?…?=` sentinel of MCP 2026-07-28 Transports §Request headers.
 pub(super) fn decode_header_value(v: &http::HeaderValue) -> Option<String> {
     decode_header_cow(v).map(Cow::into_owned)
 }

@@ -1,4 +1,4 @@
-//! Pure projections: run state → CallToolResult / Task (openwop-rest.md §3.5, §3.7).
+//! Pure projections: run state → CallToolResult / Task (RFC 0208, tools/call; RFC 0198 §B–§F).
 
 use serde_json::{json, Map, Value};
 
@@ -6,13 +6,13 @@ use crate::config::IdEncoding;
 use crate::host::{RunSnapshot, RunStatus};
 use crate::wire_id;
 
-/// The OpenWOP error code of a host fault (openwop-rest.md error catalogue: `internal_error`,
+/// The OpenWOP error code of a host fault (RFC 0208 error catalogue: `internal_error`,
 /// 500). A run that ended on it did not fail at its own task: the host raised an error while
 /// running it, which is what MCP calls a protocol-level error, not a tool error.
 pub const HOST_FAULT_CODE: &str = "internal_error";
 
 /// A failed run whose `error.code` is the host-fault code: its task is `failed` with a
-/// JSON-RPC error (mcp-tasks.md §5.4: `failed` is reserved for JSON-RPC errors), and a
+/// JSON-RPC error (ext-tasks §Task Status: `failed` is reserved for JSON-RPC errors), and a
 /// blocking call answers the JSON-RPC error. Every other failed run is a tool error
 /// (`completed` + `isError`).
 pub fn is_host_fault(run: &RunSnapshot) -> bool {
@@ -216,7 +216,7 @@ pub fn task_fields(
     m
 }
 
-/// `CreateTaskResult`: flat, no result/error/inputRequests/requestState (mcp-tasks.md §5.3).
+/// `CreateTaskResult`: flat, no result/error/inputRequests/requestState (ext-tasks §CreateTaskResult).
 pub fn create_task_result(
     run: &RunSnapshot,
     t: &Times,
@@ -296,7 +296,7 @@ impl<'a> DetailedTask<'a> {
                 .status
                 .awaits_client()
                 .then(|| input_requests.unwrap_or_default()),
-            // A protocol-level error: `error`, never `result` (mcp-tasks.md §5.5 failed).
+            // A protocol-level error: `error`, never `result` (ext-tasks §Task Polling failed).
             error: host_fault.then(|| host_fault_error(run)),
             // The inlined result carries resultType: ext-tasks 0.2.2 rejects it otherwise
             // (spec/README.md conflict table).

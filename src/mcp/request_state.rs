@@ -1,4 +1,4 @@
-//! `requestState`: a stateless HMAC-sealed token (design.md "Decisions"; openwop-rest.md §3.6).
+//! `requestState`: a stateless HMAC-sealed token (RFC 0208 mcp.mrtr; docs/architecture.md).
 //!
 //! Claims bind the run, the open interrupt, a digest of the request (tool name + arguments),
 //! a hash of the caller's credential, the MRTR round and an expiry. The MAC is checked in
@@ -193,7 +193,7 @@ impl Keys {
         format!("{body}.{mac}")
     }
 
-    /// Verifies in the documented order (openwop-rest.md §3.6): shape → constant-time MAC →
+    /// Verifies in the documented order (RFC 0208 mcp.mrtr): shape → constant-time MAC →
     /// claims → expiry → principal → request digest. Single use is checked by [`Keys::consume`].
     pub fn verify(
         &self,

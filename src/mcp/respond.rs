@@ -1,4 +1,4 @@
-//! Writing answers: JSON, or an SSE stream scoped to the request (mcp-tasks.md §1.4).
+//! Writing answers: JSON, or an SSE stream scoped to the request (MCP 2026-07-28 Transports §Sending Messages).
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -14,7 +14,7 @@ use crate::body::{full, BoxError, Response};
 use crate::config::Config;
 use crate::ownership::{GuardedBody, RunGuard};
 
-/// Adds `_meta.serverInfo` (mcp-tasks.md §2.1: servers SHOULD put it in every result).
+/// Adds `_meta.serverInfo` (MCP 2026-07-28 Basic §_meta: servers SHOULD put it in every result).
 pub fn with_server_info(cfg: &Config, mut result: Value) -> Value {
     if let Some(o) = result.as_object_mut() {
         let meta = o.entry("_meta").or_insert_with(|| json!({}));
@@ -169,7 +169,7 @@ impl Drop for OnClose {
 }
 
 /// Frames a blocking call's future queues for its own stream before the result
-/// (`notifications/progress`, mcp-tasks.md §1.4). Advisory: when `NOTES_MAX` are waiting for a
+/// (`notifications/progress`, MCP 2026-07-28 Transports §Sending Messages). Advisory: when `NOTES_MAX` are waiting for a
 /// slow reader, a new one is dropped rather than stall the run.
 #[derive(Default)]
 pub struct Notes(std::sync::Mutex<std::collections::VecDeque<Bytes>>);
@@ -241,7 +241,7 @@ impl HttpBody for AnswerBody {
                 self.last = Some(last);
             }
         }
-        // Notes queued before the answer settled go out before it (mcp-tasks.md §1.4:
+        // Notes queued before the answer settled go out before it (MCP 2026-07-28 Transports §Sending Messages:
         // progress precedes the result on the request's stream).
         if let Some(note) = self.notes.pop() {
             return Poll::Ready(Some(Ok(Frame::data(note))));
@@ -261,7 +261,7 @@ impl HttpBody for AnswerBody {
     }
 }
 
-/// SSE response head: flushed at once so a client sees the stream start (openwop-rest.md §5.1 T13).
+/// SSE response head: flushed at once so a client sees the stream start (OpenWOP conformance v2-mcp-tasks T13).
 pub fn sse_response<B>(body: B) -> Response
 where
     B: HttpBody<Data = Bytes, Error = BoxError> + Send + 'static,
@@ -276,7 +276,7 @@ where
         http::header::CACHE_CONTROL,
         HeaderValue::from_static("no-cache"),
     );
-    // mcp-tasks.md §1.4: SHOULD send X-Accel-Buffering: no on SSE responses.
+    // MCP 2026-07-28 Transports §Sending Messages: SHOULD send X-Accel-Buffering: no on SSE responses.
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     r
 }

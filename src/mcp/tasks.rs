@@ -1,5 +1,5 @@
 //! The Tasks extension: `tasks/get`, `tasks/update`, `tasks/cancel` and `subscriptions/listen`
-//! (mcp-tasks.md §5, openwop-rest.md §3.7, §3.8, §3.10).
+//! (ext-tasks, RFC 0198 §B–§F; RFC 0208, subscriptions/listen; RFC 0208 §C).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -48,7 +48,7 @@ fn require_tasks(req: &McpRequest) -> Result<(), McpError> {
 
 /// Reads the run behind a taskId. Every way of not being able to read it — malformed id,
 /// another tenant's id, a missing run, another tenant's credential — is the same
-/// `-32602 "task not found"` (RFC 0208 §C, openwop-rest.md §3.10).
+/// `-32602 "task not found"` (RFC 0208 §C, RFC 0208 §C).
 async fn read(
     state: &AppState,
     req: &McpRequest,
@@ -235,7 +235,7 @@ pub async fn cancel(state: &AppState, req: &McpRequest) -> Result<Response, McpE
     ))
 }
 
-/// `subscriptions/listen` with `notifications.taskIds` (mcp-tasks.md §4.2, §5.12).
+/// `subscriptions/listen` with `notifications.taskIds` (MCP 2026-07-28 Subscriptions; ext-tasks §notifications/tasks).
 pub async fn listen(state: Arc<AppState>, req: McpRequest) -> Response {
     match listen_inner(state.clone(), &req).await {
         Ok(r) => {
@@ -286,7 +286,7 @@ async fn listen_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response
         )));
     }
     // Only ids the caller can read are acknowledged; the others are left out exactly like a
-    // nonexistent id and never notified (openwop-rest.md §3.8).
+    // nonexistent id and never notified (RFC 0208, subscriptions/listen).
     let mut readable: Vec<String> = Vec::new();
     if tasks_on {
         for id in asked.iter().flatten() {
@@ -377,7 +377,7 @@ struct Listen {
 impl Listen {
     fn new(state: Arc<AppState>, req: McpRequest, ids: Vec<String>, ack: bytes::Bytes) -> Listen {
         // Each task wakes the listen through its shared upstream event stream
-        // (openwop-rest.md §3.8: driven by the host's event stream where it can be, polling
+        // (RFC 0208, subscriptions/listen: driven by the host's event stream where it can be, polling
         // otherwise; watch.rs says why a stream is shared only per credential). Dropping the
         // map, however the listen ends, releases them; the last listen leaving a stream
         // closes it.

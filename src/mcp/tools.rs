@@ -1,4 +1,4 @@
-//! `tools/list` and the per-caller tool catalog (openwop-rest.md §1.2, §3.4).
+//! `tools/list` and the per-caller tool catalog (OpenWOP v2 openapi.yaml, getWorkflow and listTools; RFC 0208, tools/list).
 //!
 //! The catalog is read from the host with the caller's own credential (the list may depend on
 //! the caller, so `cacheScope` is `private`), cached per credential for a short TTL, and
@@ -54,7 +54,7 @@ pub struct ToolDef {
     pub param_headers: Vec<ParamHeader>,
 }
 
-/// One `x-mcp-header` annotation (mcp-tasks.md §1.2): the argument at `path` (property names
+/// One `x-mcp-header` annotation (MCP 2026-07-28 Transports §Request headers): the argument at `path` (property names
 /// from the root, through `properties` only) travels as `Mcp-Param-{header}`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParamHeader {
@@ -221,7 +221,7 @@ async fn fetch(state: &AppState, caller: &Caller, cfg: &Tools) -> Result<Arc<Too
             d.apply(o);
         }
     }
-    // mcp-tasks.md §1.2 (`x-mcp-header` validity): a conforming client drops a tool whose
+    // MCP 2026-07-28 Transports §Request headers (`x-mcp-header` validity): a conforming client drops a tool whose
     // schema carries an invalid annotation, so advertising it would only make it vanish on the
     // client side, and the server could not say which `Mcp-Param-*` headers bind its calls.
     // Such a tool is neither listed nor callable; the operator learns why from the log.
@@ -494,7 +494,7 @@ fn from_descriptor(name: &str, fields: Fields) -> ToolDef {
     ToolDef::new(name, wire, variables, false)
 }
 
-/// The `x-mcp-header` annotations of an input schema, or why they are invalid (mcp-tasks.md
+/// The `x-mcp-header` annotations of an input schema, or why they are invalid (MCP 2026-07-28
 /// §1.2): each is a non-empty RFC 9110 token, unique case-insensitively, on a `string`,
 /// `integer` or `boolean` property reachable from the root through `properties` keys only
 /// (never under `items`, `oneOf`/`anyOf`/`allOf`/`not`, `if`/`then`/`else`, `$defs`, …).

@@ -1,5 +1,5 @@
 //! One upstream event stream per (caller credential, run), shared by every listen following
-//! that run (openwop-rest.md §3.8: listens are driven by the host's event stream).
+//! that run (RFC 0208, subscriptions/listen: listens are driven by the host's event stream).
 //!
 //! Before this, each `subscriptions/listen` naming a task opened its own event stream to the
 //! host: 10,000 listens on one task held 10,000 identical host connections (issue 9,

@@ -1,4 +1,4 @@
-// Cancellation on streamable HTTP (RFC 0198 §G, mcp-tasks.md §1.7): a client that drops a
+// Cancellation on streamable HTTP (RFC 0198 §G, MCP 2026-07-28 Cancellation §Streamable HTTP): a client that drops a
 // run-starting request before the whole answer arrived cancels that run; once the answer (a task
 // handle) has been received, dropping the connection must not touch the run; and the server
 // never reports a cancelled run with notifications/cancelled.

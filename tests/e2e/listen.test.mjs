@@ -1,4 +1,4 @@
-// subscriptions/listen with the Tasks filter (openwop-rest.md §3.8, T9; mcp-tasks.md §4.2, §5.12):
+// subscriptions/listen with the Tasks filter (RFC 0208, subscriptions/listen, T9; MCP 2026-07-28 Subscriptions; ext-tasks §notifications/tasks):
 // the owner is acknowledged and pushed the task's state as it changes; another tenant's listen
 // for the same id is acknowledged without it and never notified.
 

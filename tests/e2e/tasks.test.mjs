@@ -1,5 +1,5 @@
 // The official Tasks client (@modelcontextprotocol/ext-tasks 0.2.2) on top of the SDK client,
-// with the rawDispatch recipe of mcp-tasks.md §7(b): task creation, settle() with input,
+// with the rawDispatch recipe of the official MCP SDKs: task creation, settle() with input,
 // manual snapshot/update/cancel, isolation, and detach → resume from a fresh client.
 
 import { test, describe } from "node:test";

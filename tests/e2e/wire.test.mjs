@@ -1,4 +1,4 @@
-// Raw-wire guarantees a generic HTTP client relies on (openwop-rest.md §5.2, mcp-tasks.md §1.5):
+// Raw-wire guarantees a generic HTTP client relies on (OpenWOP conformance v2-mcp-mount-map, MCP 2026-07-28 Transports §HTTP status codes):
 // authentication, header/body agreement, capability gating, cacheable lists.
 
 import { test, describe } from "node:test";
@@ -161,7 +161,7 @@ describe("MCP wire", () => {
 
   test(
     "a run started over MCP records run.started.transport = mcp",
-    { todo: "REST-only sidecar: POST /runs has no transport field, so the host records rest (openwop-rest.md §0.9, M6)" },
+    { todo: "REST-only sidecar: POST /runs has no transport field, so the host records rest (OpenWOP v2 spec/v2/core (runs.md, interop.md), M6)" },
     async () => {
       const r = await mcpPost({ method: "tools/call", params: { name: "conformance-noop", arguments: {} } }, { caps: {} });
       const runId = runIdFromResult(r.message?.result);

@@ -1,4 +1,4 @@
-//! Issue 10: the isolation table (openwop-rest.md §3.10, RFC 0208 §C) and requestState
+//! Issue 10: the isolation table (RFC 0208 §C, RFC 0208 §C) and requestState
 //! integrity over the wire (§3.6).
 //!
 //! Every `tasks/*` method × every string id a caller may not read is answered byte-identically

@@ -1,4 +1,4 @@
-//! Issue 4: the Tasks extension (openwop-rest.md §5.1 T1–T10, mcp-tasks.md §5).
+//! Issue 4: the Tasks extension (OpenWOP conformance v2-mcp-tasks T1–T10, ext-tasks).
 
 use std::time::Duration;
 
@@ -406,7 +406,7 @@ async fn listen_acknowledges_only_readable_tasks_and_notifies_until_the_end() {
 
 /// Listens following one task with the same credential share one host event stream; a
 /// listen with another credential never rides on it (issue 9: 10,000 listens on one task
-/// held 10,000 host connections; openwop-rest.md §3.8: a taskId is never a credential).
+/// held 10,000 host connections; RFC 0208, subscriptions/listen: a taskId is never a credential).
 #[tokio::test]
 async fn listens_share_one_host_event_stream_per_credential_and_run() {
     let env = env().await;

@@ -1,4 +1,4 @@
-//! Issue 3: server/discover, tools/list and blocking tools/call (openwop-rest.md §5.2 M2–M11).
+//! Issue 3: server/discover, tools/list and blocking tools/call (OpenWOP conformance v2-mcp-mount-map M2–M11).
 
 use std::time::Duration;
 
@@ -442,7 +442,7 @@ async fn a_param_header_that_disagrees_with_the_argument_is_refused_before_any_r
     )
     .await;
     assert_header_mismatch(&r, "Mcp-Param-Region 'eu-west' != argument 'region'");
-    // Header values are case-sensitive (mcp-tasks.md §1.2).
+    // Header values are case-sensitive (MCP 2026-07-28 Transports §Request headers).
     let r = call_with_headers(
         &env,
         json!({"region": "us-east"}),
@@ -580,7 +580,7 @@ async fn an_integer_param_header_is_compared_numerically() {
 
 #[tokio::test]
 async fn a_tool_with_an_invalid_x_mcp_header_is_neither_listed_nor_callable() {
-    // mcp-tasks.md §1.2: conforming clients drop such a tool, so the mount does not serve it.
+    // MCP 2026-07-28 Transports §Request headers: conforming clients drop such a tool, so the mount does not serve it.
     let on_number = json!({"type": "object", "properties": {
         "region": {"type": "number", "x-mcp-header": "Region"}}});
     let env = env_with_schemas(vec![

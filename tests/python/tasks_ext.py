@@ -7,7 +7,7 @@
 extension for Tasks, built only from SDK parts:
 
 * `TasksExtension` advertises `{"io.modelcontextprotocol/tasks": {}}` and claims
-  `resultType: "task"` (`CreateTaskResult`, mcp-tasks.md §5.3). `Client.call_tool` then polls
+  `resultType: "task"` (`CreateTaskResult`, ext-tasks §CreateTaskResult). `Client.call_tool` then polls
   `tasks/get` until the task is terminal, answers `input_required` input requests through the
   client's own elicitation callback plus `tasks/update`, and returns the inlined
   `CallToolResult` (§5.4-§5.6).
@@ -37,7 +37,7 @@ _ELICIT = TypeAdapter(types.ElicitRequest)
 
 
 class CreateTaskResult(types.Result):
-    """`CreateTaskResult` (mcp-tasks.md §5.3): flat, no nested `task` object."""
+    """`CreateTaskResult` (ext-tasks §CreateTaskResult): flat, no nested `task` object."""
 
     result_type: Literal["task"]
     task_id: str
@@ -90,7 +90,7 @@ async def answer_input_requests(session: ClientSession, task_id: str, input_requ
         answer = await session.dispatch_input_request(ctx, request)
         if isinstance(answer, types.ErrorData):
             raise MCPError.from_error_data(answer)
-        # ElicitResult values inside inputResponses carry no resultType (mcp-tasks.md §3.4).
+        # ElicitResult values inside inputResponses carry no resultType (MCP 2026-07-28 MRTR).
         dumped = answer.model_dump(by_alias=True, mode="json", exclude_none=True)
         dumped.pop("resultType", None)
         responses[key] = dumped

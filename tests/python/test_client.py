@@ -23,7 +23,7 @@ async def test_sdk_connects_through_server_discover_without_initialize_or_sessio
         assert discovered is not None, "the SDK adopted a DiscoverResult"
         assert PROTOCOL_VERSION in discovered.supported_versions
         assert client.server_capabilities.tools is not None
-        # ext-tasks only turns on 2026-07-28 tasks when the value is exactly {} (mcp-tasks.md §2.3).
+        # ext-tasks only turns on 2026-07-28 tasks when the value is exactly {} (MCP 2026-07-28 server/discover).
         assert client.server_capabilities.extensions == {TASKS_EXT: {}}
         assert client.server_info is not None and client.server_info.name == "openwop-mcp-sidecar"
         await client.list_tools()

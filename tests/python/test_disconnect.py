@@ -1,4 +1,4 @@
-"""Cancellation on streamable HTTP (mcp-tasks.md §1.7): a client that goes away before a blocking
+"""Cancellation on streamable HTTP (MCP 2026-07-28 Cancellation §Streamable HTTP): a client that goes away before a blocking
 tools/call is answered cancels that request, and the sidecar cancels the run behind it."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ async def test_closing_the_client_mid_call_cancels_the_run() -> None:
             tg.cancel_scope.cancel()
         assert not answered.is_set(), "the 20 s call was answered early"
         # On 2026-07-28 HTTP the disconnect itself is the cancellation: the SDK posts no
-        # notifications/cancelled (mcp-tasks.md §1.7), so the sidecar must act on the drop.
+        # notifications/cancelled (MCP 2026-07-28 Cancellation §Streamable HTTP), so the sidecar must act on the drop.
         assert not wire.posts("notifications/cancelled"), [s.body for s in wire.sent]
 
         run = await wait_run_status(run_id, TERMINAL, timeout_s=10)

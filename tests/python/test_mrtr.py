@@ -41,7 +41,7 @@ async def test_accepted_elicitation_completes_the_call_and_the_run() -> None:
     assert len([e for e in evs if e["type"] == "interrupt.resolved"]) == 1
 
     # Two tools/call POSTs: the first got input_required, the retry carried the answer keyed by
-    # the interrupt id and the requestState byte for byte (mcp-tasks.md §3.4).
+    # the interrupt id and the requestState byte for byte (MCP 2026-07-28 MRTR).
     calls = wire.posts("tools/call")
     assert len(calls) == 2, [c.body for c in calls]
     first, retry = (c.body["params"] for c in calls)

@@ -1,4 +1,4 @@
-"""The Tasks extension (`io.modelcontextprotocol/tasks`, mcp-tasks.md §5) from the Python SDK.
+"""The Tasks extension (`io.modelcontextprotocol/tasks`, ext-tasks) from the Python SDK.
 
 `mcp` 2.3.0 has no Tasks client; tasks_ext.py builds one on the SDK's extension API
 (`ClientExtension` + a `ResultClaim` for `resultType: "task"`), sending `tasks/get`,

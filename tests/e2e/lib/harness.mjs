@@ -68,7 +68,7 @@ export async function pollUntil(what, probe, { timeoutMs = 10_000, intervalMs = 
 
 let rawSeq = 0;
 
-/** The routing-header value a method carries (`Mcp-Name`), per mcp-tasks.md §1.2 / §5.13. */
+/** The routing-header value a method carries (`Mcp-Name`), per MCP 2026-07-28 Transports §Request headers and ext-tasks §HTTP. */
 export function mcpNameOf(method, params) {
   if (method === "tools/call" || method === "prompts/get") return params?.name;
   if (method === "resources/read") return params?.uri;
@@ -143,7 +143,7 @@ export async function mcpPost(request, { key = KEYS.acme, caps, headers = {}, ac
 }
 
 /**
- * A `RawClientDispatch` for `@modelcontextprotocol/ext-tasks` (mcp-tasks.md §7(b)): ext-tasks has
+ * A `RawClientDispatch` for `@modelcontextprotocol/ext-tasks` (the official MCP SDKs): ext-tasks has
  * already stamped `_meta`; this adds `jsonrpc`/`id`, the routing headers and the bearer, POSTs,
  * and parses JSON or SSE.
  */
