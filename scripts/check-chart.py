@@ -154,7 +154,7 @@ def check_container(case: Case, pod: dict, c: dict, values: dict, docs, native: 
     # /readyz at the probe's cadence has stopped sending before the listener closes.
     rp = c.get("readinessProbe") or {}
     verdict = rp.get("periodSeconds", 10) * rp.get("failureThreshold", 3) * 1000
-    lame = shutdown_of(docs).get("lameDuckMs", 12000)
+    lame = shutdown_of(docs).get("lameDuckMs", 6000)
     case.check(lame >= verdict, f"shutdown.lameDuckMs ({lame}) >= readinessProbe periodSeconds x failureThreshold ({verdict} ms)")
     case.eq(list(ports.values()), [port], "container ports")
 
@@ -498,7 +498,7 @@ def chart_case(name: str, values_file: Path | None, kube_version: str, binary: P
             case.eq(pod.get("automountServiceAccountToken"), False, "no service account token")
             shutdown = shutdown_of(docs)
             drain = shutdown.get("drainTimeoutMs", 30000)
-            lame = shutdown.get("lameDuckMs", 12000)
+            lame = shutdown.get("lameDuckMs", 6000)
             grace = pod.get("terminationGracePeriodSeconds", 30) * 1000
             pre = (((cs[0].get("lifecycle") or {}).get("preStop") or {}).get("sleep") or {}).get("seconds", 0) * 1000 if cs else 0
             case.check(grace > drain + lame + pre, f"terminationGracePeriodSeconds ({grace} ms) > preStop + lameDuckMs + drainTimeoutMs ({drain + lame + pre} ms)")

@@ -896,7 +896,7 @@ impl RawConfig {
             },
             shutdown: Shutdown {
                 drain_timeout: ms(self.shutdown.drain_timeout_ms, 30_000),
-                lame_duck: ms(self.shutdown.lame_duck_ms, 12_000),
+                lame_duck: ms(self.shutdown.lame_duck_ms, 6_000),
             },
             routes: Arc::new(Routes { by_op }),
             mapping: Arc::new(mapping),

@@ -142,7 +142,7 @@ Checks that no schema can express; each stops the render with a message naming t
 {{- fail "upstream.url is required: the host's Service URL, e.g. http://my-host.my-namespace.svc:8787" -}}
 {{- end -}}
 {{- $drainMs := int (dig "shutdown" "drainTimeoutMs" 30000 $cfg) -}}
-{{- $lameDuckMs := int (dig "shutdown" "lameDuckMs" 12000 $cfg) -}}
+{{- $lameDuckMs := int (dig "shutdown" "lameDuckMs" 6000 $cfg) -}}
 {{- $graceMs := mul (int .Values.terminationGracePeriodSeconds) 1000 -}}
 {{- $preStopMs := mul (int .Values.preStopSleepSeconds) 1000 -}}
 {{- if and (eq .Values.mode "standalone") (le $graceMs (add $drainMs $preStopMs $lameDuckMs)) -}}
