@@ -10,6 +10,8 @@ sidecar's named templates, the chart's refusals of bad values, drift between the
 Rust sources (config keys, metric names, version), and the Dockerfile.
 
 One line per case, then "N passed, M failed" (read by CI); exit status 1 on any failure.
+With --render-defaults it only prints the chart rendered with its default values, as a JSON array
+of manifests (the rolling restart on the chart's timing in tests/it/replicas/chart.rs reads it).
 """
 
 from __future__ import annotations
@@ -974,7 +976,18 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kube-version", default="1.33.0", help="Kubernetes schema version (kubernetes-validate)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print notes")
+    ap.add_argument("--render-defaults", action="store_true",
+                    help="only render the chart with its default values and print the manifests as a JSON "
+                         "array (tests/it/replicas reads the shutdown timing and probes from it)")
     opts = ap.parse_args()
+
+    if opts.render_defaults:
+        import helm_python as helm
+
+        with helm.Chart.load(str(CHART)) as chart:
+            rendered = chart.render({}, name=RELEASE, namespace=NAMESPACE, is_install=True)
+        json.dump([doc for _, doc in parse_manifests(rendered)], sys.stdout)
+        return 0
 
     binary = find_sidecar_bin()
     cases = [("chart defaults", None)] + [

@@ -19,14 +19,28 @@ pub const SHARED_KEY: &str = "replicas-share-this-request-state-key";
 /// The response header HAProxy adds: the name (`r0`, `r1`, …) of the replica that answered.
 pub const REPLICA_HEADER: &str = "x-replica";
 
-/// How the replicas shut down; the test values keep a rolling restart within seconds, the
-/// chart's defaults are longer (docs/hardening.md, "Many replicas").
+/// How the replicas shut down and how the balancer checks them; the default values keep a
+/// rolling restart within seconds, `a_rolling_restart_with_the_charts_shutdown_timing_…` takes
+/// them from the rendered Helm chart (docs/hardening.md, "Many replicas").
 #[derive(Clone, Copy)]
 pub struct Timings {
     pub lame_duck_ms: u64,
     pub drain_ms: u64,
     /// HAProxy `retries` (on connection failure only); 0 proves the replicas alone suffice.
     pub balancer_retries: u32,
+    pub check: Check,
+}
+
+/// HAProxy's health check of `/readyz`, the balancer's readiness probe: a check every
+/// `inter_ms` (Kubernetes `periodSeconds`), down after `fall` failures (`failureThreshold`),
+/// up after `rise` successes (`successThreshold`), each check given `timeout_ms`
+/// (`timeoutSeconds`; HAProxy's own default when `None`).
+#[derive(Clone, Copy)]
+pub struct Check {
+    pub inter_ms: u64,
+    pub fall: u32,
+    pub rise: u32,
+    pub timeout_ms: Option<u64>,
 }
 
 impl Default for Timings {
@@ -37,6 +51,12 @@ impl Default for Timings {
             lame_duck_ms: 1_000,
             drain_ms: 3_000,
             balancer_retries: 2,
+            check: Check {
+                inter_ms: 200,
+                fall: 1,
+                rise: 1,
+                timeout_ms: None,
+            },
         }
     }
 }
@@ -202,7 +222,17 @@ pub fn flavoured_yaml(t: Timings) -> String {
 }
 
 /// The balancer. Why each line is there: docs/hardening.md, "Many replicas".
-pub fn haproxy_cfg(front: u16, stats: u16, ports: &[u16], retries: u32) -> String {
+pub fn haproxy_cfg(front: u16, stats: u16, ports: &[u16], t: &Timings) -> String {
+    let retries = t.balancer_retries;
+    let Check {
+        inter_ms,
+        fall,
+        rise,
+        timeout_ms,
+    } = t.check;
+    let timeout_check = timeout_ms
+        .map(|ms| format!("  timeout check {ms}ms\n"))
+        .unwrap_or_default();
     let mut s = format!(
         "global
   maxconn 4096
@@ -212,14 +242,14 @@ defaults
   timeout client 60s
   timeout server 60s
   timeout http-keep-alive 10s
-  # A connection that could not be made never reached a replica: trying another one is safe
+{timeout_check}  # A connection that could not be made never reached a replica: trying another one is safe
   # for every request, a POST that starts a run included. Nothing else is retried: a replica
   # that accepted a request may have started a run, so it must answer it itself (the lame
   # duck and the drain see to that).
   retries {retries}
   retry-on conn-failure
   option redispatch
-  default-server inter 200ms fall 1 rise 1
+  default-server inter {inter_ms}ms fall {fall} rise {rise}
 frontend mcp
   bind 127.0.0.1:{front}
   default_backend replicas
@@ -253,6 +283,21 @@ impl Stack {
         t: Timings,
         h: impl FnOnce(&mut DevHostConfig),
     ) -> Stack {
+        Stack::launch(n, t, flavoured_yaml(t), h).await
+    }
+
+    /// N replicas that all load `sidecar_yaml` (`--listen` and `--upstream` still set per
+    /// replica), e.g. the configuration the Helm chart renders.
+    pub async fn start_with_config(n: usize, t: Timings, sidecar_yaml: String) -> Stack {
+        Stack::launch(n, t, sidecar_yaml, |_| {}).await
+    }
+
+    async fn launch(
+        n: usize,
+        t: Timings,
+        sidecar_yaml: String,
+        h: impl FnOnce(&mut DevHostConfig),
+    ) -> Stack {
         let haproxy = haproxy_bin();
         let dir = std::env::temp_dir().join(format!(
             "owsc-replicas-{}-{}",
@@ -276,7 +321,7 @@ impl Stack {
             .await
             .expect("devhost starts");
         let config = dir.join("sidecar.yaml");
-        std::fs::write(&config, flavoured_yaml(t)).unwrap();
+        std::fs::write(&config, sidecar_yaml).unwrap();
         let mut replicas = Vec::new();
         for i in 0..n {
             replicas.push(
@@ -294,11 +339,7 @@ impl Stack {
         let stats = free_port();
         let ports: Vec<u16> = replicas.iter().map(|r| r.port).collect();
         let cfg_path = dir.join("haproxy.cfg");
-        std::fs::write(
-            &cfg_path,
-            haproxy_cfg(front, stats, &ports, t.balancer_retries),
-        )
-        .unwrap();
+        std::fs::write(&cfg_path, haproxy_cfg(front, stats, &ports, &t)).unwrap();
         let hlog = std::fs::File::create(dir.join("haproxy.log")).unwrap();
         let haproxy = tokio::process::Command::new(haproxy)
             .arg("-db")
