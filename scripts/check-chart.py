@@ -153,11 +153,13 @@ def check_container(case: Case, pod: dict, c: dict, values: dict, docs, native: 
         case.eq(ports.get(p, p), port, f"{probe} port")
     case.check("startupProbe" not in c, "no startupProbe (a native sidecar's would gate the host's containers)")
     # The lame duck (issue 20) outlasts the readiness probe's verdict: a balancer that follows
-    # /readyz at the probe's cadence has stopped sending before the listener closes.
+    # /readyz at the probe's cadence has stopped sending before the listener closes, with at
+    # least a second more for the endpoints change to reach kube-proxy and ingress controllers.
     rp = c.get("readinessProbe") or {}
     verdict = rp.get("periodSeconds", 10) * rp.get("failureThreshold", 3) * 1000
     lame = shutdown_of(docs).get("lameDuckMs", 6000)
-    case.check(lame >= verdict, f"shutdown.lameDuckMs ({lame}) >= readinessProbe periodSeconds x failureThreshold ({verdict} ms)")
+    case.check(lame >= verdict + 1000,
+               f"shutdown.lameDuckMs ({lame}) >= readinessProbe periodSeconds x failureThreshold ({verdict} ms) + 1 s for endpoint propagation")
     case.eq(list(ports.values()), [port], "container ports")
 
     sc = c.get("securityContext") or {}
