@@ -7,10 +7,6 @@ use serde_json::{json, Value};
 
 use crate::support::*;
 
-fn elicit() -> Value {
-    json!({ "elicitation": {} })
-}
-
 async fn suspended_interrupts(env: &Env, run_id: &str) -> Vec<String> {
     env.events(A, run_id)
         .await

@@ -8,21 +8,6 @@ use tokio::net::TcpStream;
 
 use crate::support::*;
 
-/// Writes one raw HTTP/1.1 MCP request and returns the open socket (no pooling, like T11).
-async fn raw_post(env: &Env, body: &Value, accept: &str, key: &str) -> TcpStream {
-    let addr = env.url.strip_prefix("http://").unwrap().to_string();
-    let mut s = TcpStream::connect(&addr).await.unwrap();
-    let b = body.to_string();
-    let method = body["method"].as_str().unwrap();
-    let name = body["params"]["name"].as_str().unwrap_or("");
-    let req = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: {accept}\r\nMCP-Protocol-Version: {V}\r\nMcp-Method: {method}\r\nMcp-Name: {name}\r\nAuthorization: Bearer {key}\r\nContent-Length: {}\r\n\r\n{b}",
-        b.len()
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
-    s
-}
-
 fn delay_call(ms: u64, caps: Value) -> Value {
     body_of(
         11,
@@ -30,29 +15,6 @@ fn delay_call(ms: u64, caps: Value) -> Value {
         json!({"name":"conformance-delay","arguments":{"delayMs": ms}}),
         caps,
     )
-}
-
-async fn cancel_reason(env: &Env, run_id: &str) -> Option<String> {
-    env.events(A, run_id)
-        .await
-        .iter()
-        .find(|e| e["type"] == "run.cancelled")
-        .and_then(|e| e["payload"]["reason"].as_str().map(str::to_string))
-}
-
-/// Reads until the header block and `extra` more bytes have arrived.
-async fn read_head(s: &mut TcpStream) -> String {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 1024];
-    while !String::from_utf8_lossy(&buf).contains("\r\n\r\n") {
-        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut chunk))
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(n > 0, "connection closed before the head");
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    String::from_utf8_lossy(&buf).into_owned()
 }
 
 /// Reads a complete Content-Length response.
@@ -152,7 +114,7 @@ async fn disconnect_after_sse_headers_before_final_frame_cancels_run() {
         A,
     )
     .await;
-    let head = read_head(&mut s).await;
+    let head = read_head(&mut s, 5).await;
     assert!(
         head.to_ascii_lowercase()
             .contains("content-type: text/event-stream"),

@@ -6,12 +6,6 @@ use serde_json::{json, Value};
 
 use crate::support::*;
 
-async fn tasked(env: &Env, key: &str, tool: &str, args: Value) -> String {
-    let r = env.call(key, tool, args, task_caps()).await;
-    assert_eq!(r.result()["resultType"], "task", "{}", r.text);
-    r.result()["taskId"].as_str().unwrap().to_string()
-}
-
 /// After `delay`, answers the task's open input request with an approval (as the owner).
 async fn approve_after(env: &Env, task: &str, delay: Duration) {
     tokio::time::sleep(delay).await;

@@ -13,10 +13,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::support::*;
 use stack::*;
 
-fn elicit() -> Value {
-    json!({ "elicitation": {} })
-}
-
 /// Reads one HTTP/1.1 answer (head and a Content-Length body) from a raw connection.
 async fn read_answer(s: &mut tokio::net::TcpStream) -> String {
     let mut buf = Vec::new();

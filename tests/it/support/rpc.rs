@@ -1,0 +1,35 @@
+//! Small MCP helpers more than one module needs: reading an answer's parts, starting a task.
+
+use serde_json::{json, Value};
+
+use super::{task_caps, Env, A};
+
+/// Client capabilities with elicitation and without the Tasks extension.
+pub fn elicit() -> Value {
+    json!({ "elicitation": {} })
+}
+
+/// The key of the first open input request of an `input_required` result (an MRTR answer or a
+/// `tasks/get` result); panics, showing the result, when there is none.
+pub fn first_input_key(result: &Value) -> String {
+    result["inputRequests"]
+        .as_object()
+        .and_then(|o| o.keys().next().cloned())
+        .unwrap_or_else(|| panic!("no open inputRequests in {result}"))
+}
+
+/// A tasked `tools/call` as `key`; asserts the answer is a task and returns its id.
+pub async fn tasked(env: &Env, key: &str, tool: &str, args: Value) -> String {
+    let r = env.call(key, tool, args, task_caps()).await;
+    assert_eq!(r.result()["resultType"], "task", "{}", r.text);
+    r.result()["taskId"].as_str().unwrap().to_string()
+}
+
+/// The reason of the run's `run.cancelled` event, if it was cancelled.
+pub async fn cancel_reason(env: &Env, run_id: &str) -> Option<String> {
+    env.events(A, run_id)
+        .await
+        .iter()
+        .find(|e| e["type"] == "run.cancelled")
+        .and_then(|e| e["payload"]["reason"].as_str().map(str::to_string))
+}
