@@ -1467,13 +1467,7 @@ async fn mrtr_retry_with_a_failed_resolve_can_be_retried() {
         .await;
     let res = first.result().clone();
     assert_eq!(res["resultType"], "input_required", "{}", first.text);
-    let key = res["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_key(&res);
     let params = json!({
         "name": "conformance-approval",
         "arguments": {},

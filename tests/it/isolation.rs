@@ -75,13 +75,7 @@ async fn waiting_task(env: &Env) -> (String, String, String) {
     let b = env
         .poll_task(A, &task, |r| r["status"] == "input_required", 10)
         .await;
-    let key = b["result"]["inputRequests"]
-        .as_object()
-        .expect("inputRequests")
-        .keys()
-        .next()
-        .expect("one open interrupt")
-        .clone();
+    let key = first_input_key(&b["result"]);
     let bound = unproject(&task);
     (task, bound, key)
 }
@@ -348,13 +342,7 @@ async fn issued_state(env: &Env) -> (String, String) {
         .await;
     assert_eq!(r.result()["resultType"], "input_required", "{}", r.text);
     let state = r.result()["requestState"].as_str().unwrap().to_string();
-    let key = r.result()["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_key(r.result());
     (state, key)
 }
 

@@ -99,13 +99,7 @@ async fn accepted_retry_completes_once_and_the_state_is_single_use() {
         .call(A, "conformance-approval", json!({}), elicit())
         .await;
     let state = r.result()["requestState"].clone();
-    let key = r.result()["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_key(r.result());
     let answer = json!({ key.clone(): {"action":"accept","content":{"action":"accept"}} });
     let ok = retry(
         &env,
@@ -160,13 +154,7 @@ async fn forged_foreign_and_rebound_states_are_refused() {
         .call(A, "conformance-approval", json!({}), elicit())
         .await;
     let state = r.result()["requestState"].as_str().unwrap().to_string();
-    let key = r.result()["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_key(r.result());
     let answer = json!({ key.clone(): {"action":"accept","content":{"action":"accept"}} });
     let cases = [
         (A, json!({}), json!(format!("{state}x")), "integrity"),
@@ -208,13 +196,7 @@ async fn expired_state_is_refused() {
         .call(A, "conformance-approval", json!({}), elicit())
         .await;
     let state = r.result()["requestState"].clone();
-    let key = r.result()["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_key(r.result());
     tokio::time::sleep(Duration::from_millis(20)).await;
     let x = retry(
         &env,
@@ -241,13 +223,7 @@ async fn decline_fails_the_run_as_an_error_result() {
         .call(A, "conformance-approval", json!({}), elicit())
         .await;
     let state = r.result()["requestState"].clone();
-    let key = r.result()["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_key(r.result());
     let x = retry(
         &env,
         A,
@@ -270,13 +246,7 @@ async fn cancel_cancels_the_run_with_the_elicitation_reason() {
         .call(A, "conformance-approval", json!({}), elicit())
         .await;
     let state = r.result()["requestState"].clone();
-    let key = r.result()["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_key(r.result());
     let x = retry(
         &env,
         A,
@@ -333,13 +303,7 @@ async fn a_retry_without_the_answer_is_asked_again_not_refused() {
         "unknown keys are ignored: {}",
         bad.text
     );
-    let key = r.result()["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_key(r.result());
     let malformed = retry(
         &env,
         A,

@@ -287,15 +287,7 @@ async fn cancel_is_retried_until_the_host_accepts_it() {
         3,
         "two refused attempts, then the accepted one"
     );
-    let m = env
-        .http
-        .get(format!("{}/metrics", env.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let m = env.metrics().await;
     assert!(m.contains("openwop_sidecar_owned_run_cancels_total{phase=\"before_head\",outcome=\"cancelled\"} 1"), "{m}");
     env.shutdown().await;
 }
@@ -313,13 +305,7 @@ async fn disconnect_during_an_mrtr_retry_cancels_the_run() {
         .await;
     let res = first.result();
     assert_eq!(res["resultType"], "input_required", "{}", first.text);
-    let key = res["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_key(res);
     let body = body_of(
         12,
         "tools/call",

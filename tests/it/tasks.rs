@@ -12,13 +12,7 @@ async fn approve_after(env: &Env, task: &str, delay: Duration) {
     let g = env
         .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
         .await;
-    let key = g.result()["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_key(g.result());
     let answer = json!({ key: {"action":"accept","content":{"action":"accept"}} });
     env.rpc(
         Some(A),
@@ -142,13 +136,7 @@ async fn update_resolves_an_interrupt_once_however_often_answered() {
     let env = env().await;
     let task = tasked(&env, A, "conformance-approval", json!({})).await;
     let res = until_input_required(&env, &task).await;
-    let key = res["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_key(&res);
     let upd = json!({"taskId": task, "inputResponses": { key.clone(): {"action":"accept","content":{"action":"accept"}} }});
     let (u1, u2) = tokio::join!(
         env.rpc(Some(A), "tasks/update", upd.clone(), task_caps()),
@@ -193,13 +181,7 @@ async fn update_goes_through_the_hosts_approver_check() {
     let env = env().await;
     let task = tasked(&env, A, "conformance-approval-approvers", json!({})).await;
     let res = until_input_required(&env, &task).await;
-    let key = res["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_key(&res);
     let upd = json!({"taskId": task, "inputResponses": { key.clone(): {"action":"accept","content":{"action":"accept"}} }});
     let u = env
         .rpc(Some(A), "tasks/update", upd.clone(), task_caps())
@@ -663,21 +645,11 @@ async fn metrics_count_each_get_and_the_host_call_behind_it() {
         json!({"delayMs": 60000}),
     )
     .await;
-    let metrics = || async {
-        env.http
-            .get(format!("{}/metrics", env.url))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
-    };
     let gets = "openwop_sidecar_mcp_requests_total{method=\"tasks/get\",outcome=\"ok\"}";
     let reads = "openwop_sidecar_upstream_request_duration_seconds_count{operation=\"getRun\",status=\"200\"}";
     let missing =
         "openwop_sidecar_mcp_requests_total{method=\"tasks/get\",outcome=\"task_not_found\"}";
-    let before = metrics().await;
+    let before = env.metrics().await;
     for _ in 0..3 {
         let g = env
             .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
@@ -693,7 +665,7 @@ async fn metrics_count_each_get_and_the_host_call_behind_it() {
         )
         .await;
     assert!(g.body.get("error").is_some(), "{}", g.text);
-    let after = metrics().await;
+    let after = env.metrics().await;
     assert_eq!(sample(&after, gets) - sample(&before, gets), 3.0, "{after}");
     assert_eq!(
         sample(&after, missing) - sample(&before, missing),

@@ -237,13 +237,7 @@ async fn a_task_created_through_one_replica_is_read_updated_and_cancelled_throug
         assert_eq!(g.status, 200, "{}", g.text);
         seen.insert(replica_of(&g.headers));
         if g.result()["status"] == "input_required" {
-            let key = g.result()["inputRequests"]
-                .as_object()
-                .unwrap()
-                .keys()
-                .next()
-                .unwrap()
-                .clone();
+            let key = first_input_key(g.result());
             break (g, key);
         }
         assert!(
@@ -308,13 +302,7 @@ async fn an_mrtr_round_started_on_one_replica_is_retried_on_another() {
         first.text
     );
     let state = first.result()["requestState"].clone();
-    let key = first.result()["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_key(first.result());
     let retry = env
         .rpc(
             Some(A),
@@ -340,10 +328,7 @@ async fn a_listen_on_one_replica_sees_changes_made_through_another() {
         let g = env
             .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
             .await;
-        if let Some(k) = g.result()["inputRequests"]
-            .as_object()
-            .and_then(|o| o.keys().next().cloned())
-        {
+        if let Some(k) = input_key(g.result()) {
             break k;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -450,13 +435,7 @@ async fn a_request_state_sealed_with_another_key_is_refused_by_every_replica() {
         first.text
     );
     let state = first.result()["requestState"].clone();
-    let key = first.result()["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_key(first.result());
     let mut seen = std::collections::BTreeSet::new();
     for _ in 0..3 {
         let r = s

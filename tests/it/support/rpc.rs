@@ -12,10 +12,14 @@ pub fn elicit() -> Value {
 /// The key of the first open input request of an `input_required` result (an MRTR answer or a
 /// `tasks/get` result); panics, showing the result, when there is none.
 pub fn first_input_key(result: &Value) -> String {
+    input_key(result).unwrap_or_else(|| panic!("no open inputRequests in {result}"))
+}
+
+/// [`first_input_key`] for a result that may not ask for input yet.
+pub fn input_key(result: &Value) -> Option<String> {
     result["inputRequests"]
         .as_object()
         .and_then(|o| o.keys().next().cloned())
-        .unwrap_or_else(|| panic!("no open inputRequests in {result}"))
 }
 
 /// A tasked `tools/call` as `key`; asserts the answer is a task and returns its id.
