@@ -1295,74 +1295,53 @@ async fn tasks_update_is_32603_on_resolve_5xx_and_acked_on_4xx() {
     let env = fault_env(|_| {}).await;
     let (task, key) = waiting_task(&env).await;
     let run_id = unproject(&task);
-
+    let update = |fault: String, inject, want, attempts| Step {
+        fault,
+        inject,
+        route: "resolve",
+        request: "tasks/update (accept)",
+        method: "tasks/update",
+        params: approve(&task, &key),
+        want,
+        attempts,
+        run: Run::Still("waiting-approval"),
+        owned: "n/a (interrupt still open)",
+    };
+    let mut table = Vec::new();
+    // A 5xx resolve is -32603 and never retried.
     for status in [503, 500] {
-        env.host.faults().fail_next(RouteClass::Resolve, 1, status);
-        let n = count(&env, RouteClass::Resolve);
-        let (r, took) = timed(
-            HANG,
-            "tasks/update",
-            env.rpc(Some(A), "tasks/update", approve(&task, &key), task_caps()),
-        )
-        .await;
-        assert_internal(&r, "tasks/update");
-        assert_eq!(
-            count(&env, RouteClass::Resolve) - n,
-            1,
-            "resolve is never retried"
-        );
-        assert_eq!(env.status(A, &run_id).await, "waiting-approval");
-        row(
-            &format!("{status} x1"),
-            "resolve",
-            "tasks/update (accept)",
-            &seen(&r),
-            took,
-            "n/a (interrupt still open)",
-        );
+        table.push(update(
+            format!("{status} x1"),
+            (RouteClass::Resolve, 1, status),
+            Want::Internal,
+            Some(1),
+        ));
     }
+    // A 4xx resolve (the interrupt already answered, or not the caller's) is acknowledged.
     for status in [400, 403, 404, 409] {
-        env.host.faults().fail_next(RouteClass::Resolve, 1, status);
-        let (r, took) = timed(
-            HANG,
-            "tasks/update",
-            env.rpc(Some(A), "tasks/update", approve(&task, &key), task_caps()),
-        )
-        .await;
-        assert_ack(&r, &format!("resolve {status}"));
-        assert_eq!(env.status(A, &run_id).await, "waiting-approval");
-        row(
-            &format!("{status} x1"),
-            "resolve",
-            "tasks/update (accept)",
-            &seen(&r),
-            took,
-            "n/a (interrupt still open)",
-        );
+        table.push(update(
+            format!("{status} x1"),
+            (RouteClass::Resolve, 1, status),
+            Want::Ack,
+            None,
+        ));
     }
     // The action "cancel" on an input request cancels the run: a 5xx cancel is -32603.
-    env.host.faults().fail_next(RouteClass::Cancel, 3, 503);
-    let (r, took) = timed(
-        HANG,
-        "tasks/update",
-        env.rpc(
-            Some(A),
-            "tasks/update",
-            json!({"taskId": task, "inputResponses": { key.clone(): {"action": "cancel"} }}),
-            task_caps(),
-        ),
-    )
-    .await;
-    assert_internal(&r, "tasks/update cancel");
-    assert_eq!(env.status(A, &run_id).await, "waiting-approval");
-    row(
-        "503 x3 (persistent)",
-        "cancel",
-        "tasks/update (action cancel)",
-        &seen(&r),
-        took,
-        "n/a (run still waiting)",
-    );
+    table.push(Step {
+        fault: "503 x3 (persistent)".into(),
+        inject: (RouteClass::Cancel, 3, 503),
+        route: "cancel",
+        request: "tasks/update (action cancel)",
+        method: "tasks/update",
+        params: json!({"taskId": task, "inputResponses": { key.clone(): {"action": "cancel"} }}),
+        want: Want::Internal,
+        attempts: None,
+        run: Run::Still("waiting-approval"),
+        owned: "n/a (run still waiting)",
+    });
+    for step in table {
+        check(&env, &run_id, step).await;
+    }
 
     // The host healthy again: the same answer resolves the interrupt.
     let r = env
@@ -1379,81 +1358,48 @@ async fn tasks_cancel_is_32603_on_cancel_5xx_and_acked_on_4xx() {
     let env = fault_env(|_| {}).await;
     let (task, _) = waiting_task(&env).await;
     let run_id = unproject(&task);
-
-    env.host.faults().fail_next(RouteClass::Cancel, 3, 503);
-    let n = count(&env, RouteClass::Cancel);
-    let (r, took) = timed(
-        HANG,
-        "tasks/cancel",
-        env.rpc(
-            Some(A),
-            "tasks/cancel",
-            json!({"taskId": task}),
-            task_caps(),
-        ),
-    )
-    .await;
-    assert_internal(&r, "tasks/cancel");
-    assert_eq!(count(&env, RouteClass::Cancel) - n, 3);
-    assert_eq!(env.status(A, &run_id).await, "waiting-approval");
-    row(
-        "503 x3 (persistent)",
-        "cancel",
-        "tasks/cancel",
-        &seen(&r),
-        took,
+    let cancel = |fault: String, inject, want, attempts, run, owned| Step {
+        fault,
+        inject,
+        route: "cancel",
+        request: "tasks/cancel",
+        method: "tasks/cancel",
+        params: json!({"taskId": task}),
+        want,
+        attempts,
+        run,
+        owned,
+    };
+    let mut table = vec![cancel(
+        "503 x3 (persistent)".into(),
+        (RouteClass::Cancel, 3, 503),
+        Want::Internal,
+        Some(3),
+        Run::Still("waiting-approval"),
         "n/a (run still waiting: no false ack)",
-    );
-
+    )];
     for status in [400, 403, 404, 409] {
-        env.host.faults().fail_next(RouteClass::Cancel, 1, status);
-        let (r, took) = timed(
-            HANG,
-            "tasks/cancel",
-            env.rpc(
-                Some(A),
-                "tasks/cancel",
-                json!({"taskId": task}),
-                task_caps(),
-            ),
-        )
-        .await;
-        assert_ack(&r, &format!("cancel {status}"));
-        assert_eq!(env.status(A, &run_id).await, "waiting-approval");
-        row(
-            &format!("{status} x1"),
-            "cancel",
-            "tasks/cancel",
-            &seen(&r),
-            took,
+        table.push(cancel(
+            format!("{status} x1"),
+            (RouteClass::Cancel, 1, status),
+            Want::Ack,
+            None,
+            Run::Still("waiting-approval"),
             "run not cancelled (host refused)",
-        );
+        ));
     }
-
-    env.host.faults().fail_next(RouteClass::Cancel, 2, 503);
-    let n = count(&env, RouteClass::Cancel);
-    let (r, took) = timed(
-        HANG,
-        "tasks/cancel",
-        env.rpc(
-            Some(A),
-            "tasks/cancel",
-            json!({"taskId": task}),
-            task_caps(),
-        ),
-    )
-    .await;
-    assert_ack(&r, "retried cancel");
-    assert_eq!(count(&env, RouteClass::Cancel) - n, 3);
-    env.wait_status(A, &run_id, &["cancelled"], 5).await;
-    row(
-        "503 x2",
-        "cancel",
-        "tasks/cancel",
-        &seen(&r),
-        took,
+    // Two 5xx then success: the retried cancel is acknowledged and takes effect.
+    table.push(cancel(
+        "503 x2".into(),
+        (RouteClass::Cancel, 2, 503),
+        Want::Ack,
+        Some(3),
+        Run::Becomes("cancelled"),
         "cancelled (third attempt)",
-    );
+    ));
+    for step in table {
+        check(&env, &run_id, step).await;
+    }
     assert_no_panic();
     env.shutdown().await;
 }
