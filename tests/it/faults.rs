@@ -615,102 +615,105 @@ async fn blocking_call_failing_after_create_run_does_not_lose_the_run() {
 #[tokio::test]
 async fn rate_limits_pass_through_as_429_with_retry_after() {
     let env = fault_env(|_| {}).await;
-    let fault = "429 + Retry-After";
-
-    env.host
-        .faults()
-        .rate_limit_next(RouteClass::Discovery, 1, 2);
-    let (r, took) = timed(
-        HANG,
-        "tools/list",
-        env.rpc(Some(A), "tools/list", json!({}), json!({})),
-    )
-    .await;
-    assert_rate_limited(&r, "2", "tools/list");
-    row(fault, "discovery", "tools/list", &seen(&r), took, "n/a");
-
-    let n = count(&env, RouteClass::CreateRun);
-    env.host
-        .faults()
-        .rate_limit_next(RouteClass::CreateRun, 1, 7);
-    let (r, took) = timed(
-        HANG,
-        "tools/call",
-        env.call(A, "conformance-noop", json!({}), json!({})),
-    )
-    .await;
-    assert_rate_limited(&r, "7", "tools/call");
-    assert_eq!(
-        count(&env, RouteClass::CreateRun) - n,
-        1,
-        "a 429 is not retried"
-    );
-    row(
-        fault,
-        "createRun",
-        "tools/call",
-        &seen(&r),
-        took,
-        "no run created",
-    );
+    let step = |inject, route, request, method, params, caps, secs, attempts, run, owned| Step {
+        fault: "429 + Retry-After".into(),
+        inject,
+        route,
+        request,
+        method,
+        params,
+        caps,
+        want: Want::RateLimited(secs),
+        attempts,
+        run,
+        owned,
+    };
+    let before_task = [
+        step(
+            Inject::RateLimit(RouteClass::Discovery, 1, 2),
+            "discovery",
+            "tools/list",
+            "tools/list",
+            json!({}),
+            json!({}),
+            "2",
+            None,
+            Run::Unchecked,
+            "n/a",
+        ),
+        // A 429 is not retried.
+        step(
+            Inject::RateLimit(RouteClass::CreateRun, 1, 7),
+            "createRun",
+            "tools/call",
+            "tools/call",
+            json!({"name": "conformance-noop", "arguments": {}}),
+            json!({}),
+            "7",
+            Some(1),
+            Run::Unchecked,
+            "no run created",
+        ),
+    ];
+    for s in before_task {
+        check(&env, "", s).await;
+    }
 
     let (task, key) = waiting_task(&env).await;
-    env.host.faults().rate_limit_next(RouteClass::GetRun, 1, 3);
-    let (r, took) = timed(HANG, "tasks/get", get(&env, &task)).await;
-    assert_rate_limited(&r, "3", "tasks/get");
-    row(fault, "getRun", "tasks/get", &seen(&r), took, "n/a");
-
-    env.host.faults().rate_limit_next(RouteClass::Poll, 1, 4);
-    let (r, took) = timed(HANG, "tasks/get", get(&env, &task)).await;
-    assert_rate_limited(&r, "4", "tasks/get (waiting)");
-    row(
-        fault,
-        "poll",
-        "tasks/get (input_required task)",
-        &seen(&r),
-        took,
-        "n/a",
-    );
-
-    env.host.faults().rate_limit_next(RouteClass::Resolve, 1, 5);
-    let (r, took) = timed(
-        HANG,
-        "tasks/update",
-        env.rpc(Some(A), "tasks/update", approve(&task, &key), task_caps()),
-    )
-    .await;
-    assert_rate_limited(&r, "5", "tasks/update");
-    row(
-        fault,
-        "resolve",
-        "tasks/update",
-        &seen(&r),
-        took,
-        "n/a (interrupt still open)",
-    );
-
-    env.host.faults().rate_limit_next(RouteClass::Cancel, 1, 6);
-    let (r, took) = timed(
-        HANG,
-        "tasks/cancel",
-        env.rpc(
-            Some(A),
+    let run_id = unproject(&task);
+    let on_task = [
+        step(
+            Inject::RateLimit(RouteClass::GetRun, 1, 3),
+            "getRun",
+            "tasks/get",
+            "tasks/get",
+            json!({"taskId": task}),
+            task_caps(),
+            "3",
+            None,
+            Run::Unchecked,
+            "n/a",
+        ),
+        step(
+            Inject::RateLimit(RouteClass::Poll, 1, 4),
+            "poll",
+            "tasks/get (input_required task)",
+            "tasks/get",
+            json!({"taskId": task}),
+            task_caps(),
+            "4",
+            None,
+            Run::Unchecked,
+            "n/a",
+        ),
+        step(
+            Inject::RateLimit(RouteClass::Resolve, 1, 5),
+            "resolve",
+            "tasks/update",
+            "tasks/update",
+            approve(&task, &key),
+            task_caps(),
+            "5",
+            None,
+            Run::Unchecked,
+            "n/a (interrupt still open)",
+        ),
+        step(
+            Inject::RateLimit(RouteClass::Cancel, 1, 6),
+            "cancel",
+            "tasks/cancel",
             "tasks/cancel",
             json!({"taskId": task}),
             task_caps(),
+            "6",
+            None,
+            Run::Still("waiting-approval"),
+            "n/a (run still waiting)",
         ),
-    )
-    .await;
-    assert_rate_limited(&r, "6", "tasks/cancel");
-    row(
-        fault,
-        "cancel",
-        "tasks/cancel",
-        &seen(&r),
-        took,
-        "n/a (run still waiting)",
-    );
-    assert_eq!(env.status(A, &unproject(&task)).await, "waiting-approval");
+    ];
+    for s in on_task {
+        check(&env, &run_id, s).await;
+    }
     assert_no_panic();
     env.shutdown().await;
 }
@@ -1302,6 +1305,7 @@ async fn tasks_update_is_32603_on_resolve_5xx_and_acked_on_4xx() {
         request: "tasks/update (accept)",
         method: "tasks/update",
         params: approve(&task, &key),
+        caps: task_caps(),
         want,
         attempts,
         run: Run::Still("waiting-approval"),
@@ -1312,7 +1316,7 @@ async fn tasks_update_is_32603_on_resolve_5xx_and_acked_on_4xx() {
     for status in [503, 500] {
         table.push(update(
             format!("{status} x1"),
-            (RouteClass::Resolve, 1, status),
+            Inject::Fail(RouteClass::Resolve, 1, status),
             Want::Internal,
             Some(1),
         ));
@@ -1321,7 +1325,7 @@ async fn tasks_update_is_32603_on_resolve_5xx_and_acked_on_4xx() {
     for status in [400, 403, 404, 409] {
         table.push(update(
             format!("{status} x1"),
-            (RouteClass::Resolve, 1, status),
+            Inject::Fail(RouteClass::Resolve, 1, status),
             Want::Ack,
             None,
         ));
@@ -1329,11 +1333,12 @@ async fn tasks_update_is_32603_on_resolve_5xx_and_acked_on_4xx() {
     // The action "cancel" on an input request cancels the run: a 5xx cancel is -32603.
     table.push(Step {
         fault: "503 x3 (persistent)".into(),
-        inject: (RouteClass::Cancel, 3, 503),
+        inject: Inject::Fail(RouteClass::Cancel, 3, 503),
         route: "cancel",
         request: "tasks/update (action cancel)",
         method: "tasks/update",
         params: json!({"taskId": task, "inputResponses": { key.clone(): {"action": "cancel"} }}),
+        caps: task_caps(),
         want: Want::Internal,
         attempts: None,
         run: Run::Still("waiting-approval"),
@@ -1365,6 +1370,7 @@ async fn tasks_cancel_is_32603_on_cancel_5xx_and_acked_on_4xx() {
         request: "tasks/cancel",
         method: "tasks/cancel",
         params: json!({"taskId": task}),
+        caps: task_caps(),
         want,
         attempts,
         run,
@@ -1372,7 +1378,7 @@ async fn tasks_cancel_is_32603_on_cancel_5xx_and_acked_on_4xx() {
     };
     let mut table = vec![cancel(
         "503 x3 (persistent)".into(),
-        (RouteClass::Cancel, 3, 503),
+        Inject::Fail(RouteClass::Cancel, 3, 503),
         Want::Internal,
         Some(3),
         Run::Still("waiting-approval"),
@@ -1381,7 +1387,7 @@ async fn tasks_cancel_is_32603_on_cancel_5xx_and_acked_on_4xx() {
     for status in [400, 403, 404, 409] {
         table.push(cancel(
             format!("{status} x1"),
-            (RouteClass::Cancel, 1, status),
+            Inject::Fail(RouteClass::Cancel, 1, status),
             Want::Ack,
             None,
             Run::Still("waiting-approval"),
@@ -1391,7 +1397,7 @@ async fn tasks_cancel_is_32603_on_cancel_5xx_and_acked_on_4xx() {
     // Two 5xx then success: the retried cancel is acknowledged and takes effect.
     table.push(cancel(
         "503 x2".into(),
-        (RouteClass::Cancel, 2, 503),
+        Inject::Fail(RouteClass::Cancel, 2, 503),
         Want::Ack,
         Some(3),
         Run::Becomes("cancelled"),

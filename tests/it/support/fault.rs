@@ -287,38 +287,60 @@ pub async fn fate(env: &Env, run_id: &str) -> String {
     }
 }
 
+/// The fault a [`Step`] injects on its route before its request.
+#[derive(Clone, Copy)]
+pub enum Inject {
+    /// `fail_next(route, times, status)`.
+    Fail(RouteClass, u32, u16),
+    /// `rate_limit_next(route, times, retry_after_secs)`: a 429 with `Retry-After`.
+    RateLimit(RouteClass, u32, u64),
+}
+
+impl Inject {
+    fn route(self) -> RouteClass {
+        match self {
+            Inject::Fail(route, ..) | Inject::RateLimit(route, ..) => route,
+        }
+    }
+}
+
 /// What a faulted request must get.
 #[derive(Clone, Copy)]
-pub enum Want {
+pub enum Want<'a> {
     /// `-32603` with the generic message ([`assert_internal`]).
     Internal,
     /// The empty ack of tasks/update and tasks/cancel ([`assert_ack`]).
     Ack,
+    /// HTTP 429 with this `Retry-After` ([`assert_rate_limited`]).
+    RateLimited(&'a str),
 }
 
 /// What the run behind the task must look like after the request.
 #[derive(Clone, Copy)]
 pub enum Run<'a> {
+    /// No run to look at (or the row does not say).
+    Unchecked,
     /// Still in this status, at once (no false ack, no lost interrupt).
     Still(&'a str),
     /// In this status within 5 s (the request took effect).
     Becomes(&'a str),
 }
 
-/// One row of a table-driven fault test: a fault injected on a route, one request of the
-/// task's, what the client must see and what becomes of the run.
+/// One row of a table-driven fault test: a fault injected on a route, one request, what the
+/// client must see and what becomes of the run.
 pub struct Step<'a> {
     /// The fault column of the row, e.g. `503 x3 (persistent)`.
     pub fault: String,
-    /// `fail_next(route, times, status)` before the request.
-    pub inject: (RouteClass, u32, u16),
+    pub inject: Inject,
     /// The route column of the row.
     pub route: &'a str,
     /// The request column of the row.
     pub request: &'a str,
     pub method: &'a str,
     pub params: Value,
-    pub want: Want,
+    /// The client capabilities the request declares.
+    pub caps: Value,
+    pub want: Want<'a>,
     /// How many times the faulted route must have been called (when the row says).
     pub attempts: Option<u64>,
     pub run: Run<'a>,
@@ -326,27 +348,29 @@ pub struct Step<'a> {
     pub owned: &'a str,
 }
 
-/// Runs one [`Step`] against the task whose run is `run_id`, asserting what it says and
+/// Runs one [`Step`] (its run, when it has one, is `run_id`), asserting what it says and
 /// printing its row.
 pub async fn check(env: &Env, run_id: &str, s: Step<'_>) {
-    let (route, times, status) = s.inject;
-    env.host.faults().fail_next(route, times, status);
+    let route = s.inject.route();
+    match s.inject {
+        Inject::Fail(route, times, status) => env.host.faults().fail_next(route, times, status),
+        Inject::RateLimit(route, times, secs) => {
+            env.host.faults().rate_limit_next(route, times, secs)
+        }
+    }
     let n = count(env, route);
     let what = format!("{} on {}: {}", s.fault, s.route, s.request);
-    let (r, took) = timed(
-        HANG,
-        s.method,
-        env.rpc(Some(A), s.method, s.params, task_caps()),
-    )
-    .await;
+    let (r, took) = timed(HANG, s.method, env.rpc(Some(A), s.method, s.params, s.caps)).await;
     match s.want {
         Want::Internal => assert_internal(&r, &what),
         Want::Ack => assert_ack(&r, &what),
+        Want::RateLimited(retry_after) => assert_rate_limited(&r, retry_after, &what),
     }
     if let Some(want) = s.attempts {
         assert_eq!(count(env, route) - n, want, "{what}: attempts");
     }
     match s.run {
+        Run::Unchecked => {}
         Run::Still(status) => assert_eq!(env.status(A, run_id).await, status, "{what}"),
         Run::Becomes(status) => {
             env.wait_status(A, run_id, &[status], 5).await;
