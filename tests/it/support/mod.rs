@@ -18,7 +18,10 @@ pub use {
     metrics::sample_value,
     outage::Outage,
     panics::{assert_no_panic, watch_panics},
-    rpc::{cancel_reason, elicit, first_input_key, input_key, tasked},
+    rpc::{
+        assert_cancelled_because_the_client_left, cancel_reason, elicit, first_input_key,
+        input_key, tasked,
+    },
     wire::{free_port, raw_post, read_head},
 };
 

@@ -37,3 +37,17 @@ pub async fn cancel_reason(env: &Env, run_id: &str) -> Option<String> {
         .find(|e| e["type"] == "run.cancelled")
         .and_then(|e| e["payload"]["reason"].as_str().map(str::to_string))
 }
+
+/// The run ends `cancelled` (not `completed`) within 15 s, with the reason the sidecar gives
+/// when the request that owned the run went away (RFC 0198 §G.12).
+pub async fn assert_cancelled_because_the_client_left(env: &Env, run_id: &str) {
+    assert_eq!(
+        env.wait_status(A, run_id, &["cancelled", "completed"], 15)
+            .await,
+        "cancelled"
+    );
+    assert_eq!(
+        cancel_reason(env, run_id).await.as_deref(),
+        Some("mcp-request-cancelled")
+    );
+}
