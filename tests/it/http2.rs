@@ -238,9 +238,7 @@ async fn a_host_that_drops_its_connections_does_not_fail_the_next_request() {
         .await;
     let task = t.result()["taskId"].as_str().expect("a task").to_string();
     for round in 0..3 {
-        let g = env
-            .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
-            .await;
+        let g = env.task_rpc(A, "tasks/get", &task).await;
         assert_eq!(g.result()["status"], "working", "round {round}: {}", g.text);
         let last_conn = own_requests(&env)
             .iter()
@@ -249,9 +247,7 @@ async fn a_host_that_drops_its_connections_does_not_fail_the_next_request() {
             .unwrap();
         // Like a host restart seen from the sidecar: every connection closes without GOAWAY.
         env.host.drop_connections();
-        let g = env
-            .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
-            .await;
+        let g = env.task_rpc(A, "tasks/get", &task).await;
         assert_eq!(
             g.result()["status"],
             "working",

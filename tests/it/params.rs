@@ -479,14 +479,7 @@ async fn tasks_update_refuses_answers_that_are_not_elicit_results() {
         assert_eq!(r.result(), &json!({"resultType": "complete"}), "{}", r.text);
     }
     assert_eq!(env.status(A, &bound).await, "waiting-approval");
-    let _ = env
-        .rpc(
-            Some(A),
-            "tasks/cancel",
-            json!({"taskId": task}),
-            task_caps(),
-        )
-        .await;
+    let _ = env.task_rpc(A, "tasks/cancel", &task).await;
     env.shutdown().await;
 }
 

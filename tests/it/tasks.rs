@@ -9,9 +9,7 @@ use crate::support::*;
 /// After `delay`, answers the task's open input request with an approval (as the owner).
 async fn approve_after(env: &Env, task: &str, delay: Duration) {
     tokio::time::sleep(delay).await;
-    let g = env
-        .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
-        .await;
+    let g = env.task_rpc(A, "tasks/get", &task).await;
     let key = first_input_key(g.result());
     let answer = json!({ key: {"action":"accept","content":{"action":"accept"}} });
     env.rpc(
@@ -46,9 +44,7 @@ async fn tasked_call_answers_a_flat_task_and_untasked_never_does() {
         assert!(res.get(k).is_none(), "CreateTaskResult carries no {k}");
     }
     let task = res["taskId"].as_str().unwrap().to_string();
-    let g = env
-        .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
-        .await;
+    let g = env.task_rpc(A, "tasks/get", &task).await;
     assert!(g.body.get("error").is_none(), "durable at once: {}", g.text);
     let plain = env
         .call(A, "conformance-delay", json!({"delayMs": 200}), json!({}))
@@ -217,9 +213,7 @@ async fn get_only_reads_upstream() {
     let before = env.events(A, &run_id).await.len();
     env.host.clear_requests();
     for _ in 0..3 {
-        let g = env
-            .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
-            .await;
+        let g = env.task_rpc(A, "tasks/get", &task).await;
         assert_eq!(g.result()["status"], "input_required");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -276,14 +270,7 @@ async fn unreadable_tasks_are_indistinguishable_from_missing_ones() {
         json!({"code": -32602, "message": "task not found"})
     );
     env.host.clear_requests();
-    let c = env
-        .rpc(
-            Some(B),
-            "tasks/cancel",
-            json!({"taskId": task}),
-            task_caps(),
-        )
-        .await;
+    let c = env.task_rpc(B, "tasks/cancel", &task).await;
     assert_eq!(c.error_code(), Some(-32602));
     assert!(
         env.host.requests().iter().all(|r| r.method == "GET"),
@@ -299,30 +286,14 @@ async fn cancel_cancels_the_run_and_a_second_cancel_changes_nothing() {
     let env = env().await;
     let task = tasked(&env, A, "conformance-approval", json!({})).await;
     until_input_required(&env, &task).await;
-    let c = env
-        .rpc(
-            Some(A),
-            "tasks/cancel",
-            json!({"taskId": task}),
-            task_caps(),
-        )
-        .await;
+    let c = env.task_rpc(A, "tasks/cancel", &task).await;
     assert_eq!(c.result(), &json!({"resultType": "complete"}), "{}", c.text);
     let run_id = unproject(&task);
     env.wait_status(A, &run_id, &["cancelled"], 10).await;
-    let g = env
-        .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
-        .await;
+    let g = env.task_rpc(A, "tasks/get", &task).await;
     assert_eq!(g.result()["status"], "cancelled");
     let before = env.events(A, &run_id).await.len();
-    let c2 = env
-        .rpc(
-            Some(A),
-            "tasks/cancel",
-            json!({"taskId": task}),
-            task_caps(),
-        )
-        .await;
+    let c2 = env.task_rpc(A, "tasks/cancel", &task).await;
     assert_eq!(c2.result(), &json!({"resultType": "complete"}));
     assert_eq!(env.events(A, &run_id).await.len(), before);
     env.shutdown().await;
@@ -651,9 +622,7 @@ async fn metrics_count_each_get_and_the_host_call_behind_it() {
         "openwop_sidecar_mcp_requests_total{method=\"tasks/get\",outcome=\"task_not_found\"}";
     let before = env.metrics().await;
     for _ in 0..3 {
-        let g = env
-            .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
-            .await;
+        let g = env.task_rpc(A, "tasks/get", &task).await;
         assert_eq!(g.result()["status"], "working", "{}", g.text);
     }
     let g = env

@@ -231,9 +231,7 @@ async fn a_task_created_through_one_replica_is_read_updated_and_cancelled_throug
     seen.insert(replica_of(&created.headers));
     let deadline = Instant::now() + Duration::from_secs(10);
     let (got, key) = loop {
-        let g = env
-            .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
-            .await;
+        let g = env.task_rpc(A, "tasks/get", &task).await;
         assert_eq!(g.status, 200, "{}", g.text);
         seen.insert(replica_of(&g.headers));
         if g.result()["status"] == "input_required" {
@@ -268,14 +266,7 @@ async fn a_task_created_through_one_replica_is_read_updated_and_cancelled_throug
 
     // Cancelled on another replica than the one that created it.
     let (created, task) = tasked(env, "conformance-cancellable", json!({"delayMs": 60000})).await;
-    let cancel = env
-        .rpc(
-            Some(A),
-            "tasks/cancel",
-            json!({"taskId": task}),
-            task_caps(),
-        )
-        .await;
+    let cancel = env.task_rpc(A, "tasks/cancel", &task).await;
     assert!(cancel.body.get("error").is_none(), "{}", cancel.text);
     other_replica(&created, &cancel);
     seen.insert(replica_of(&cancel.headers));
@@ -325,9 +316,7 @@ async fn a_listen_on_one_replica_sees_changes_made_through_another() {
     let env = &s.env;
     let (_, task) = tasked(env, "conformance-approval", json!({})).await;
     let key = loop {
-        let g = env
-            .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
-            .await;
+        let g = env.task_rpc(A, "tasks/get", &task).await;
         if let Some(k) = input_key(g.result()) {
             break k;
         }

@@ -214,8 +214,7 @@ pub fn approve(task: &str, key: &str) -> Value {
 }
 
 pub async fn get(env: &Env, task: &str) -> Rpc {
-    env.rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
-        .await
+    env.task_rpc(A, "tasks/get", task).await
 }
 
 /// A blocking `tools/call` answered as SSE (first Accept entry `text/event-stream`).

@@ -330,14 +330,7 @@ impl Env {
     ) -> Value {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
         loop {
-            let r = self
-                .rpc(
-                    Some(key),
-                    "tasks/get",
-                    json!({ "taskId": task_id }),
-                    task_caps(),
-                )
-                .await;
+            let r = self.task_rpc(key, "tasks/get", task_id).await;
             if r.body.get("error").is_some() || pred(r.result()) {
                 return r.body;
             }

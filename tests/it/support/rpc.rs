@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use super::{task_caps, Env, A};
+use super::{task_caps, Env, Rpc, A};
 
 /// Client capabilities with elicitation and without the Tasks extension.
 pub fn elicit() -> Value {
@@ -20,6 +20,15 @@ pub fn input_key(result: &Value) -> Option<String> {
     result["inputRequests"]
         .as_object()
         .and_then(|o| o.keys().next().cloned())
+}
+
+impl Env {
+    /// A request on one task (`tasks/get`, `tasks/cancel`) as `key`, declaring the Tasks
+    /// extension.
+    pub async fn task_rpc(&self, key: &str, method: &str, task: impl serde::Serialize) -> Rpc {
+        self.rpc(Some(key), method, json!({ "taskId": task }), task_caps())
+            .await
+    }
 }
 
 /// A tasked `tools/call` as `key`; asserts the answer is a task and returns its id.
