@@ -1424,7 +1424,7 @@ async fn mrtr_retry_with_a_failed_resolve_can_be_retried() {
         "name": "conformance-approval",
         "arguments": {},
         "requestState": res["requestState"],
-        "inputResponses": { key: {"action": "accept", "content": {"action": "accept"}} },
+        "inputResponses": { key: approval() },
     });
     env.host.faults().fail_next(RouteClass::Resolve, 1, 503);
     let (r, took) = timed(

@@ -136,8 +136,7 @@ async fn every_tasks_method_answers_every_unreadable_id_byte_identically() {
         for (label, bearer, id) in &shapes {
             let mut params = json!({ "taskId": id });
             if method == "tasks/update" {
-                params["inputResponses"] =
-                    json!({ key.clone(): {"action":"accept","content":{"action":"accept"}} });
+                params["inputResponses"] = json!({ key.clone(): approval() });
             }
             let r = send(&env, bearer, method, params, task_caps()).await;
             assert_no_secret(&r, &[A, B], label);
@@ -274,7 +273,7 @@ async fn listen_acknowledges_and_notifies_none_of_the_unreadable_ids() {
             &env,
             A,
             "tasks/update",
-            json!({"taskId": task, "inputResponses": { key: {"action":"accept","content":{"action":"accept"}} }}),
+            json!({"taskId": task, "inputResponses": { key: approval() }}),
             task_caps(),
         )
         .await;
@@ -352,7 +351,7 @@ async fn retry_with(env: &Env, bearer: &str, state: Value, key: &str) -> Rpc {
         bearer,
         "tools/call",
         json!({"name": "conformance-approval", "arguments": {}, "requestState": state,
-               "inputResponses": { key: {"action":"accept","content":{"action":"accept"}} }}),
+               "inputResponses": { key: approval() }}),
         json!({"elicitation": {}}),
     )
     .await

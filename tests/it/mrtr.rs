@@ -100,7 +100,7 @@ async fn accepted_retry_completes_once_and_the_state_is_single_use() {
         .await;
     let state = r.result()["requestState"].clone();
     let key = first_input_key(r.result());
-    let answer = json!({ key.clone(): {"action":"accept","content":{"action":"accept"}} });
+    let answer = json!({ key.clone(): approval() });
     let ok = retry(
         &env,
         A,
@@ -155,7 +155,7 @@ async fn forged_foreign_and_rebound_states_are_refused() {
         .await;
     let state = r.result()["requestState"].as_str().unwrap().to_string();
     let key = first_input_key(r.result());
-    let answer = json!({ key.clone(): {"action":"accept","content":{"action":"accept"}} });
+    let answer = json!({ key.clone(): approval() });
     let cases = [
         (A, json!({}), json!(format!("{state}x")), "integrity"),
         (B, json!({}), json!(state), "another principal"),

@@ -285,7 +285,7 @@ async fn disconnect_during_an_mrtr_retry_cancels_the_run() {
     let body = body_of(
         12,
         "tools/call",
-        json!({"name":"conformance-approval-delay","arguments":{"delayMs": 8000},"requestState":res["requestState"],"inputResponses":{key: {"action":"accept","content":{"action":"accept"}}}}),
+        json!({"name":"conformance-approval-delay","arguments":{"delayMs": 8000},"requestState":res["requestState"],"inputResponses":{key: approval()}}),
         json!({"elicitation": {}}),
     );
     let mut s = raw_post(&env, &body, "application/json", A).await;

@@ -11,7 +11,7 @@ async fn approve_after(env: &Env, task: &str, delay: Duration) {
     tokio::time::sleep(delay).await;
     let g = env.task_rpc(A, "tasks/get", &task).await;
     let key = first_input_key(g.result());
-    let answer = json!({ key: {"action":"accept","content":{"action":"accept"}} });
+    let answer = json!({ key: approval() });
     env.rpc(
         Some(A),
         "tasks/update",
@@ -133,7 +133,7 @@ async fn update_resolves_an_interrupt_once_however_often_answered() {
     let task = tasked(&env, A, "conformance-approval", json!({})).await;
     let res = until_input_required(&env, &task).await;
     let key = first_input_key(&res);
-    let upd = json!({"taskId": task, "inputResponses": { key.clone(): {"action":"accept","content":{"action":"accept"}} }});
+    let upd = json!({"taskId": task, "inputResponses": { key.clone(): approval() }});
     let (u1, u2) = tokio::join!(
         env.rpc(Some(A), "tasks/update", upd.clone(), task_caps()),
         env.rpc(Some(A), "tasks/update", upd.clone(), task_caps())
@@ -178,7 +178,7 @@ async fn update_goes_through_the_hosts_approver_check() {
     let task = tasked(&env, A, "conformance-approval-approvers", json!({})).await;
     let res = until_input_required(&env, &task).await;
     let key = first_input_key(&res);
-    let upd = json!({"taskId": task, "inputResponses": { key.clone(): {"action":"accept","content":{"action":"accept"}} }});
+    let upd = json!({"taskId": task, "inputResponses": { key.clone(): approval() }});
     let u = env
         .rpc(Some(A), "tasks/update", upd.clone(), task_caps())
         .await;

@@ -251,7 +251,7 @@ async fn a_task_created_through_one_replica_is_read_updated_and_cancelled_throug
         .rpc(
             Some(A),
             "tasks/update",
-            json!({"taskId": task, "inputResponses": { key: {"action":"accept","content":{"action":"accept"}} }}),
+            json!({"taskId": task, "inputResponses": { key: approval() }}),
             task_caps(),
         )
         .await;
@@ -299,7 +299,7 @@ async fn an_mrtr_round_started_on_one_replica_is_retried_on_another() {
             Some(A),
             "tools/call",
             json!({"name": "conformance-approval", "arguments": {}, "requestState": state,
-                   "inputResponses": { key: {"action":"accept","content":{"action":"accept"}} }}),
+                   "inputResponses": { key: approval() }}),
             elicit(),
         )
         .await;
@@ -357,7 +357,7 @@ async fn a_listen_on_one_replica_sees_changes_made_through_another() {
         .rpc(
             Some(A),
             "tasks/update",
-            json!({"taskId": task, "inputResponses": { key: {"action":"accept","content":{"action":"accept"}} }}),
+            json!({"taskId": task, "inputResponses": { key: approval() }}),
             task_caps(),
         )
         .await;
@@ -433,7 +433,7 @@ async fn a_request_state_sealed_with_another_key_is_refused_by_every_replica() {
                 Some(A),
                 "tools/call",
                 json!({"name": "conformance-approval", "arguments": {}, "requestState": state,
-                       "inputResponses": { key.clone(): {"action":"accept","content":{"action":"accept"}} }}),
+                       "inputResponses": { key.clone(): approval() }}),
                 elicit(),
             )
             .await;

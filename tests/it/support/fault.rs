@@ -210,7 +210,7 @@ pub async fn waiting_task(env: &Env) -> (String, String) {
 }
 
 pub fn approve(task: &str, key: &str) -> Value {
-    json!({"taskId": task, "inputResponses": { key: {"action":"accept","content":{"action":"accept"}} }})
+    json!({"taskId": task, "inputResponses": { key: approval() }})
 }
 
 pub async fn get(env: &Env, task: &str) -> Rpc {

@@ -19,7 +19,7 @@ pub use {
     outage::Outage,
     panics::{assert_no_panic, watch_panics},
     rpc::{
-        assert_cancelled_because_the_client_left, cancel_reason, elicit, first_input_key,
+        approval, assert_cancelled_because_the_client_left, cancel_reason, elicit, first_input_key,
         input_key, tasked,
     },
     wire::{free_port, raw_post, read_head},

@@ -9,6 +9,12 @@ pub fn elicit() -> Value {
     json!({ "elicitation": {} })
 }
 
+/// The answer that approves a `conformance-approval` gate (an accepted elicitation whose
+/// content accepts).
+pub fn approval() -> Value {
+    json!({"action": "accept", "content": {"action": "accept"}})
+}
+
 /// The key of the first open input request of an `input_required` result (an MRTR answer or a
 /// `tasks/get` result); panics, showing the result, when there is none.
 pub fn first_input_key(result: &Value) -> String {
