@@ -447,55 +447,6 @@ async fn listen_without_the_extension_or_with_too_many_ids_is_refused() {
     env.shutdown().await;
 }
 
-impl Env {
-    /// Opens a listen and collects its messages until it ends or `for_` passes.
-    pub async fn listen(&self, key: &str, ids: Vec<String>, for_: Duration) -> Vec<Value> {
-        let body = body_of(
-            77,
-            "subscriptions/listen",
-            json!({"notifications":{"taskIds": ids}}),
-            task_caps(),
-        );
-        let mut resp = self
-            .http
-            .post(self.mcp_url())
-            .header("Authorization", format!("Bearer {key}"))
-            .header("Accept", "text/event-stream, application/json")
-            .header("MCP-Protocol-Version", V)
-            .header("Mcp-Method", "subscriptions/listen")
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap();
-        assert!(resp.headers()["content-type"]
-            .to_str()
-            .unwrap()
-            .starts_with("text/event-stream"));
-        let mut text = String::new();
-        let _ = tokio::time::timeout(for_, async {
-            while let Ok(Some(c)) = resp.chunk().await {
-                text.push_str(&String::from_utf8_lossy(&c));
-            }
-        })
-        .await;
-        sse_messages(&text)
-    }
-
-    /// A request whose JSON-RPC id is fixed, for byte comparisons.
-    pub async fn rpc_with_id(&self, key: &str, method: &str, params: Value) -> Rpc {
-        let mut hd = vec![
-            ("MCP-Protocol-Version", V.to_string()),
-            ("Mcp-Method", method.to_string()),
-            ("Authorization", format!("Bearer {key}")),
-        ];
-        if let Some(n) = name_of(method, &params) {
-            hd.push(("Mcp-Name", n));
-        }
-        self.raw(&hd, body_of(1, method, params, task_caps()).to_string())
-            .await
-    }
-}
-
 /// A listen that names no task holds no task of its own in the sidecar (issue 10); it must
 /// still send keep-alives while open and end with its result, not a cut, on shutdown
 /// (RFC 0198 §G.14).

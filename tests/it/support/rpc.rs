@@ -1,8 +1,10 @@
 //! Small MCP helpers more than one module needs: reading an answer's parts, starting a task.
 
+use std::time::Duration;
+
 use serde_json::{json, Value};
 
-use super::{task_caps, Env, Rpc, A};
+use super::{body_of, name_of, sse_messages, task_caps, Env, Rpc, A, V};
 
 /// Client capabilities with elicitation and without the Tasks extension.
 pub fn elicit() -> Value {
@@ -65,4 +67,54 @@ pub async fn assert_cancelled_because_the_client_left(env: &Env, run_id: &str) {
         cancel_reason(env, run_id).await.as_deref(),
         Some("mcp-request-cancelled")
     );
+}
+
+// subscriptions/listen and fixed-id requests (tasks.rs, faults.rs).
+impl Env {
+    /// Opens a listen and collects its messages until it ends or `for_` passes.
+    pub async fn listen(&self, key: &str, ids: Vec<String>, for_: Duration) -> Vec<Value> {
+        let body = body_of(
+            77,
+            "subscriptions/listen",
+            json!({"notifications":{"taskIds": ids}}),
+            task_caps(),
+        );
+        let mut resp = self
+            .http
+            .post(self.mcp_url())
+            .header("Authorization", format!("Bearer {key}"))
+            .header("Accept", "text/event-stream, application/json")
+            .header("MCP-Protocol-Version", V)
+            .header("Mcp-Method", "subscriptions/listen")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert!(resp.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream"));
+        let mut text = String::new();
+        let _ = tokio::time::timeout(for_, async {
+            while let Ok(Some(c)) = resp.chunk().await {
+                text.push_str(&String::from_utf8_lossy(&c));
+            }
+        })
+        .await;
+        sse_messages(&text)
+    }
+
+    /// A request whose JSON-RPC id is fixed, for byte comparisons.
+    pub async fn rpc_with_id(&self, key: &str, method: &str, params: Value) -> Rpc {
+        let mut hd = vec![
+            ("MCP-Protocol-Version", V.to_string()),
+            ("Mcp-Method", method.to_string()),
+            ("Authorization", format!("Bearer {key}")),
+        ];
+        if let Some(n) = name_of(method, &params) {
+            hd.push(("Mcp-Name", n));
+        }
+        self.raw(&hd, body_of(1, method, params, task_caps()).to_string())
+            .await
+    }
 }
