@@ -7,7 +7,7 @@
 //! model types, and a wire tap between the two records every HTTP exchange so the tests can
 //! also assert what rmcp actually sent.
 
-#[path = "it/support.rs"]
+#[path = "it/support/mod.rs"]
 mod support;
 
 use std::convert::Infallible;

@@ -4,6 +4,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::free_port;
+
 const BIN: &str = env!("CARGO_BIN_EXE_openwop-mcp-sidecar");
 
 #[test]
@@ -294,15 +296,6 @@ fn assert_no_panic(what: &str, out: &std::process::Output) {
         "{what}: {err}"
     );
     assert_ne!(out.status.code(), Some(101), "{what}: exit 101 is a panic");
-}
-
-/// A free loopback port (bound, then released for the child to take).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// `config-schema | head`, `--help | head`, `check-config f | head`: the reader closes the pipe

@@ -6,451 +6,14 @@
 //! Every test prints its observations as `FAULT| fault | route | request | client sees |
 //! took | owned run` rows (run with `--nocapture`); docs/faults.md is filled from them.
 
-use std::future::Future;
-use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, Instant};
 
-use openwop_devhost::{Fault, FaultKind, RouteClass};
-use openwop_mcp_sidecar::config::Config;
+use openwop_devhost::RouteClass;
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
-use tokio::task::JoinSet;
 
+use crate::support::fault::*;
 use crate::support::*;
-
-/// The per-attempt timeout the fault tests configure for every host route.
-const T: Duration = Duration::from_millis(300);
-/// Retry backoff of a retried route: 50 ms, then 100 ms (src/host/mod.rs).
-const BACKOFF: Duration = Duration::from_millis(150);
-/// What the test machine may add on top of a computed bound.
-const SLACK: Duration = Duration::from_millis(700);
-/// No request may take longer than this, whatever the fault.
-const HANG: Duration = Duration::from_secs(30);
-
-const GENERIC: &str = "the host failed to serve the request";
-const RATE: &str = "the host is rate limiting; retry later";
-
-// ---------------------------------------------------------------------------------------------
-// Harness
-// ---------------------------------------------------------------------------------------------
-
-/// Panics raised outside the test code (the sidecar's or the devhost's tasks): a fault must
-/// never make either panic, even where no client would notice.
-static PANICS: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-fn watch_panics() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            let file = info.location().map(|l| l.file()).unwrap_or("");
-            if !file.starts_with("tests/") && !file.contains("/tests/") {
-                PANICS
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(format!("{info}"));
-            }
-            previous(info);
-        }));
-    });
-}
-
-fn assert_no_panic() {
-    let p = PANICS.lock().unwrap_or_else(|e| e.into_inner());
-    assert!(p.is_empty(), "the sidecar or the devhost panicked: {p:#?}");
-}
-
-/// Every host route gets the per-attempt timeout `t`.
-fn timeouts(c: &mut Config, t: Duration) {
-    c.upstream.request_timeout = t;
-    let routes = Arc::make_mut(&mut c.routes);
-    for route in routes.by_op.values_mut() {
-        route.timeout = t;
-    }
-}
-
-/// A sidecar whose host routes all time out after [`T`].
-async fn fault_env(f: impl FnOnce(&mut Config)) -> Env {
-    watch_panics();
-    env_with(|c| {
-        timeouts(c, T);
-        // The fault rows read tasks of quick runs (conformance-noop): without the
-        // immediate-result window every tasked call is a task, as these rows expect.
-        c.mcp.task_immediate_window = Duration::ZERO;
-        f(c);
-    })
-    .await
-}
-
-/// Runs `f`, failing the test if it takes longer than `limit` (a hung request).
-async fn timed<F: Future>(limit: Duration, what: &str, f: F) -> (F::Output, Duration) {
-    let t = Instant::now();
-    match tokio::time::timeout(limit, f).await {
-        Ok(v) => (v, t.elapsed()),
-        Err(_) => panic!("{what}: no answer within {limit:?}: the request hung"),
-    }
-}
-
-/// One observation for docs/faults.md.
-fn row(fault: &str, route: &str, request: &str, seen: &str, took: Duration, owned: &str) {
-    eprintln!(
-        "FAULT| {fault} | {route} | {request} | {seen} | {} ms | {owned}",
-        took.as_millis()
-    );
-}
-
-/// What the client saw, in one line.
-fn seen(r: &Rpc) -> String {
-    let retry_after = r
-        .headers
-        .get("retry-after")
-        .map(|v| format!(" Retry-After: {}", v.to_str().unwrap_or("?")))
-        .unwrap_or_default();
-    match r.error_code() {
-        Some(code) => format!(
-            "HTTP {}{retry_after}, {code} \"{}\"",
-            r.status,
-            r.body["error"]["message"].as_str().unwrap_or("")
-        ),
-        None => {
-            let res = r.result();
-            let what = match res["resultType"].as_str() {
-                Some("task") => format!("CreateTaskResult status {}", res["status"]),
-                Some("complete") if res.get("isError").is_some() => {
-                    format!("CallToolResult isError {}", res["isError"])
-                }
-                Some("complete") if res.get("status").is_some() => {
-                    format!("task status {}", res["status"])
-                }
-                Some("complete") if res.get("tools").is_some() => "tools".to_string(),
-                Some(other) => other.to_string(),
-                None => format!("{}", r.body),
-            };
-            format!("HTTP {}{retry_after}, result {what}", r.status)
-        }
-    }
-}
-
-/// `-32603` with the generic message, HTTP 200, and nothing of the host in the answer.
-fn assert_internal(r: &Rpc, what: &str) {
-    assert_eq!(
-        (r.status, r.error_code()),
-        (200, Some(-32603)),
-        "{what}: {}",
-        r.text
-    );
-    assert_eq!(r.body["error"]["message"], GENERIC, "{what}: {}", r.text);
-    assert_no_leak(r, what);
-}
-
-/// No upstream detail (address, OS error, host error code or body) reaches the MCP client.
-fn assert_no_leak(r: &Rpc, what: &str) {
-    let lower = r.text.to_ascii_lowercase();
-    for bad in [
-        "127.0.0.1",
-        "refused",
-        "connection",
-        "injected",
-        "devhost",
-        "runner_unavailable",
-        "internal_error",
-        "rate_limited",
-        "truncated",
-        "tcp",
-        "os error",
-    ] {
-        assert!(!lower.contains(bad), "{what} leaks {bad:?}: {}", r.text);
-    }
-    assert!(r.body["error"].get("data").is_none(), "{what}: {}", r.text);
-}
-
-fn assert_rate_limited(r: &Rpc, retry_after: &str, what: &str) {
-    assert_eq!(
-        (r.status, r.error_code()),
-        (429, Some(-32603)),
-        "{what}: {}",
-        r.text
-    );
-    assert_eq!(r.body["error"]["message"], RATE, "{what}");
-    assert_eq!(
-        r.headers.get("retry-after").and_then(|v| v.to_str().ok()),
-        Some(retry_after),
-        "{what}: Retry-After passes through"
-    );
-    assert_no_leak(r, what);
-}
-
-/// The ack of tasks/update and tasks/cancel.
-fn assert_ack(r: &Rpc, what: &str) {
-    assert_eq!(r.status, 200, "{what}: {}", r.text);
-    assert_eq!(
-        r.result(),
-        &json!({"resultType": "complete"}),
-        "{what}: {}",
-        r.text
-    );
-}
-
-/// A port nothing listens on.
-fn closed_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    drop(l);
-    port
-}
-
-/// A TCP forwarder between the sidecar and the devhost that can take the host "down"
-/// (its port closed: connection refused, open connections cut) and bring it back on the
-/// same port, so an outage can end while the sidecar keeps its configuration.
-struct Outage {
-    up: watch::Sender<bool>,
-}
-
-impl Outage {
-    fn down(&self) {
-        self.up.send_replace(false);
-    }
-    fn up(&self) {
-        self.up.send_replace(true);
-    }
-}
-
-async fn forward(
-    addr: std::net::SocketAddr,
-    target: Arc<Mutex<String>>,
-    mut up: watch::Receiver<bool>,
-) {
-    let mut listener = Some(TcpListener::bind(addr).await.unwrap());
-    loop {
-        match listener.take() {
-            Some(l) => {
-                let mut conns = JoinSet::new();
-                loop {
-                    tokio::select! {
-                        a = l.accept() => if let Ok((mut inbound, _)) = a {
-                            let to = target.lock().unwrap().clone();
-                            conns.spawn(async move {
-                                if let Ok(mut out) = TcpStream::connect(to).await {
-                                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
-                                }
-                            });
-                        },
-                        Some(_) = conns.join_next(), if !conns.is_empty() => {}
-                        r = up.changed() => {
-                            if r.is_err() {
-                                return;
-                            }
-                            if !*up.borrow() {
-                                break;
-                            }
-                        }
-                    }
-                }
-                drop(l);
-                conns.shutdown().await;
-            }
-            None => {
-                while !*up.borrow_and_update() {
-                    if up.changed().await.is_err() {
-                        return;
-                    }
-                }
-                listener = Some(TcpListener::bind(addr).await.unwrap());
-            }
-        }
-    }
-}
-
-/// A fault env whose sidecar reaches the devhost through an [`Outage`] forwarder.
-async fn outage_env(f: impl FnOnce(&mut Config)) -> (Env, Outage) {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    drop(l);
-    let target = Arc::new(Mutex::new(String::new()));
-    let (tx, rx) = watch::channel(true);
-    tokio::spawn(forward(addr, target.clone(), rx));
-    let t = target.clone();
-    let env = fault_env(move |c| {
-        *t.lock().unwrap() = c.upstream.url.trim_start_matches("http://").to_string();
-        c.upstream.url = format!("http://{addr}");
-        f(c);
-    })
-    .await;
-    (env, Outage { up: tx })
-}
-
-/// A fault on every request of `route` until [`openwop_devhost::Faults::clear`].
-fn always(env: &Env, route: RouteClass, status: u16) {
-    env.host.faults().add(Fault {
-        route,
-        kind: FaultKind::Status {
-            status,
-            retry_after: None,
-        },
-        times: None,
-    });
-}
-
-fn count(env: &Env, route: RouteClass) -> u64 {
-    env.host.faults().count(route)
-}
-
-async fn metrics(env: &Env) -> String {
-    env.http
-        .get(format!("{}/metrics", env.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
-}
-
-/// The value of one sample line of `/metrics` (0 when absent).
-async fn metric(env: &Env, sample: &str) -> f64 {
-    metrics(env)
-        .await
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix(sample)
-                .map(|v| v.trim().parse().unwrap_or(0.0))
-        })
-        .unwrap_or(0.0)
-}
-
-fn cancel_sample(outcome: &str) -> String {
-    format!(
-        "openwop_sidecar_owned_run_cancels_total{{phase=\"before_head\",outcome=\"{outcome}\"}} "
-    )
-}
-
-async fn readyz(env: &Env) -> u16 {
-    env.http
-        .get(format!("{}/readyz", env.url))
-        .send()
-        .await
-        .unwrap()
-        .status()
-        .as_u16()
-}
-
-async fn tasked(env: &Env, tool: &str, args: Value) -> String {
-    let r = env.call(A, tool, args, task_caps()).await;
-    assert_eq!(r.result()["resultType"], "task", "{}", r.text);
-    r.result()["taskId"].as_str().unwrap().to_string()
-}
-
-/// A task of `conformance-approval` waiting on its gate, and the key of its input request.
-async fn waiting_task(env: &Env) -> (String, String) {
-    let task = tasked(env, "conformance-approval", json!({})).await;
-    let b = env
-        .poll_task(A, &task, |r| r["status"] == "input_required", 10)
-        .await;
-    let key = b["result"]["inputRequests"]
-        .as_object()
-        .unwrap_or_else(|| panic!("no inputRequests: {b}"))
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
-    (task, key)
-}
-
-fn approve(task: &str, key: &str) -> Value {
-    json!({"taskId": task, "inputResponses": { key: {"action":"accept","content":{"action":"accept"}} }})
-}
-
-async fn get(env: &Env, task: &str) -> Rpc {
-    env.rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
-        .await
-}
-
-/// A blocking `tools/call` answered as SSE (first Accept entry `text/event-stream`).
-async fn sse_call(env: &Env, tool: &str, args: Value) -> Rpc {
-    let body = body_of(
-        9,
-        "tools/call",
-        json!({"name": tool, "arguments": args}),
-        json!({}),
-    );
-    let resp = env
-        .http
-        .post(env.mcp_url())
-        .header("Authorization", format!("Bearer {A}"))
-        .header("Content-Type", "application/json")
-        .header("Accept", "text/event-stream, application/json")
-        .header("MCP-Protocol-Version", V)
-        .header("Mcp-Method", "tools/call")
-        .header("Mcp-Name", tool)
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("sidecar answers");
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    let text = resp.text().await.unwrap_or_default();
-    let body = sse_messages(&text)
-        .into_iter()
-        .rev()
-        .find(|m| m.get("id").is_some())
-        .unwrap_or(Value::Null);
-    Rpc {
-        status,
-        headers,
-        text,
-        body,
-    }
-}
-
-/// Writes one raw blocking `tools/call` and returns the open socket (closed by the test).
-async fn raw_call(env: &Env, tool: &str, args: Value) -> TcpStream {
-    let addr = env.url.strip_prefix("http://").unwrap().to_string();
-    let mut s = TcpStream::connect(&addr).await.unwrap();
-    let b = body_of(
-        11,
-        "tools/call",
-        json!({"name": tool, "arguments": args}),
-        json!({}),
-    )
-    .to_string();
-    let req = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json\r\nMCP-Protocol-Version: {V}\r\nMcp-Method: tools/call\r\nMcp-Name: {tool}\r\nAuthorization: Bearer {A}\r\nContent-Length: {}\r\n\r\n{b}",
-        b.len()
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
-    s
-}
-
-async fn cancel_reason(env: &Env, run_id: &str) -> Option<String> {
-    env.events(A, run_id)
-        .await
-        .iter()
-        .find(|e| e["type"] == "run.cancelled")
-        .and_then(|e| e["payload"]["reason"].as_str().map(str::to_string))
-}
-
-/// Starts a long blocking call, waits for its run, then closes the connection: the run is
-/// owned and must be cancelled. Returns the run id and when the client went away.
-async fn orphan_a_run(env: &Env) -> (String, Instant) {
-    let before = env.run_ids(A, "conformance-cancellable").await;
-    let mut s = raw_call(env, "conformance-cancellable", json!({"delayMs": 20000})).await;
-    let run_id = env.fresh_run(A, "conformance-cancellable", &before).await;
-    env.wait_status(A, &run_id, &["running"], 5).await;
-    s.shutdown().await.unwrap();
-    drop(s);
-    (run_id, Instant::now())
-}
-
-/// How a run created by a failed request ended up: what the table's last column says.
-async fn fate(env: &Env, run_id: &str) -> String {
-    let status = env.status(A, run_id).await;
-    match cancel_reason(env, run_id).await {
-        Some(reason) => format!("{status} ({reason})"),
-        None => status,
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Connection refused
@@ -458,7 +21,7 @@ async fn fate(env: &Env, run_id: &str) -> String {
 
 #[tokio::test]
 async fn connection_refused_is_502_on_rest_and_a_generic_32603_on_mcp() {
-    let port = closed_port();
+    let port = free_port();
     let env = fault_env(|c| c.upstream.url = format!("http://127.0.0.1:{port}")).await;
     let fault = "connection refused (closed port)";
 
@@ -529,7 +92,7 @@ async fn slow_reads_time_out_with_32603_within_one_route_timeout() {
     let env = fault_env(|c| c.upstream.ready_timeout = Duration::from_millis(500)).await;
     let fault = "answer held back 2 s (delay), route timeout 300 ms";
     let (task, _) = waiting_task(&env).await;
-    let noop = tasked(&env, "conformance-noop", json!({})).await;
+    let noop = tasked(&env, A, "conformance-noop", json!({})).await;
     env.poll_task(A, &noop, |r| r["status"] == "completed", 10)
         .await;
 
@@ -690,7 +253,7 @@ async fn slow_event_stream_open_falls_back_to_polling_within_the_route_timeout()
     }
 
     // A listen follows the same stream: without a bound on its head, nothing is notified.
-    let task = tasked(&env, "conformance-delay", json!({"delayMs": 800})).await;
+    let task = tasked(&env, A, "conformance-delay", json!({"delayMs": 800})).await;
     let (msgs, took) = timed(
         HANG,
         "subscriptions/listen",
@@ -888,7 +451,7 @@ async fn create_run_5xx_is_retried_and_persistent_5xx_is_32603() {
 #[tokio::test]
 async fn get_run_5xx_is_retried_and_persistent_5xx_is_32603() {
     let env = fault_env(|_| {}).await;
-    let task = tasked(&env, "conformance-noop", json!({})).await;
+    let task = tasked(&env, A, "conformance-noop", json!({})).await;
     env.poll_task(A, &task, |r| r["status"] == "completed", 10)
         .await;
 
@@ -1052,102 +615,105 @@ async fn blocking_call_failing_after_create_run_does_not_lose_the_run() {
 #[tokio::test]
 async fn rate_limits_pass_through_as_429_with_retry_after() {
     let env = fault_env(|_| {}).await;
-    let fault = "429 + Retry-After";
-
-    env.host
-        .faults()
-        .rate_limit_next(RouteClass::Discovery, 1, 2);
-    let (r, took) = timed(
-        HANG,
-        "tools/list",
-        env.rpc(Some(A), "tools/list", json!({}), json!({})),
-    )
-    .await;
-    assert_rate_limited(&r, "2", "tools/list");
-    row(fault, "discovery", "tools/list", &seen(&r), took, "n/a");
-
-    let n = count(&env, RouteClass::CreateRun);
-    env.host
-        .faults()
-        .rate_limit_next(RouteClass::CreateRun, 1, 7);
-    let (r, took) = timed(
-        HANG,
-        "tools/call",
-        env.call(A, "conformance-noop", json!({}), json!({})),
-    )
-    .await;
-    assert_rate_limited(&r, "7", "tools/call");
-    assert_eq!(
-        count(&env, RouteClass::CreateRun) - n,
-        1,
-        "a 429 is not retried"
-    );
-    row(
-        fault,
-        "createRun",
-        "tools/call",
-        &seen(&r),
-        took,
-        "no run created",
-    );
+    let step = |inject, route, request, method, params, caps, secs, attempts, run, owned| Step {
+        fault: "429 + Retry-After".into(),
+        inject,
+        route,
+        request,
+        method,
+        params,
+        caps,
+        want: Want::RateLimited(secs),
+        attempts,
+        run,
+        owned,
+    };
+    let before_task = [
+        step(
+            Inject::RateLimit(RouteClass::Discovery, 1, 2),
+            "discovery",
+            "tools/list",
+            "tools/list",
+            json!({}),
+            json!({}),
+            "2",
+            None,
+            Run::Unchecked,
+            "n/a",
+        ),
+        // A 429 is not retried.
+        step(
+            Inject::RateLimit(RouteClass::CreateRun, 1, 7),
+            "createRun",
+            "tools/call",
+            "tools/call",
+            json!({"name": "conformance-noop", "arguments": {}}),
+            json!({}),
+            "7",
+            Some(1),
+            Run::Unchecked,
+            "no run created",
+        ),
+    ];
+    for s in before_task {
+        check(&env, "", s).await;
+    }
 
     let (task, key) = waiting_task(&env).await;
-    env.host.faults().rate_limit_next(RouteClass::GetRun, 1, 3);
-    let (r, took) = timed(HANG, "tasks/get", get(&env, &task)).await;
-    assert_rate_limited(&r, "3", "tasks/get");
-    row(fault, "getRun", "tasks/get", &seen(&r), took, "n/a");
-
-    env.host.faults().rate_limit_next(RouteClass::Poll, 1, 4);
-    let (r, took) = timed(HANG, "tasks/get", get(&env, &task)).await;
-    assert_rate_limited(&r, "4", "tasks/get (waiting)");
-    row(
-        fault,
-        "poll",
-        "tasks/get (input_required task)",
-        &seen(&r),
-        took,
-        "n/a",
-    );
-
-    env.host.faults().rate_limit_next(RouteClass::Resolve, 1, 5);
-    let (r, took) = timed(
-        HANG,
-        "tasks/update",
-        env.rpc(Some(A), "tasks/update", approve(&task, &key), task_caps()),
-    )
-    .await;
-    assert_rate_limited(&r, "5", "tasks/update");
-    row(
-        fault,
-        "resolve",
-        "tasks/update",
-        &seen(&r),
-        took,
-        "n/a (interrupt still open)",
-    );
-
-    env.host.faults().rate_limit_next(RouteClass::Cancel, 1, 6);
-    let (r, took) = timed(
-        HANG,
-        "tasks/cancel",
-        env.rpc(
-            Some(A),
+    let run_id = unproject(&task);
+    let on_task = [
+        step(
+            Inject::RateLimit(RouteClass::GetRun, 1, 3),
+            "getRun",
+            "tasks/get",
+            "tasks/get",
+            json!({"taskId": task}),
+            task_caps(),
+            "3",
+            None,
+            Run::Unchecked,
+            "n/a",
+        ),
+        step(
+            Inject::RateLimit(RouteClass::Poll, 1, 4),
+            "poll",
+            "tasks/get (input_required task)",
+            "tasks/get",
+            json!({"taskId": task}),
+            task_caps(),
+            "4",
+            None,
+            Run::Unchecked,
+            "n/a",
+        ),
+        step(
+            Inject::RateLimit(RouteClass::Resolve, 1, 5),
+            "resolve",
+            "tasks/update",
+            "tasks/update",
+            approve(&task, &key),
+            task_caps(),
+            "5",
+            None,
+            Run::Unchecked,
+            "n/a (interrupt still open)",
+        ),
+        step(
+            Inject::RateLimit(RouteClass::Cancel, 1, 6),
+            "cancel",
+            "tasks/cancel",
             "tasks/cancel",
             json!({"taskId": task}),
             task_caps(),
+            "6",
+            None,
+            Run::Still("waiting-approval"),
+            "n/a (run still waiting)",
         ),
-    )
-    .await;
-    assert_rate_limited(&r, "6", "tasks/cancel");
-    row(
-        fault,
-        "cancel",
-        "tasks/cancel",
-        &seen(&r),
-        took,
-        "n/a (run still waiting)",
-    );
-    assert_eq!(env.status(A, &unproject(&task)).await, "waiting-approval");
+    ];
+    for s in on_task {
+        check(&env, &run_id, s).await;
+    }
     assert_no_panic();
     env.shutdown().await;
 }
@@ -1197,7 +763,7 @@ async fn rate_limit_during_a_blocking_call_is_precise() {
 #[tokio::test]
 async fn reset_and_truncated_answers_on_reads_are_retried_or_32603() {
     let env = fault_env(|_| {}).await;
-    let done = tasked(&env, "conformance-noop", json!({})).await;
+    let done = tasked(&env, A, "conformance-noop", json!({})).await;
     env.poll_task(A, &done, |r| r["status"] == "completed", 10)
         .await;
     let (waiting, _) = waiting_task(&env).await;
@@ -1394,7 +960,7 @@ async fn cut_event_stream_falls_back_to_polling() {
     );
 
     // A listen whose task stream is cut keeps following the task by polling.
-    let task = tasked(&env, "conformance-delay", json!({"delayMs": 800})).await;
+    let task = tasked(&env, A, "conformance-delay", json!({"delayMs": 800})).await;
     env.host.faults().cut_stream_next(1, 0);
     let (msgs, took) = timed(
         HANG,
@@ -1547,7 +1113,7 @@ async fn owned_run_cancel_is_delivered_once_the_host_accepts_it() {
         took < Duration::from_secs(5),
         "within the cancel deadline: {took:?}"
     );
-    assert_eq!(metric(&env, &cancel_sample("cancelled")).await, 1.0);
+    assert_eq!(env.metric(&cancel_sample("cancelled")).await, 1.0);
     row(
         "503 on the next 3 cancels",
         "cancel",
@@ -1585,7 +1151,7 @@ async fn owned_run_cancel_survives_a_slow_host() {
     let mut outcome = String::new();
     for _ in 0..100 {
         for o in ["cancelled", "already_terminal", "refused", "gave_up"] {
-            if metric(&env, &cancel_sample(o)).await > 0.0 {
+            if env.metric(&cancel_sample(o)).await > 0.0 {
                 outcome = o.to_string();
             }
         }
@@ -1622,7 +1188,7 @@ async fn owned_run_cancel_refused_past_the_deadline_is_counted_as_gave_up() {
     let sample = cancel_sample("gave_up");
     let mut took = Duration::ZERO;
     for _ in 0..200 {
-        if metric(&env, &sample).await == 1.0 {
+        if env.metric(&sample).await == 1.0 {
             took = gone.elapsed();
             break;
         }
@@ -1631,7 +1197,7 @@ async fn owned_run_cancel_refused_past_the_deadline_is_counted_as_gave_up() {
     assert!(
         !took.is_zero(),
         "no gave_up outcome: {}",
-        metrics(&env).await
+        env.metrics().await
     );
     assert!(took < deadline + SLACK, "{took:?}");
     let attempts = env.host_cancels(&run_id).len();
@@ -1703,13 +1269,13 @@ async fn owned_run_cancel_is_delivered_when_the_host_comes_back_from_an_outage()
     );
     let mut outcome = 0.0;
     for _ in 0..40 {
-        outcome = metric(&env, &cancel_sample("cancelled")).await;
+        outcome = env.metric(&cancel_sample("cancelled")).await;
         if outcome == 1.0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    assert_eq!(outcome, 1.0, "{}", metrics(&env).await);
+    assert_eq!(outcome, 1.0, "{}", env.metrics().await);
     let attempts = env.host_cancels(&run_id).len();
     row(
         fault,
@@ -1732,74 +1298,55 @@ async fn tasks_update_is_32603_on_resolve_5xx_and_acked_on_4xx() {
     let env = fault_env(|_| {}).await;
     let (task, key) = waiting_task(&env).await;
     let run_id = unproject(&task);
-
+    let update = |fault: String, inject, want, attempts| Step {
+        fault,
+        inject,
+        route: "resolve",
+        request: "tasks/update (accept)",
+        method: "tasks/update",
+        params: approve(&task, &key),
+        caps: task_caps(),
+        want,
+        attempts,
+        run: Run::Still("waiting-approval"),
+        owned: "n/a (interrupt still open)",
+    };
+    let mut table = Vec::new();
+    // A 5xx resolve is -32603 and never retried.
     for status in [503, 500] {
-        env.host.faults().fail_next(RouteClass::Resolve, 1, status);
-        let n = count(&env, RouteClass::Resolve);
-        let (r, took) = timed(
-            HANG,
-            "tasks/update",
-            env.rpc(Some(A), "tasks/update", approve(&task, &key), task_caps()),
-        )
-        .await;
-        assert_internal(&r, "tasks/update");
-        assert_eq!(
-            count(&env, RouteClass::Resolve) - n,
-            1,
-            "resolve is never retried"
-        );
-        assert_eq!(env.status(A, &run_id).await, "waiting-approval");
-        row(
-            &format!("{status} x1"),
-            "resolve",
-            "tasks/update (accept)",
-            &seen(&r),
-            took,
-            "n/a (interrupt still open)",
-        );
+        table.push(update(
+            format!("{status} x1"),
+            Inject::Fail(RouteClass::Resolve, 1, status),
+            Want::Internal,
+            Some(1),
+        ));
     }
+    // A 4xx resolve (the interrupt already answered, or not the caller's) is acknowledged.
     for status in [400, 403, 404, 409] {
-        env.host.faults().fail_next(RouteClass::Resolve, 1, status);
-        let (r, took) = timed(
-            HANG,
-            "tasks/update",
-            env.rpc(Some(A), "tasks/update", approve(&task, &key), task_caps()),
-        )
-        .await;
-        assert_ack(&r, &format!("resolve {status}"));
-        assert_eq!(env.status(A, &run_id).await, "waiting-approval");
-        row(
-            &format!("{status} x1"),
-            "resolve",
-            "tasks/update (accept)",
-            &seen(&r),
-            took,
-            "n/a (interrupt still open)",
-        );
+        table.push(update(
+            format!("{status} x1"),
+            Inject::Fail(RouteClass::Resolve, 1, status),
+            Want::Ack,
+            None,
+        ));
     }
     // The action "cancel" on an input request cancels the run: a 5xx cancel is -32603.
-    env.host.faults().fail_next(RouteClass::Cancel, 3, 503);
-    let (r, took) = timed(
-        HANG,
-        "tasks/update",
-        env.rpc(
-            Some(A),
-            "tasks/update",
-            json!({"taskId": task, "inputResponses": { key.clone(): {"action": "cancel"} }}),
-            task_caps(),
-        ),
-    )
-    .await;
-    assert_internal(&r, "tasks/update cancel");
-    assert_eq!(env.status(A, &run_id).await, "waiting-approval");
-    row(
-        "503 x3 (persistent)",
-        "cancel",
-        "tasks/update (action cancel)",
-        &seen(&r),
-        took,
-        "n/a (run still waiting)",
-    );
+    table.push(Step {
+        fault: "503 x3 (persistent)".into(),
+        inject: Inject::Fail(RouteClass::Cancel, 3, 503),
+        route: "cancel",
+        request: "tasks/update (action cancel)",
+        method: "tasks/update",
+        params: json!({"taskId": task, "inputResponses": { key.clone(): {"action": "cancel"} }}),
+        caps: task_caps(),
+        want: Want::Internal,
+        attempts: None,
+        run: Run::Still("waiting-approval"),
+        owned: "n/a (run still waiting)",
+    });
+    for step in table {
+        check(&env, &run_id, step).await;
+    }
 
     // The host healthy again: the same answer resolves the interrupt.
     let r = env
@@ -1816,81 +1363,49 @@ async fn tasks_cancel_is_32603_on_cancel_5xx_and_acked_on_4xx() {
     let env = fault_env(|_| {}).await;
     let (task, _) = waiting_task(&env).await;
     let run_id = unproject(&task);
-
-    env.host.faults().fail_next(RouteClass::Cancel, 3, 503);
-    let n = count(&env, RouteClass::Cancel);
-    let (r, took) = timed(
-        HANG,
-        "tasks/cancel",
-        env.rpc(
-            Some(A),
-            "tasks/cancel",
-            json!({"taskId": task}),
-            task_caps(),
-        ),
-    )
-    .await;
-    assert_internal(&r, "tasks/cancel");
-    assert_eq!(count(&env, RouteClass::Cancel) - n, 3);
-    assert_eq!(env.status(A, &run_id).await, "waiting-approval");
-    row(
-        "503 x3 (persistent)",
-        "cancel",
-        "tasks/cancel",
-        &seen(&r),
-        took,
+    let cancel = |fault: String, inject, want, attempts, run, owned| Step {
+        fault,
+        inject,
+        route: "cancel",
+        request: "tasks/cancel",
+        method: "tasks/cancel",
+        params: json!({"taskId": task}),
+        caps: task_caps(),
+        want,
+        attempts,
+        run,
+        owned,
+    };
+    let mut table = vec![cancel(
+        "503 x3 (persistent)".into(),
+        Inject::Fail(RouteClass::Cancel, 3, 503),
+        Want::Internal,
+        Some(3),
+        Run::Still("waiting-approval"),
         "n/a (run still waiting: no false ack)",
-    );
-
+    )];
     for status in [400, 403, 404, 409] {
-        env.host.faults().fail_next(RouteClass::Cancel, 1, status);
-        let (r, took) = timed(
-            HANG,
-            "tasks/cancel",
-            env.rpc(
-                Some(A),
-                "tasks/cancel",
-                json!({"taskId": task}),
-                task_caps(),
-            ),
-        )
-        .await;
-        assert_ack(&r, &format!("cancel {status}"));
-        assert_eq!(env.status(A, &run_id).await, "waiting-approval");
-        row(
-            &format!("{status} x1"),
-            "cancel",
-            "tasks/cancel",
-            &seen(&r),
-            took,
+        table.push(cancel(
+            format!("{status} x1"),
+            Inject::Fail(RouteClass::Cancel, 1, status),
+            Want::Ack,
+            None,
+            Run::Still("waiting-approval"),
             "run not cancelled (host refused)",
-        );
+        ));
     }
-
-    env.host.faults().fail_next(RouteClass::Cancel, 2, 503);
-    let n = count(&env, RouteClass::Cancel);
-    let (r, took) = timed(
-        HANG,
-        "tasks/cancel",
-        env.rpc(
-            Some(A),
-            "tasks/cancel",
-            json!({"taskId": task}),
-            task_caps(),
-        ),
-    )
-    .await;
-    assert_ack(&r, "retried cancel");
-    assert_eq!(count(&env, RouteClass::Cancel) - n, 3);
-    env.wait_status(A, &run_id, &["cancelled"], 5).await;
-    row(
-        "503 x2",
-        "cancel",
-        "tasks/cancel",
-        &seen(&r),
-        took,
+    // Two 5xx then success: the retried cancel is acknowledged and takes effect.
+    table.push(cancel(
+        "503 x2".into(),
+        Inject::Fail(RouteClass::Cancel, 2, 503),
+        Want::Ack,
+        Some(3),
+        Run::Becomes("cancelled"),
         "cancelled (third attempt)",
-    );
+    ));
+    for step in table {
+        check(&env, &run_id, step).await;
+    }
     assert_no_panic();
     env.shutdown().await;
 }
@@ -1904,18 +1419,12 @@ async fn mrtr_retry_with_a_failed_resolve_can_be_retried() {
         .await;
     let res = first.result().clone();
     assert_eq!(res["resultType"], "input_required", "{}", first.text);
-    let key = res["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_key(&res);
     let params = json!({
         "name": "conformance-approval",
         "arguments": {},
         "requestState": res["requestState"],
-        "inputResponses": { key: {"action": "accept", "content": {"action": "accept"}} },
+        "inputResponses": { key: approval() },
     });
     env.host.faults().fail_next(RouteClass::Resolve, 1, 503);
     let (r, took) = timed(

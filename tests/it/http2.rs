@@ -6,8 +6,6 @@ use std::time::Duration;
 
 use openwop_devhost::RecordedRequest;
 use serde_json::{json, Value};
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 use crate::support::*;
 
@@ -44,20 +42,6 @@ fn long_call() -> Value {
         json!({"name": LONG, "arguments": {"delayMs": 60_000}}),
         json!({}),
     )
-}
-
-/// A blocking tools/call over its own HTTP/1.1 connection, asking for SSE; the socket is the
-/// call (closing it is the client going away).
-async fn raw_call(env: &Env, body: &Value) -> TcpStream {
-    let addr = env.url.strip_prefix("http://").unwrap().to_string();
-    let mut s = TcpStream::connect(&addr).await.unwrap();
-    let b = body.to_string();
-    let req = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: {V}\r\nMcp-Method: tools/call\r\nMcp-Name: {LONG}\r\nAuthorization: Bearer {A}\r\nContent-Length: {}\r\n\r\n{b}",
-        b.len()
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
-    s
 }
 
 /// Waits until `n` runs of [`LONG`] exist that are not in `before`.
@@ -150,7 +134,9 @@ async fn http2_pool_opens_another_connection_instead_of_queueing_beyond_the_stre
     // Six calls whose clients will go away, six whose runs the host will cancel.
     let mut sockets = Vec::new();
     for _ in 0..6 {
-        sockets.push(raw_call(&env, &long_call()).await);
+        // A blocking call over its own HTTP/1.1 connection, asking for SSE; the socket is the
+        // call (closing it is the client going away).
+        sockets.push(raw_post(&env, &long_call(), "application/json, text/event-stream", A).await);
     }
     let leaving = new_runs(&env, &before, 6).await;
     let mut calls = Vec::new();
@@ -252,9 +238,7 @@ async fn a_host_that_drops_its_connections_does_not_fail_the_next_request() {
         .await;
     let task = t.result()["taskId"].as_str().expect("a task").to_string();
     for round in 0..3 {
-        let g = env
-            .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
-            .await;
+        let g = env.task_rpc(A, "tasks/get", &task).await;
         assert_eq!(g.result()["status"], "working", "round {round}: {}", g.text);
         let last_conn = own_requests(&env)
             .iter()
@@ -263,9 +247,7 @@ async fn a_host_that_drops_its_connections_does_not_fail_the_next_request() {
             .unwrap();
         // Like a host restart seen from the sidecar: every connection closes without GOAWAY.
         env.host.drop_connections();
-        let g = env
-            .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
-            .await;
+        let g = env.task_rpc(A, "tasks/get", &task).await;
         assert_eq!(
             g.result()["status"],
             "working",

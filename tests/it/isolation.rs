@@ -75,13 +75,7 @@ async fn waiting_task(env: &Env) -> (String, String, String) {
     let b = env
         .poll_task(A, &task, |r| r["status"] == "input_required", 10)
         .await;
-    let key = b["result"]["inputRequests"]
-        .as_object()
-        .expect("inputRequests")
-        .keys()
-        .next()
-        .expect("one open interrupt")
-        .clone();
+    let key = first_input_key(&b["result"]);
     let bound = unproject(&task);
     (task, bound, key)
 }
@@ -142,8 +136,7 @@ async fn every_tasks_method_answers_every_unreadable_id_byte_identically() {
         for (label, bearer, id) in &shapes {
             let mut params = json!({ "taskId": id });
             if method == "tasks/update" {
-                params["inputResponses"] =
-                    json!({ key.clone(): {"action":"accept","content":{"action":"accept"}} });
+                params["inputResponses"] = json!({ key.clone(): approval() });
             }
             let r = send(&env, bearer, method, params, task_caps()).await;
             assert_no_secret(&r, &[A, B], label);
@@ -280,7 +273,7 @@ async fn listen_acknowledges_and_notifies_none_of_the_unreadable_ids() {
             &env,
             A,
             "tasks/update",
-            json!({"taskId": task, "inputResponses": { key: {"action":"accept","content":{"action":"accept"}} }}),
+            json!({"taskId": task, "inputResponses": { key: approval() }}),
             task_caps(),
         )
         .await;
@@ -348,13 +341,7 @@ async fn issued_state(env: &Env) -> (String, String) {
         .await;
     assert_eq!(r.result()["resultType"], "input_required", "{}", r.text);
     let state = r.result()["requestState"].as_str().unwrap().to_string();
-    let key = r.result()["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_key(r.result());
     (state, key)
 }
 
@@ -364,7 +351,7 @@ async fn retry_with(env: &Env, bearer: &str, state: Value, key: &str) -> Rpc {
         bearer,
         "tools/call",
         json!({"name": "conformance-approval", "arguments": {}, "requestState": state,
-               "inputResponses": { key: {"action":"accept","content":{"action":"accept"}} }}),
+               "inputResponses": { key: approval() }}),
         json!({"elicitation": {}}),
     )
     .await

@@ -7,10 +7,6 @@ use serde_json::{json, Value};
 
 use crate::support::*;
 
-fn elicit() -> Value {
-    json!({ "elicitation": {} })
-}
-
 async fn suspended_interrupts(env: &Env, run_id: &str) -> Vec<String> {
     env.events(A, run_id)
         .await
@@ -103,14 +99,8 @@ async fn accepted_retry_completes_once_and_the_state_is_single_use() {
         .call(A, "conformance-approval", json!({}), elicit())
         .await;
     let state = r.result()["requestState"].clone();
-    let key = r.result()["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
-    let answer = json!({ key.clone(): {"action":"accept","content":{"action":"accept"}} });
+    let key = first_input_key(r.result());
+    let answer = json!({ key.clone(): approval() });
     let ok = retry(
         &env,
         A,
@@ -164,14 +154,8 @@ async fn forged_foreign_and_rebound_states_are_refused() {
         .call(A, "conformance-approval", json!({}), elicit())
         .await;
     let state = r.result()["requestState"].as_str().unwrap().to_string();
-    let key = r.result()["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
-    let answer = json!({ key.clone(): {"action":"accept","content":{"action":"accept"}} });
+    let key = first_input_key(r.result());
+    let answer = json!({ key.clone(): approval() });
     let cases = [
         (A, json!({}), json!(format!("{state}x")), "integrity"),
         (B, json!({}), json!(state), "another principal"),
@@ -212,13 +196,7 @@ async fn expired_state_is_refused() {
         .call(A, "conformance-approval", json!({}), elicit())
         .await;
     let state = r.result()["requestState"].clone();
-    let key = r.result()["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_key(r.result());
     tokio::time::sleep(Duration::from_millis(20)).await;
     let x = retry(
         &env,
@@ -245,13 +223,7 @@ async fn decline_fails_the_run_as_an_error_result() {
         .call(A, "conformance-approval", json!({}), elicit())
         .await;
     let state = r.result()["requestState"].clone();
-    let key = r.result()["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_key(r.result());
     let x = retry(
         &env,
         A,
@@ -274,13 +246,7 @@ async fn cancel_cancels_the_run_with_the_elicitation_reason() {
         .call(A, "conformance-approval", json!({}), elicit())
         .await;
     let state = r.result()["requestState"].clone();
-    let key = r.result()["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_key(r.result());
     let x = retry(
         &env,
         A,
@@ -337,13 +303,7 @@ async fn a_retry_without_the_answer_is_asked_again_not_refused() {
         "unknown keys are ignored: {}",
         bad.text
     );
-    let key = r.result()["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_key(r.result());
     let malformed = retry(
         &env,
         A,

@@ -168,15 +168,7 @@ async fn a_request_without_a_token_gets_the_challenge_from_the_sidecar_before_an
         )
     );
     assert!(env.host.requests().is_empty(), "the host was not asked");
-    let metrics = env
-        .http
-        .get(format!("{}/metrics", env.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = env.metrics().await;
     assert!(
         metrics
             .lines()

@@ -8,21 +8,6 @@ use tokio::net::TcpStream;
 
 use crate::support::*;
 
-/// Writes one raw HTTP/1.1 MCP request and returns the open socket (no pooling, like T11).
-async fn raw_post(env: &Env, body: &Value, accept: &str, key: &str) -> TcpStream {
-    let addr = env.url.strip_prefix("http://").unwrap().to_string();
-    let mut s = TcpStream::connect(&addr).await.unwrap();
-    let b = body.to_string();
-    let method = body["method"].as_str().unwrap();
-    let name = body["params"]["name"].as_str().unwrap_or("");
-    let req = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: {accept}\r\nMCP-Protocol-Version: {V}\r\nMcp-Method: {method}\r\nMcp-Name: {name}\r\nAuthorization: Bearer {key}\r\nContent-Length: {}\r\n\r\n{b}",
-        b.len()
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
-    s
-}
-
 fn delay_call(ms: u64, caps: Value) -> Value {
     body_of(
         11,
@@ -30,29 +15,6 @@ fn delay_call(ms: u64, caps: Value) -> Value {
         json!({"name":"conformance-delay","arguments":{"delayMs": ms}}),
         caps,
     )
-}
-
-async fn cancel_reason(env: &Env, run_id: &str) -> Option<String> {
-    env.events(A, run_id)
-        .await
-        .iter()
-        .find(|e| e["type"] == "run.cancelled")
-        .and_then(|e| e["payload"]["reason"].as_str().map(str::to_string))
-}
-
-/// Reads until the header block and `extra` more bytes have arrived.
-async fn read_head(s: &mut TcpStream) -> String {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 1024];
-    while !String::from_utf8_lossy(&buf).contains("\r\n\r\n") {
-        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut chunk))
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(n > 0, "connection closed before the head");
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    String::from_utf8_lossy(&buf).into_owned()
 }
 
 /// Reads a complete Content-Length response.
@@ -129,15 +91,7 @@ async fn reset_before_answer_cancels_run() {
     #[allow(deprecated)]
     s.set_linger(Some(Duration::ZERO)).unwrap();
     drop(s);
-    assert_eq!(
-        env.wait_status(A, &run_id, &["cancelled", "completed"], 15)
-            .await,
-        "cancelled"
-    );
-    assert_eq!(
-        cancel_reason(&env, &run_id).await.as_deref(),
-        Some("mcp-request-cancelled")
-    );
+    assert_cancelled_because_the_client_left(&env, &run_id).await;
     env.shutdown().await;
 }
 
@@ -152,7 +106,7 @@ async fn disconnect_after_sse_headers_before_final_frame_cancels_run() {
         A,
     )
     .await;
-    let head = read_head(&mut s).await;
+    let head = read_head(&mut s, 5).await;
     assert!(
         head.to_ascii_lowercase()
             .contains("content-type: text/event-stream"),
@@ -160,15 +114,7 @@ async fn disconnect_after_sse_headers_before_final_frame_cancels_run() {
     );
     let run_id = env.fresh_run(A, "conformance-delay", &before).await;
     drop(s);
-    assert_eq!(
-        env.wait_status(A, &run_id, &["cancelled", "completed"], 15)
-            .await,
-        "cancelled"
-    );
-    assert_eq!(
-        cancel_reason(&env, &run_id).await.as_deref(),
-        Some("mcp-request-cancelled")
-    );
+    assert_cancelled_because_the_client_left(&env, &run_id).await;
     env.shutdown().await;
 }
 
@@ -311,29 +257,13 @@ async fn cancel_is_retried_until_the_host_accepts_it() {
         .fail_next(openwop_devhost::RouteClass::Cancel, 2, 503);
     s.shutdown().await.unwrap();
     drop(s);
-    assert_eq!(
-        env.wait_status(A, &run_id, &["cancelled", "completed"], 15)
-            .await,
-        "cancelled"
-    );
-    assert_eq!(
-        cancel_reason(&env, &run_id).await.as_deref(),
-        Some("mcp-request-cancelled")
-    );
+    assert_cancelled_because_the_client_left(&env, &run_id).await;
     assert_eq!(
         env.host_cancels(&run_id).len(),
         3,
         "two refused attempts, then the accepted one"
     );
-    let m = env
-        .http
-        .get(format!("{}/metrics", env.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let m = env.metrics().await;
     assert!(m.contains("openwop_sidecar_owned_run_cancels_total{phase=\"before_head\",outcome=\"cancelled\"} 1"), "{m}");
     env.shutdown().await;
 }
@@ -351,17 +281,11 @@ async fn disconnect_during_an_mrtr_retry_cancels_the_run() {
         .await;
     let res = first.result();
     assert_eq!(res["resultType"], "input_required", "{}", first.text);
-    let key = res["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_key(res);
     let body = body_of(
         12,
         "tools/call",
-        json!({"name":"conformance-approval-delay","arguments":{"delayMs": 8000},"requestState":res["requestState"],"inputResponses":{key: {"action":"accept","content":{"action":"accept"}}}}),
+        json!({"name":"conformance-approval-delay","arguments":{"delayMs": 8000},"requestState":res["requestState"],"inputResponses":{key: approval()}}),
         json!({"elicitation": {}}),
     );
     let mut s = raw_post(&env, &body, "application/json", A).await;
@@ -370,15 +294,7 @@ async fn disconnect_during_an_mrtr_retry_cancels_the_run() {
     env.wait_status(A, &run_id, &["running"], 5).await;
     s.shutdown().await.unwrap();
     drop(s);
-    assert_eq!(
-        env.wait_status(A, &run_id, &["cancelled", "completed"], 15)
-            .await,
-        "cancelled"
-    );
-    assert_eq!(
-        cancel_reason(&env, &run_id).await.as_deref(),
-        Some("mcp-request-cancelled")
-    );
+    assert_cancelled_because_the_client_left(&env, &run_id).await;
     env.shutdown().await;
 }
 
@@ -539,14 +455,6 @@ async fn disconnect_while_the_run_is_being_created_cancels_it() {
     drop(s);
     tokio::time::sleep(Duration::from_millis(900)).await;
     env.host.faults().clear();
-    assert_eq!(
-        env.wait_status(A, &run_id, &["cancelled", "completed"], 15)
-            .await,
-        "cancelled"
-    );
-    assert_eq!(
-        cancel_reason(&env, &run_id).await.as_deref(),
-        Some("mcp-request-cancelled")
-    );
+    assert_cancelled_because_the_client_left(&env, &run_id).await;
     env.shutdown().await;
 }

@@ -269,13 +269,7 @@ async fn an_mrtr_retry_refuses_a_malformed_answer_to_the_key_it_asked() {
         .await;
     let res = first.result();
     assert_eq!(res["resultType"], "input_required", "{}", first.text);
-    let key = res["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_key(res);
     let state = res["requestState"].as_str().unwrap().to_string();
     let run = env.run_ids(A, "conformance-clarification").await[0].clone();
     let retry = |answer: Value| {
@@ -387,13 +381,7 @@ async fn tasks_update_refuses_answers_that_are_not_elicit_results() {
     let b = env
         .poll_task(A, &task, |r| r["status"] == "input_required", 10)
         .await;
-    let key = b["result"]["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_key(&b["result"]);
     let upd = |responses: Value| json!({"taskId": task, "inputResponses": responses});
     let open = |answer: Value| upd(json!({ key.clone(): answer }));
     env.host.clear_requests();
@@ -491,14 +479,7 @@ async fn tasks_update_refuses_answers_that_are_not_elicit_results() {
         assert_eq!(r.result(), &json!({"resultType": "complete"}), "{}", r.text);
     }
     assert_eq!(env.status(A, &bound).await, "waiting-approval");
-    let _ = env
-        .rpc(
-            Some(A),
-            "tasks/cancel",
-            json!({"taskId": task}),
-            task_caps(),
-        )
-        .await;
+    let _ = env.task_rpc(A, "tasks/cancel", &task).await;
     env.shutdown().await;
 }
 

@@ -18,14 +18,6 @@ async fn tool_names(env: &Env) -> Vec<String> {
         .collect()
 }
 
-fn metric(text: &str, line_start: &str) -> f64 {
-    text.lines()
-        .find(|l| l.starts_with(line_start))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
-}
-
 #[tokio::test]
 async fn a_valid_edit_applies_and_a_broken_one_keeps_the_last_good_mapping() {
     let fe = env_with_file("reload:\n  pollIntervalMs: 60000\n").await;
@@ -64,17 +56,9 @@ async fn a_valid_edit_applies_and_a_broken_one_keeps_the_last_good_mapping() {
             && names.contains(&"conformance-failure".to_string()),
         "still the last good mapping"
     );
-    let m = env
-        .http
-        .get(format!("{}/metrics", env.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let m = env.metrics().await;
     assert_eq!(
-        metric(
+        sample_value(
             &m,
             "openwop_sidecar_config_reloads_total{outcome=\"failure\"}"
         ),
@@ -82,7 +66,7 @@ async fn a_valid_edit_applies_and_a_broken_one_keeps_the_last_good_mapping() {
         "{m}"
     );
     assert_eq!(
-        metric(
+        sample_value(
             &m,
             "openwop_sidecar_config_reloads_total{outcome=\"success\"}"
         ),

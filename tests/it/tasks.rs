@@ -6,26 +6,12 @@ use serde_json::{json, Value};
 
 use crate::support::*;
 
-async fn tasked(env: &Env, key: &str, tool: &str, args: Value) -> String {
-    let r = env.call(key, tool, args, task_caps()).await;
-    assert_eq!(r.result()["resultType"], "task", "{}", r.text);
-    r.result()["taskId"].as_str().unwrap().to_string()
-}
-
 /// After `delay`, answers the task's open input request with an approval (as the owner).
 async fn approve_after(env: &Env, task: &str, delay: Duration) {
     tokio::time::sleep(delay).await;
-    let g = env
-        .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
-        .await;
-    let key = g.result()["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
-    let answer = json!({ key: {"action":"accept","content":{"action":"accept"}} });
+    let g = env.task_rpc(A, "tasks/get", &task).await;
+    let key = first_input_key(g.result());
+    let answer = json!({ key: approval() });
     env.rpc(
         Some(A),
         "tasks/update",
@@ -58,9 +44,7 @@ async fn tasked_call_answers_a_flat_task_and_untasked_never_does() {
         assert!(res.get(k).is_none(), "CreateTaskResult carries no {k}");
     }
     let task = res["taskId"].as_str().unwrap().to_string();
-    let g = env
-        .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
-        .await;
+    let g = env.task_rpc(A, "tasks/get", &task).await;
     assert!(g.body.get("error").is_none(), "durable at once: {}", g.text);
     let plain = env
         .call(A, "conformance-delay", json!({"delayMs": 200}), json!({}))
@@ -148,14 +132,8 @@ async fn update_resolves_an_interrupt_once_however_often_answered() {
     let env = env().await;
     let task = tasked(&env, A, "conformance-approval", json!({})).await;
     let res = until_input_required(&env, &task).await;
-    let key = res["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
-    let upd = json!({"taskId": task, "inputResponses": { key.clone(): {"action":"accept","content":{"action":"accept"}} }});
+    let key = first_input_key(&res);
+    let upd = json!({"taskId": task, "inputResponses": { key.clone(): approval() }});
     let (u1, u2) = tokio::join!(
         env.rpc(Some(A), "tasks/update", upd.clone(), task_caps()),
         env.rpc(Some(A), "tasks/update", upd.clone(), task_caps())
@@ -199,14 +177,8 @@ async fn update_goes_through_the_hosts_approver_check() {
     let env = env().await;
     let task = tasked(&env, A, "conformance-approval-approvers", json!({})).await;
     let res = until_input_required(&env, &task).await;
-    let key = res["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
-    let upd = json!({"taskId": task, "inputResponses": { key.clone(): {"action":"accept","content":{"action":"accept"}} }});
+    let key = first_input_key(&res);
+    let upd = json!({"taskId": task, "inputResponses": { key.clone(): approval() }});
     let u = env
         .rpc(Some(A), "tasks/update", upd.clone(), task_caps())
         .await;
@@ -241,9 +213,7 @@ async fn get_only_reads_upstream() {
     let before = env.events(A, &run_id).await.len();
     env.host.clear_requests();
     for _ in 0..3 {
-        let g = env
-            .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
-            .await;
+        let g = env.task_rpc(A, "tasks/get", &task).await;
         assert_eq!(g.result()["status"], "input_required");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -300,14 +270,7 @@ async fn unreadable_tasks_are_indistinguishable_from_missing_ones() {
         json!({"code": -32602, "message": "task not found"})
     );
     env.host.clear_requests();
-    let c = env
-        .rpc(
-            Some(B),
-            "tasks/cancel",
-            json!({"taskId": task}),
-            task_caps(),
-        )
-        .await;
+    let c = env.task_rpc(B, "tasks/cancel", &task).await;
     assert_eq!(c.error_code(), Some(-32602));
     assert!(
         env.host.requests().iter().all(|r| r.method == "GET"),
@@ -323,30 +286,14 @@ async fn cancel_cancels_the_run_and_a_second_cancel_changes_nothing() {
     let env = env().await;
     let task = tasked(&env, A, "conformance-approval", json!({})).await;
     until_input_required(&env, &task).await;
-    let c = env
-        .rpc(
-            Some(A),
-            "tasks/cancel",
-            json!({"taskId": task}),
-            task_caps(),
-        )
-        .await;
+    let c = env.task_rpc(A, "tasks/cancel", &task).await;
     assert_eq!(c.result(), &json!({"resultType": "complete"}), "{}", c.text);
     let run_id = unproject(&task);
     env.wait_status(A, &run_id, &["cancelled"], 10).await;
-    let g = env
-        .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
-        .await;
+    let g = env.task_rpc(A, "tasks/get", &task).await;
     assert_eq!(g.result()["status"], "cancelled");
     let before = env.events(A, &run_id).await.len();
-    let c2 = env
-        .rpc(
-            Some(A),
-            "tasks/cancel",
-            json!({"taskId": task}),
-            task_caps(),
-        )
-        .await;
+    let c2 = env.task_rpc(A, "tasks/cancel", &task).await;
     assert_eq!(c2.result(), &json!({"resultType": "complete"}));
     assert_eq!(env.events(A, &run_id).await.len(), before);
     env.shutdown().await;
@@ -500,55 +447,6 @@ async fn listen_without_the_extension_or_with_too_many_ids_is_refused() {
     env.shutdown().await;
 }
 
-impl Env {
-    /// Opens a listen and collects its messages until it ends or `for_` passes.
-    pub async fn listen(&self, key: &str, ids: Vec<String>, for_: Duration) -> Vec<Value> {
-        let body = body_of(
-            77,
-            "subscriptions/listen",
-            json!({"notifications":{"taskIds": ids}}),
-            task_caps(),
-        );
-        let mut resp = self
-            .http
-            .post(self.mcp_url())
-            .header("Authorization", format!("Bearer {key}"))
-            .header("Accept", "text/event-stream, application/json")
-            .header("MCP-Protocol-Version", V)
-            .header("Mcp-Method", "subscriptions/listen")
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap();
-        assert!(resp.headers()["content-type"]
-            .to_str()
-            .unwrap()
-            .starts_with("text/event-stream"));
-        let mut text = String::new();
-        let _ = tokio::time::timeout(for_, async {
-            while let Ok(Some(c)) = resp.chunk().await {
-                text.push_str(&String::from_utf8_lossy(&c));
-            }
-        })
-        .await;
-        sse_messages(&text)
-    }
-
-    /// A request whose JSON-RPC id is fixed, for byte comparisons.
-    pub async fn rpc_with_id(&self, key: &str, method: &str, params: Value) -> Rpc {
-        let mut hd = vec![
-            ("MCP-Protocol-Version", V.to_string()),
-            ("Mcp-Method", method.to_string()),
-            ("Authorization", format!("Bearer {key}")),
-        ];
-        if let Some(n) = name_of(method, &params) {
-            hd.push(("Mcp-Name", n));
-        }
-        self.raw(&hd, body_of(1, method, params, task_caps()).to_string())
-            .await
-    }
-}
-
 /// A listen that names no task holds no task of its own in the sidecar (issue 10); it must
 /// still send keep-alives while open and end with its result, not a cut, on shutdown
 /// (RFC 0198 §G.14).
@@ -669,25 +567,13 @@ async fn metrics_count_each_get_and_the_host_call_behind_it() {
         json!({"delayMs": 60000}),
     )
     .await;
-    let metrics = || async {
-        env.http
-            .get(format!("{}/metrics", env.url))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
-    };
     let gets = "openwop_sidecar_mcp_requests_total{method=\"tasks/get\",outcome=\"ok\"}";
     let reads = "openwop_sidecar_upstream_request_duration_seconds_count{operation=\"getRun\",status=\"200\"}";
     let missing =
         "openwop_sidecar_mcp_requests_total{method=\"tasks/get\",outcome=\"task_not_found\"}";
-    let before = metrics().await;
+    let before = env.metrics().await;
     for _ in 0..3 {
-        let g = env
-            .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
-            .await;
+        let g = env.task_rpc(A, "tasks/get", &task).await;
         assert_eq!(g.result()["status"], "working", "{}", g.text);
     }
     let g = env
@@ -699,7 +585,7 @@ async fn metrics_count_each_get_and_the_host_call_behind_it() {
         )
         .await;
     assert!(g.body.get("error").is_some(), "{}", g.text);
-    let after = metrics().await;
+    let after = env.metrics().await;
     assert_eq!(sample(&after, gets) - sample(&before, gets), 3.0, "{after}");
     assert_eq!(
         sample(&after, missing) - sample(&before, missing),

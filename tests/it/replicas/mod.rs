@@ -14,10 +14,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::support::*;
 use stack::*;
 
-fn elicit() -> Value {
-    json!({ "elicitation": {} })
-}
-
 /// Reads one HTTP/1.1 answer (head and a Content-Length body) from a raw connection.
 async fn read_answer(s: &mut tokio::net::TcpStream) -> String {
     let mut buf = Vec::new();
@@ -237,19 +233,11 @@ async fn a_task_created_through_one_replica_is_read_updated_and_cancelled_throug
     seen.insert(replica_of(&created.headers));
     let deadline = Instant::now() + Duration::from_secs(10);
     let (got, key) = loop {
-        let g = env
-            .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
-            .await;
+        let g = env.task_rpc(A, "tasks/get", &task).await;
         assert_eq!(g.status, 200, "{}", g.text);
         seen.insert(replica_of(&g.headers));
         if g.result()["status"] == "input_required" {
-            let key = g.result()["inputRequests"]
-                .as_object()
-                .unwrap()
-                .keys()
-                .next()
-                .unwrap()
-                .clone();
+            let key = first_input_key(g.result());
             break (g, key);
         }
         assert!(
@@ -265,7 +253,7 @@ async fn a_task_created_through_one_replica_is_read_updated_and_cancelled_throug
         .rpc(
             Some(A),
             "tasks/update",
-            json!({"taskId": task, "inputResponses": { key: {"action":"accept","content":{"action":"accept"}} }}),
+            json!({"taskId": task, "inputResponses": { key: approval() }}),
             task_caps(),
         )
         .await;
@@ -280,14 +268,7 @@ async fn a_task_created_through_one_replica_is_read_updated_and_cancelled_throug
 
     // Cancelled on another replica than the one that created it.
     let (created, task) = tasked(env, "conformance-cancellable", json!({"delayMs": 60000})).await;
-    let cancel = env
-        .rpc(
-            Some(A),
-            "tasks/cancel",
-            json!({"taskId": task}),
-            task_caps(),
-        )
-        .await;
+    let cancel = env.task_rpc(A, "tasks/cancel", &task).await;
     assert!(cancel.body.get("error").is_none(), "{}", cancel.text);
     other_replica(&created, &cancel);
     seen.insert(replica_of(&cancel.headers));
@@ -314,19 +295,13 @@ async fn an_mrtr_round_started_on_one_replica_is_retried_on_another() {
         first.text
     );
     let state = first.result()["requestState"].clone();
-    let key = first.result()["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_key(first.result());
     let retry = env
         .rpc(
             Some(A),
             "tools/call",
             json!({"name": "conformance-approval", "arguments": {}, "requestState": state,
-                   "inputResponses": { key: {"action":"accept","content":{"action":"accept"}} }}),
+                   "inputResponses": { key: approval() }}),
             elicit(),
         )
         .await;
@@ -343,13 +318,8 @@ async fn a_listen_on_one_replica_sees_changes_made_through_another() {
     let env = &s.env;
     let (_, task) = tasked(env, "conformance-approval", json!({})).await;
     let key = loop {
-        let g = env
-            .rpc(Some(A), "tasks/get", json!({"taskId": task}), task_caps())
-            .await;
-        if let Some(k) = g.result()["inputRequests"]
-            .as_object()
-            .and_then(|o| o.keys().next().cloned())
-        {
+        let g = env.task_rpc(A, "tasks/get", &task).await;
+        if let Some(k) = input_key(g.result()) {
             break k;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -389,7 +359,7 @@ async fn a_listen_on_one_replica_sees_changes_made_through_another() {
         .rpc(
             Some(A),
             "tasks/update",
-            json!({"taskId": task, "inputResponses": { key: {"action":"accept","content":{"action":"accept"}} }}),
+            json!({"taskId": task, "inputResponses": { key: approval() }}),
             task_caps(),
         )
         .await;
@@ -456,13 +426,7 @@ async fn a_request_state_sealed_with_another_key_is_refused_by_every_replica() {
         first.text
     );
     let state = first.result()["requestState"].clone();
-    let key = first.result()["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_key(first.result());
     let mut seen = std::collections::BTreeSet::new();
     for _ in 0..3 {
         let r = s
@@ -471,7 +435,7 @@ async fn a_request_state_sealed_with_another_key_is_refused_by_every_replica() {
                 Some(A),
                 "tools/call",
                 json!({"name": "conformance-approval", "arguments": {}, "requestState": state,
-                       "inputResponses": { key.clone(): {"action":"accept","content":{"action":"accept"}} }}),
+                       "inputResponses": { key.clone(): approval() }}),
                 elicit(),
             )
             .await;

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use openwop_devhost::DevHostConfig;
 
+use crate::support::free_port;
+
 use crate::support::Env;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_openwop-mcp-sidecar");
@@ -171,15 +173,6 @@ pub struct Stack {
     pub dir: PathBuf,
     haproxy: tokio::process::Child,
     stats: String,
-}
-
-/// A free loopback port (bound, then released for the child to bind).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 pub fn haproxy_bin() -> String {

@@ -1,7 +1,29 @@
 //! Test support: the real demo host and the real sidecar on loopback listeners, and small
-//! clients that speak MCP and REST to them as a user's client would.
+//! clients that speak MCP and REST to them as a user's client would. Helpers more than one
+//! module needs live in the submodules (`rpc`, `metrics`, `wire`, `outage`, `panics`) and are
+//! re-exported here, so a test module has one `use crate::support::*`.
 
 #![allow(dead_code)]
+
+pub mod fault;
+mod metrics;
+pub mod outage;
+pub mod panics;
+mod rpc;
+mod wire;
+
+// tests/rmcp_client.rs includes this module too and uses only part of it.
+#[allow(unused_imports)]
+pub use {
+    metrics::sample_value,
+    outage::Outage,
+    panics::{assert_no_panic, watch_panics},
+    rpc::{
+        approval, assert_cancelled_because_the_client_left, cancel_reason, elicit, first_input_key,
+        input_key, tasked,
+    },
+    wire::{free_port, raw_post, read_head},
+};
 
 use std::time::Duration;
 
@@ -308,14 +330,7 @@ impl Env {
     ) -> Value {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
         loop {
-            let r = self
-                .rpc(
-                    Some(key),
-                    "tasks/get",
-                    json!({ "taskId": task_id }),
-                    task_caps(),
-                )
-                .await;
+            let r = self.task_rpc(key, "tasks/get", task_id).await;
             if r.body.get("error").is_some() || pred(r.result()) {
                 return r.body;
             }
