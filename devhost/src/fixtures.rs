@@ -250,6 +250,9 @@ pub(crate) struct Workflow {
     /// The input schema `GET /tools` publishes when the variables cannot say it (JSON Schema
     /// 2020-12 keywords, `x-mcp-header` marks); `None` publishes [`Workflow::input_schema`].
     pub tool_schema: Option<Value>,
+    /// The `outputSchema` `GET /tools` publishes: what the run's variables hold once it
+    /// completes (MCP 2026-07-28 Tools §Output Schema, the object a client validates).
+    pub output_schema: Option<Value>,
 }
 
 impl Workflow {
@@ -342,7 +345,7 @@ impl Workflow {
 
     /// `ToolDescriptor` (§1.2) for `GET /tools`.
     pub(crate) fn tool_descriptor(&self) -> Value {
-        json!({
+        let mut d = json!({
             "toolId": self.id,
             "source": "workflow",
             "safetyTier": self.safety_tier,
@@ -355,7 +358,11 @@ impl Workflow {
                 "idempotentHint": false,
                 "openWorldHint": false,
             },
-        })
+        });
+        if let Some(o) = &self.output_schema {
+            d["outputSchema"] = o.clone();
+        }
+        d
     }
 }
 
@@ -408,6 +415,7 @@ fn base(id: &str, name: &str, description: &str) -> Workflow {
         settings: json!({ "timeout": 60000 }),
         safety_tier: "pure",
         tool_schema: None,
+        output_schema: None,
     }
 }
 
@@ -665,6 +673,35 @@ fn openwop_fixtures() -> Vec<Workflow> {
                 "conformance-approval-delay",
                 "Conformance: Approval then delay",
                 "Suspends on an approval interrupt; after accept sleeps input.delayMs ms (default 3 s) before completing.",
+            )
+        },
+        // The sidecar's structured-output tests: the catalog publishes an `outputSchema`
+        // describing the run's final variables (the name it was given, the delay, the
+        // greeting), closed so that any other shape fails a client's validation. `name` is
+        // required, so a client with form elicitation is asked for it first (MRTR); `delayMs`
+        // makes the run outlast a task's immediate-result window.
+        Workflow {
+            nodes: vec![delay_node(), text_output("Hello, {{name}}!")],
+            variables: vec![
+                string_var("name", "Who to greet.", None),
+                delay_var(0, 0.0, 60000.0),
+            ],
+            metadata: conformance_meta(&[]),
+            output_schema: Some(json!({
+                "$schema": "https://json-schema.org/draft/2020-12/schema",
+                "type": "object",
+                "properties": {
+                    "name": { "type": "string" },
+                    "delayMs": { "type": "number" },
+                    "text": { "type": "string", "pattern": "^Hello, " },
+                },
+                "required": ["name", "delayMs", "text"],
+                "additionalProperties": false,
+            })),
+            ..base(
+                "structured-greeting",
+                "Structured greeting",
+                "Sleeps delayMs ms (default 0), then greets by name; its output is described by an outputSchema.",
             )
         },
     ]

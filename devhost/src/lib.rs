@@ -86,7 +86,9 @@
 //! `conformance-approval`, `-approval-approvers`, `-failure`, `-delay`,
 //! `-cancellable`, `-noop`, `-clarification`, `-clarification-nested`,
 //! `-clarification-sensitive`), `conformance-approval-delay` (approval gate `gate`,
-//! then a `core.delay` of `delayMs`, default 3000), and workflows named after the
+//! then a `core.delay` of `delayMs`, default 3000), `structured-greeting` (a `core.delay` of
+//! `delayMs`, default 0, then `Hello, <name>!`; its `GET /tools` entry publishes an
+//! `outputSchema` of the run's final variables), and workflows named after the
 //! MCP conformance suite's tools (`test_simple_text`, `test_error_handling`,
 //! `greet`, `slow_compute`, `failing_job`, `protocol_error_job`, `confirm_delete`,
 //! `multi_input`, `test_tool_with_task`, `test_input_required_result_elicitation`,

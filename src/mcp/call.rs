@@ -11,8 +11,8 @@ use tokio::time::Instant;
 
 use super::elicit::{effect_of, input_request, Effect, Modes};
 use super::project::{
-    create_task_result, host_fault_error, is_host_fault, pending_result, still_running_result,
-    terminal_result, times,
+    create_task_result, host_fault_error, is_host_fault, pending_result, shaped_result,
+    still_running_result, times,
 };
 use super::request_state::{random_id, stable_json};
 use super::respond::{
@@ -538,7 +538,11 @@ async fn task_answer(
             if run.status.is_terminal() && !is_host_fault(&run) {
                 // Nothing left to own: the answer is the run's final result.
                 guard.release();
-                return super::result_response(&state.cfg, &req.id, terminal_result(&run));
+                return super::result_response(
+                    &state.cfg,
+                    &req.id,
+                    shaped_result(&run, tool.shape()),
+                );
             }
             seen = Some(run);
         }
@@ -994,7 +998,7 @@ fn outcome(
     round: u32,
 ) -> Value {
     if run.status.is_terminal() {
-        return terminal_result(run);
+        return shaped_result(run, tool.shape());
     }
     if !run.status.awaits_client() {
         return still_running(state, run);
@@ -1121,7 +1125,7 @@ async fn retry(
         return Ok(super::result_response(
             &state.cfg,
             &req.id,
-            terminal_result(&run),
+            shaped_result(&run, tool.shape()),
         ));
     }
     let page = state

@@ -73,14 +73,39 @@ fn text_result(body: Value, is_error: bool) -> Value {
 /// The run variable a workflow publishes its answer text in.
 pub const TEXT_VARIABLE: &str = "text";
 
+/// The `_meta` key that carries the run id of a result whose `structuredContent` is the
+/// tool's declared output (MCP 2026-07-28 Basic §_meta: a prefixed key outside the reserved
+/// `io.modelcontextprotocol/` namespace).
+pub const META_RUN_ID: &str = "io.openwop/runId";
+
+/// What a completed run's `structuredContent` is, which depends on its tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// `{runId, status, variables}`: the tool declares no `outputSchema`.
+    Run,
+    /// The run's variables themselves, the object the tool's `outputSchema` describes (MCP
+    /// 2026-07-28 Tools §Output Schema: a server MUST return `structuredContent` conforming to
+    /// a declared schema, and the SDK clients reject a call whose content does not); the run
+    /// id moves to `_meta` ([`META_RUN_ID`]).
+    Declared,
+}
+
 /// The CallToolResult of a terminal run (§3.5: failed and cancelled runs are isError results,
-/// never JSON-RPC errors; the text names the run in its bound form).
+/// never JSON-RPC errors; the text names the run in its bound form), for a tool without an
+/// `outputSchema`.
+pub fn terminal_result(run: &RunSnapshot) -> Value {
+    shaped_result(run, Shape::Run)
+}
+
+/// The CallToolResult of a terminal run for a tool of the given [`Shape`].
 ///
 /// Answer text: a completed run whose variables hold a string `text` published an answer for
-/// its caller; that text is the first content block, followed by the usual JSON block
-/// (`{runId, status, variables}`, also `structuredContent`). Runs without it keep the JSON
-/// block alone.
-pub fn terminal_result(run: &RunSnapshot) -> Value {
+/// its caller; that text is the first content block, followed by the usual JSON block (the
+/// serialised `structuredContent`, MCP 2026-07-28 Tools §Structured Content). Runs without it
+/// keep the JSON block alone. A run that did not complete is an `isError` result, which an
+/// `outputSchema` does not describe (the SDK clients validate only results without
+/// `isError`), so it keeps `{runId, status, error}` whatever the shape.
+pub fn shaped_result(run: &RunSnapshot, shape: Shape) -> Value {
     match run.status {
         RunStatus::Completed => {
             let variables = run
@@ -92,10 +117,17 @@ pub fn terminal_result(run: &RunSnapshot) -> Value {
                 .get(TEXT_VARIABLE)
                 .and_then(Value::as_str)
                 .map(str::to_string);
-            let mut r = text_result(
-                json!({ "runId": run.run_id, "status": "completed", "variables": variables }),
-                false,
-            );
+            let mut r = match shape {
+                Shape::Run => text_result(
+                    json!({ "runId": run.run_id, "status": "completed", "variables": variables }),
+                    false,
+                ),
+                Shape::Declared => {
+                    let mut r = text_result(variables, false);
+                    r["_meta"] = json!({ META_RUN_ID: run.run_id });
+                    r
+                }
+            };
             if let (Some(text), Some(content)) = (answer, r["content"].as_array_mut()) {
                 content.insert(0, json!({ "type": "text", "text": text }));
             }
@@ -281,6 +313,19 @@ impl<'a> DetailedTask<'a> {
         input_requests: Option<Map<String, Value>>,
         ids: IdEncoding,
     ) -> DetailedTask<'a> {
+        DetailedTask::shaped(run, t, poll_interval_ms, input_requests, ids, Shape::Run)
+    }
+
+    /// A DetailedTask whose inlined result has the [`Shape`] of the run's tool (a task's
+    /// result is the tool's CallToolResult, so it conforms to the same `outputSchema`).
+    pub fn shaped(
+        run: &'a RunSnapshot,
+        t: &'a Times,
+        poll_interval_ms: u64,
+        input_requests: Option<Map<String, Value>>,
+        ids: IdEncoding,
+        shape: Shape,
+    ) -> DetailedTask<'a> {
         let host_fault = is_host_fault(run);
         DetailedTask {
             // RFC 0198 §C.5: the taskId is the run id in its wire form, nothing else.
@@ -301,7 +346,7 @@ impl<'a> DetailedTask<'a> {
             // The inlined result carries resultType: ext-tasks 0.2.2 rejects it otherwise
             // (spec/README.md conflict table).
             result: (!host_fault && matches!(run.status, RunStatus::Completed | RunStatus::Failed))
-                .then(|| terminal_result(run)),
+                .then(|| shaped_result(run, shape)),
             result_type: None,
         }
     }
@@ -386,6 +431,28 @@ mod tests {
             assert_eq!(res["content"].as_array().unwrap().len(), 1);
             assert!(res["content"][0]["text"].as_str().unwrap().starts_with('{'));
         }
+    }
+
+    #[test]
+    fn a_declared_output_is_the_runs_variables_with_the_run_id_in_meta() {
+        let m = crate::config::Mapping::default();
+        let r = RunSnapshot::from_json(json!({"runId":"acme/r-0123456789abcdefghijklmn","workflowId":"greet","status":"completed","variables":{"name":"Ada","text":"Hello, Ada!"}}), &m).unwrap();
+        let res = shaped_result(&r, Shape::Declared);
+        assert_eq!(
+            res["structuredContent"],
+            json!({"name":"Ada","text":"Hello, Ada!"})
+        );
+        assert_eq!(res["content"][0]["text"], "Hello, Ada!");
+        let block: Value =
+            serde_json::from_str(res["content"][1]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(block, res["structuredContent"]);
+        assert_eq!(res["_meta"][META_RUN_ID], "acme/r-0123456789abcdefghijklmn");
+        // A run that did not complete keeps its error shape, and a task inlines the same.
+        let failed = shaped_result(&run("failed"), Shape::Declared);
+        assert_eq!(failed, terminal_result(&run("failed")));
+        let t = times(&r, None);
+        let d = DetailedTask::shaped(&r, &t, 500, None, IdEncoding::Tilde, Shape::Declared);
+        assert_eq!(d.into_map()["result"], res);
     }
 
     #[test]

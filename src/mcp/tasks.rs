@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value};
 
 use super::call::resolve_key;
 use super::elicit::{effect_of, input_request, Effect, Modes};
-use super::project::{times, DetailedTask, Times};
+use super::project::{times, DetailedTask, Shape, Times};
 use super::respond::{
     bare_result_response, error_response, object_result_response, sse_response, FramesBody,
     KeepaliveBody,
@@ -17,7 +17,7 @@ use super::watch::Signal;
 use super::{McpError, McpRequest, META_SUBSCRIPTION, TASKS_EXT};
 use crate::body::Response;
 use crate::config::ErrorClass;
-use crate::host::{open_interrupts, HostError, OpenInterrupt, RunSnapshot};
+use crate::host::{open_interrupts, HostError, OpenInterrupt, RunSnapshot, RunStatus};
 use crate::server::AppState;
 use crate::sse::{keepalive_frame, message_frame};
 use crate::wire_id;
@@ -98,14 +98,32 @@ async fn detailed(
     run: &RunSnapshot,
 ) -> Result<Map<String, Value>, McpError> {
     let (t, requests) = task_parts(state, req, run).await?;
-    Ok(DetailedTask::new(
+    let shape = shape_of(state, req, run).await?;
+    Ok(DetailedTask::shaped(
         run,
         &t,
         state.cfg.tasks.poll_interval_ms,
         requests,
         state.host.mapping().task_ids,
+        shape,
     )
     .into_map())
+}
+
+/// The [`Shape`] of a task's inlined result: its tool's, so the result conforms to the
+/// `outputSchema` the caller's `tools/list` showed (MCP 2026-07-28 Tools §Output Schema). Only
+/// a completed run's result depends on it, so only then is the caller's catalog read (it is
+/// cached per caller, and usually warm from the call that started the run).
+async fn shape_of(
+    state: &AppState,
+    req: &McpRequest,
+    run: &RunSnapshot,
+) -> Result<Shape, McpError> {
+    if !matches!(run.status, RunStatus::Completed) {
+        return Ok(Shape::Run);
+    }
+    let tools = state.mount.tools.tools_for(state, &req.caller).await?;
+    Ok(tools.shape_of_workflow(&run.workflow_id))
 }
 
 /// What a DetailedTask needs besides the run: its times, and the open input requests of a
@@ -146,12 +164,14 @@ pub async fn get(state: &AppState, req: &McpRequest) -> Result<Response, McpErro
     require_tasks(req)?;
     let run = read(state, req, req.params.get("taskId")).await?;
     let (t, requests) = task_parts(state, req, &run).await?;
-    let mut task = DetailedTask::new(
+    let shape = shape_of(state, req, &run).await?;
+    let mut task = DetailedTask::shaped(
         &run,
         &t,
         state.cfg.tasks.poll_interval_ms,
         requests,
         state.host.mapping().task_ids,
+        shape,
     );
     task.result_type = Some("complete");
     // Written straight from the struct: the bytes `result_response` would write for the map.

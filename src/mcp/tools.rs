@@ -10,6 +10,7 @@ use std::sync::Arc;
 use futures_util::future::join_all;
 use serde_json::{json, Map, Value};
 
+use super::project::Shape;
 use super::{McpError, McpRequest};
 use crate::body::Response;
 use crate::config::{
@@ -77,6 +78,16 @@ impl ToolDef {
         }
     }
 
+    /// What a completed run's `structuredContent` is for this tool: its declared output when
+    /// it publishes an `outputSchema` (MCP 2026-07-28 Tools §Output Schema).
+    pub fn shape(&self) -> Shape {
+        if self.wire.get("outputSchema").is_some_and(Value::is_object) {
+            Shape::Declared
+        } else {
+            Shape::Run
+        }
+    }
+
     /// Applies an operator's per-tool override (issue 6).
     fn apply(&mut self, o: &ToolOverride) {
         if let Some(t) = &o.title {
@@ -134,6 +145,24 @@ pub struct ToolSet {
     /// Shared, not cloned per call: a blocked call holds its tool for as long as the run
     /// takes, and the definition carries the whole wire schema (issue 9, memory per stream).
     pub by_name: HashMap<String, Arc<ToolDef>>,
+}
+
+impl ToolSet {
+    /// The [`Shape`] of a run of `workflow_id`, for answers that know the run but not the call
+    /// that started it (a task's inlined result). Several tools may start one workflow: if any
+    /// of them declares an `outputSchema`, its runs answer with the declared output, so a
+    /// client of that tool always gets content its schema describes.
+    pub fn shape_of_workflow(&self, workflow_id: &str) -> Shape {
+        let declared = self
+            .by_name
+            .values()
+            .any(|t| t.workflow_id == workflow_id && t.shape() == Shape::Declared);
+        if declared {
+            Shape::Declared
+        } else {
+            Shape::Run
+        }
+    }
 }
 
 pub struct Catalog {

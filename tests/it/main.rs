@@ -16,6 +16,7 @@ mod mrtr;
 mod nginx;
 mod oauth;
 mod otlp;
+mod output_schema;
 mod ownership;
 mod params;
 mod passthrough;
