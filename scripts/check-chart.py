@@ -407,6 +407,9 @@ def sidecar_serves_chart_hosts(case: Case, binary: Path | None, text: str | None
     cfg = yaml.safe_load(text)
     # The certificate files exist only in the pod; the listener here is plain HTTP on loopback.
     cfg.pop("tls", None)
+    # No balancer watches this process: skip the lame duck so that stopping it below does not
+    # wait out shutdown.lameDuckMs (the chart's value is checked against its probes elsewhere).
+    cfg.setdefault("shutdown", {})["lameDuckMs"] = 0
     host = devhost_for(binary)
     with tempfile.TemporaryDirectory() as d:
         f = Path(d) / "sidecar.yaml"
