@@ -7,6 +7,7 @@ pub mod auth;
 pub mod body;
 pub mod config;
 pub mod console;
+#[cfg(feature = "demo")]
 pub mod demo;
 pub mod discovery;
 pub mod host;
