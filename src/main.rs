@@ -1,4 +1,6 @@
 #![forbid(unsafe_code)]
+// Output goes through crate::console (a closed stdout must not panic): no print!/eprint!.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 //! `openwop-mcp-sidecar serve | demo | check-config`.
 
 use std::net::SocketAddr;

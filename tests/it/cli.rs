@@ -383,6 +383,10 @@ fn demo_keeps_serving_when_its_stdout_is_closed() {
                 break;
             }
         }
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "a plain #[test] thread between block_on calls, not a runtime worker"
+        )]
         std::thread::sleep(Duration::from_millis(100));
     }
     let still_running = child.try_wait().unwrap().is_none();
