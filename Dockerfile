@@ -25,25 +25,25 @@ ENV RUSTFLAGS="-C target-feature=+crt-static"
 
 # Dependencies first, against stub crate roots, so that a source-only change reuses this layer
 # instead of recompiling ~250 crates. Every workspace member's manifest is needed for cargo to
-# resolve the workspace: the sidecar depends on openwop-devhost (its `demo` subcommand embeds
-# it); the bench member (openwop-bench) is not built here.
+# resolve the workspace, but only the sidecar is built: --no-default-features leaves out the
+# `demo` feature, so the image carries no demo host (devhost/) nor its development keys, and
+# the devhost's sources are not even in the build context (.dockerignore); the bench member
+# (openwop-bench) is not built either.
 COPY Cargo.toml Cargo.lock ./
 COPY devhost/Cargo.toml devhost/Cargo.toml
 COPY bench/Cargo.toml bench/Cargo.toml
-RUN mkdir -p src devhost/src bench/src \
+RUN mkdir -p src bench/src \
  && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
- && echo 'fn main() {}' > devhost/src/main.rs && touch devhost/src/lib.rs \
  && echo 'fn main() {}' > bench/src/main.rs \
- && cargo build --release --locked --target x86_64-unknown-linux-gnu --bin openwop-mcp-sidecar \
- && rm -rf src devhost/src bench/src
+ && cargo build --release --locked --no-default-features --target x86_64-unknown-linux-gnu --bin openwop-mcp-sidecar \
+ && rm -rf src bench/src
 
 COPY src src
-COPY devhost/src devhost/src
 COPY bench/src bench/src
 # COPY keeps the files' own mtimes, which can be older than the stub build's outputs; touching
-# the crate roots makes cargo rebuild the two local crates for certain.
-RUN touch src/main.rs src/lib.rs devhost/src/main.rs devhost/src/lib.rs \
- && cargo build --release --locked --target x86_64-unknown-linux-gnu --bin openwop-mcp-sidecar
+# the crate roots makes cargo rebuild the sidecar for certain.
+RUN touch src/main.rs src/lib.rs \
+ && cargo build --release --locked --no-default-features --target x86_64-unknown-linux-gnu --bin openwop-mcp-sidecar
 
 FROM ${RUNTIME_IMAGE}
 LABEL org.opencontainers.image.title="openwop-mcp-sidecar" \

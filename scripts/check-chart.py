@@ -411,6 +411,9 @@ def sidecar_serves_chart_hosts(case: Case, binary: Path | None, text: str | None
     cfg = yaml.safe_load(text)
     # The certificate files exist only in the pod; the listener here is plain HTTP on loopback.
     cfg.pop("tls", None)
+    # No balancer watches this process: skip the lame duck so that stopping it below does not
+    # wait out shutdown.lameDuckMs (the chart's value is checked against its probes elsewhere).
+    cfg.setdefault("shutdown", {})["lameDuckMs"] = 0
     host = devhost_for(binary)
     with tempfile.TemporaryDirectory() as d:
         f = Path(d) / "sidecar.yaml"
@@ -821,6 +824,10 @@ def dockerfile_case(binary: Path | None) -> Case:
             t = cmd[cmd.index("--target") + 1]
             case.check(triple in (None, t), "every cargo build builds the same target")
             triple = t
+        # The image carries no demo host (Cargo.toml's `demo` feature, on by default).
+        feats = cmd[cmd.index("--features") + 1] if "--features" in cmd[:-1] else ""
+        case.check("--no-default-features" in cmd and "--all-features" not in cmd and "demo" not in feats,
+                   f"cargo build --no-default-features without the demo feature: {' '.join(cmd)}")
         if case.check("--bin" in cmd, f"cargo build --bin: {' '.join(cmd)}"):
             b = cmd[cmd.index("--bin") + 1]
             case.check(b in bins, f"--bin {b} is a [[bin]] of Cargo.toml ({sorted(bins)})")
@@ -843,8 +850,38 @@ def dockerfile_case(binary: Path | None) -> Case:
     case.check(f'RUSTFLAGS="{rustflags}"' in bench_cmd, f"scripts/bench builds with the Dockerfile's RUSTFLAGS ({rustflags})")
     case.check(f"triple={triple}" in bench_cmd and '--target "$triple"' in bench_cmd,
                f"scripts/bench builds --target {triple}")
-    case.check(re.search(r"cargo build --release --locked .*-p " + re.escape(bin_name or "?"), bench_cmd) is not None,
-               f"scripts/bench runs cargo build --release --locked ... -p {bin_name}")
+    case.check(re.search(r"cargo build --release --locked --no-default-features .*-p " + re.escape(bin_name or "?"), bench_cmd) is not None,
+               f"scripts/bench runs cargo build --release --locked --no-default-features ... -p {bin_name}")
+
+    # The demo host stays out of the image: the members only the `demo` feature pulls in
+    # (`dep:` entries of [features].demo) are neither copied nor in the context, and the
+    # image's build graph (cargo tree with the Dockerfile's flags) does not contain them.
+    deps = cargo.get("dependencies", {})
+    demo_only = {}
+    for f in cargo.get("features", {}).get("demo", []):
+        if f.startswith("dep:") and isinstance(deps.get(f[4:]), dict) and "path" in deps[f[4:]]:
+            demo_only[f[4:]] = os.path.normpath(deps[f[4:]]["path"])
+    case.check("demo" not in cargo.get("features", {}).get("default", ["demo"]) or demo_only,
+               "Cargo.toml's `demo` feature names the demo host (dep:openwop-devhost)")
+    for name, path in demo_only.items():
+        for st in stages:
+            for i, a in st["ins"]:
+                if i == "COPY" and not a.startswith("--from="):
+                    srcs = [p for p in a.split() if not p.startswith("--")][:-1]
+                    case.check(not any(os.path.normpath(x).startswith(f"{path}/src") or os.path.normpath(x) == path for x in srcs),
+                               f"the Dockerfile copies no demo host sources ({path}/src): COPY {a}")
+        case.check(not dockerignore_included(f"{path}/src/lib.rs", ignore), f".dockerignore keeps {path}/src out of the context")
+    pkg = cargo.get("package", {}).get("name", "?")
+    try:
+        tree = subprocess.run(["cargo", "tree", "--locked", "-p", pkg, "--no-default-features", "-e", "normal,build",
+                               "--target", triple or "?", "--prefix", "none", "--format", "{p}"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+        if case.check(tree.returncode == 0, f"cargo tree of the image build: {tree.stderr.strip()[-500:]}"):
+            names = {l.split()[0] for l in tree.stdout.splitlines() if l.strip()}
+            for name in demo_only:
+                case.check(name not in names, f"the image build ({pkg} --no-default-features) does not depend on {name}")
+    except FileNotFoundError:
+        case.notes.append("no cargo on PATH: the image build's dependency graph is not checked")
 
     # Each workspace member's manifest is in place before the first cargo build.
     first_build = next((n for n, (i, a) in enumerate(build["ins"]) if i == "RUN" and "cargo build" in a), len(build["ins"]))
@@ -895,8 +932,11 @@ def dockerfile_case(binary: Path | None) -> Case:
                f"CMD --config names the copied configuration ({config_dest})")
     case.eq(config_dest, f"{CONFIG_DIR}/sidecar.yaml", "configuration path (the chart mounts its ConfigMap there)")
 
-    # Everything cargo reads is in the context: sources of every member, and include_str! files.
+    # Everything cargo reads is in the context: sources of every member the image build
+    # compiles or resolves (not the demo host's), and include_str! files.
     for m in members:
+        if os.path.normpath(m) in demo_only.values():
+            continue
         base = ROOT if m == "." else ROOT / m
         for p in (base / "src").rglob("*.rs"):
             rel = str(p.relative_to(ROOT))
@@ -912,6 +952,14 @@ def dockerfile_case(binary: Path | None) -> Case:
     static_bin = Path(os.environ.get("CARGO_TARGET_DIR") or ROOT / "target") / (triple or "?") / "release" / (bin_name or "?")
     if final["image"] == "scratch" and static_bin.is_file():
         case.check(elf_is_static(static_bin), f"{static_bin} is statically linked (no program interpreter): scratch has no loader")
+        # Built as the image is (scripts/bench): none of the demo host's code or keys inside.
+        blob = static_bin.read_bytes()
+        for path in demo_only.values():
+            lib = ROOT / path / "src" / "lib.rs"
+            marks = ["openwop_devhost", "urn:devhost:"]
+            marks += re.findall(r'TenantKey::new\(\s*"([^"]+)"', lib.read_text()) if lib.is_file() else []
+            for mark in marks:
+                case.check(mark.encode() not in blob, f"{static_bin} contains {mark!r}: the demo host is in the image build")
         layers = [(static_bin, dest_bin)] + [((ROOT / p), d) for p, d in config_copies]
         size = image_size(layers)
         case.check(size["compressed"] <= IMAGE_LIMIT, f"image is {size['compressed']} bytes compressed, over {IMAGE_LIMIT}")

@@ -164,6 +164,10 @@ pub async fn serve(
     let etag = etag_of(&out);
     rparts.headers.remove(header::CONTENT_LENGTH);
     rparts.headers.remove(header::CONTENT_ENCODING);
+    #[allow(
+        clippy::expect_used,
+        reason = "etag_of yields a quoted hex digest, a valid header value"
+    )]
     rparts.headers.insert(
         header::ETAG,
         HeaderValue::from_str(&etag).expect("hex etag"),

@@ -1,4 +1,6 @@
 #![forbid(unsafe_code)]
+// Output goes through crate::console (a closed stdout must not panic): no print!/eprint!.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 //! openwop-mcp-sidecar: an MCP 2026-07-28 server mount with the Tasks extension in front of an
 //! unchanged OpenWOP v2 host. See README.md and docs/architecture.md for the architecture.
 
@@ -7,6 +9,7 @@ pub mod auth;
 pub mod body;
 pub mod config;
 pub mod console;
+#[cfg(feature = "demo")]
 pub mod demo;
 pub mod discovery;
 pub mod host;

@@ -1,4 +1,6 @@
 #![forbid(unsafe_code)]
+// Output goes through crate::console (a closed stdout must not panic): no print!/eprint!.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 //! `openwop-mcp-sidecar serve | demo | check-config`.
 
 use std::net::SocketAddr;
@@ -41,6 +43,7 @@ enum Cmd {
         upstream: Option<String>,
     },
     /// Start the embedded demo host and the sidecar in front of it, on loopback.
+    #[cfg_attr(not(feature = "demo"), command(hide = true))]
     Demo {
         /// Sidecar listen address (the demo host takes a free loopback port).
         #[arg(long, default_value = "127.0.0.1:8080")]
@@ -136,35 +139,50 @@ fn main() -> ExitCode {
                 listen,
                 config,
                 anonymous,
-            } => {
-                let cfg = match load(
-                    config.as_ref(),
-                    &Overrides {
-                        listen: Some(listen),
-                        upstream: None,
-                    },
-                ) {
-                    Ok(c) => c,
-                    Err(code) => return code,
-                };
-                telemetry::init_logging(&cfg.logging.level, cfg.logging.json);
-                match openwop_mcp_sidecar::demo::run(cfg, anonymous).await {
-                    Ok(()) => ExitCode::SUCCESS,
-                    Err(e) => {
-                        console::error_line(format_args!("error: {e:#}"));
-                        // 8080 is a popular port: say how to pick another.
-                        if format!("{e:#}").contains("cannot listen") {
-                            console::error_line(
-                                "hint: choose another address with --listen, e.g. --listen 127.0.0.1:8081",
-                            );
-                        }
-                        ExitCode::FAILURE
-                    }
-                }
-            }
+            } => demo(listen, config, anonymous).await,
             Cmd::CheckConfig { .. } | Cmd::ConfigSchema => unreachable!("handled above"),
         }
     })
+}
+
+/// `demo`: the embedded demo host and the sidecar in front of it (the `demo` cargo feature).
+#[cfg(feature = "demo")]
+async fn demo(listen: SocketAddr, config: Option<PathBuf>, anonymous: bool) -> ExitCode {
+    let cfg = match load(
+        config.as_ref(),
+        &Overrides {
+            listen: Some(listen),
+            upstream: None,
+        },
+    ) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    telemetry::init_logging(&cfg.logging.level, cfg.logging.json);
+    match openwop_mcp_sidecar::demo::run(cfg, anonymous).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            console::error_line(format_args!("error: {e:#}"));
+            // 8080 is a popular port: say how to pick another.
+            if format!("{e:#}").contains("cannot listen") {
+                console::error_line(
+                    "hint: choose another address with --listen, e.g. --listen 127.0.0.1:8081",
+                );
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A build without the `demo` feature (the container image) carries no demo host nor its
+/// development keys: say so, and how to get one.
+#[cfg(not(feature = "demo"))]
+async fn demo(_listen: SocketAddr, _config: Option<PathBuf>, _anonymous: bool) -> ExitCode {
+    console::error_line(
+        "error: this build has no demo host: it was built without the `demo` cargo feature \
+         (as the container image is); `cargo run --release -- demo` builds with it (a default feature)",
+    );
+    ExitCode::from(2)
 }
 
 async fn serve(cfg: Config, source: Option<ConfigSource>) -> ExitCode {

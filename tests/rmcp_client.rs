@@ -7,6 +7,12 @@
 //! model types, and a wire tap between the two records every HTTP exchange so the tests can
 //! also assert what rmcp actually sent.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test harness: a panic is the test failing, with the value in its message"
+)]
+
 #[path = "it/support/mod.rs"]
 mod support;
 

@@ -16,6 +16,10 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 /// Latency histograms are in microseconds, 1 µs .. 120 s, 3 significant digits.
+#[allow(
+    clippy::expect_used,
+    reason = "constant bounds, valid for hdrhistogram (low >= 1, high >= 2 * low, sigfig <= 5)"
+)]
 pub fn hist() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 120_000_000, 3).expect("histogram bounds")
 }
@@ -38,6 +42,10 @@ pub struct Target {
 }
 
 impl Target {
+    #[allow(
+        clippy::expect_used,
+        reason = "the target's method, path and headers were built valid: the builder cannot fail"
+    )]
     pub fn request(&self) -> Request<Full<Bytes>> {
         let mut b = Request::builder()
             .method(self.method.clone())
@@ -131,6 +139,10 @@ pub async fn fixed_rate(
     for _ in 0..conns {
         senders.push(connect_h1(t.addr).await?);
     }
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "holds at most n send times, n fixed by rate x duration; a bounded channel would delay the schedule thread"
+    )]
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
     let rx = Arc::new(tokio::sync::Mutex::new(rx));
     let start = Instant::now() + Duration::from_millis(20);
@@ -145,6 +157,10 @@ pub async fn fixed_rate(
                 let at = start + Duration::from_nanos((i as f64 * 1e9 / rate) as u64);
                 let now = Instant::now();
                 if at > now {
+                    #[allow(
+                        clippy::disallowed_methods,
+                        reason = "the schedule's own std thread, not a runtime worker"
+                    )]
                     std::thread::sleep(at - now);
                 }
                 if tx.send(at).is_err() {
@@ -322,8 +338,5 @@ pub async fn saturate(
 /// PR_SET_TIMERSLACK for the calling thread: `std::thread::sleep` then wakes within a few µs
 /// of its deadline instead of the default 50 µs slack.
 pub fn set_timer_slack_ns(ns: u64) {
-    // SAFETY: prctl(PR_SET_TIMERSLACK) takes plain integers and touches only this thread.
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0);
-    }
+    let _ = nix::sys::prctl::set_timerslack(ns);
 }

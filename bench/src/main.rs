@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 //! `openwop-bench [--quick|--full]`: benchmarks of openwop-mcp-sidecar that print numbers.
 //!
 //! The demo host (`openwop-devhost`) runs in this process on its own tokio runtime (so its
@@ -163,11 +164,14 @@ fn main() -> std::process::ExitCode {
         .worker_threads(2)
         .thread_name("devhost")
         .enable_all()
-        .build()
-        .expect("devhost runtime");
+        .build();
+    let Ok(host_rt) = host_rt else {
+        eprintln!("error: cannot start the demo host's runtime");
+        return std::process::ExitCode::FAILURE;
+    };
     let host = match host_rt.block_on(openwop_devhost::spawn(
         DevHostConfig::default(),
-        "127.0.0.1:0".parse().expect("addr"),
+        std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
     )) {
         Ok(h) => h,
         Err(e) => {
@@ -180,8 +184,11 @@ fn main() -> std::process::ExitCode {
         .worker_threads(2)
         .thread_name("loadgen")
         .enable_all()
-        .build()
-        .expect("load generator runtime");
+        .build();
+    let Ok(rt) = rt else {
+        eprintln!("error: cannot start the load generator's runtime");
+        return std::process::ExitCode::FAILURE;
+    };
     let code = rt.block_on(run(args, plan, host.clone(), nofile));
     rt.shutdown_timeout(Duration::from_secs(2));
     host_rt.block_on(host.shutdown());
@@ -357,6 +364,10 @@ fn mcp_body(method: &str, mut params: Value, caps: Value) -> Bytes {
     )
 }
 
+#[allow(
+    clippy::expect_used,
+    reason = "called with literals and MCP method/tool names: visible ASCII"
+)]
 fn hv(s: &str) -> HeaderValue {
     HeaderValue::from_str(s).expect("header value")
 }
@@ -973,6 +984,10 @@ async fn section3ab_rss(ctx: &mut Ctx) -> anyhow::Result<()> {
     res
 }
 
+#[allow(
+    clippy::expect_used,
+    reason = "a fixed method, a path and header values already valid: the builder cannot fail"
+)]
 fn stream_request(
     addr: SocketAddr,
     transport: Transport,

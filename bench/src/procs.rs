@@ -1,5 +1,7 @@
 //! The sidecar as a real process: spawn, wait for `/readyz`, read its resident memory, stop.
 
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -91,9 +93,9 @@ impl Sidecar {
     /// SIGTERM twice (the second skips the lame duck, shutdown.lameDuckMs: no balancer here),
     /// then SIGKILL after `grace`.
     pub async fn stop(mut self, grace: Duration) {
-        signal(self.pid, libc::SIGTERM);
+        signal(self.pid, Signal::SIGTERM);
         tokio::time::sleep(Duration::from_millis(50)).await;
-        signal(self.pid, libc::SIGTERM);
+        signal(self.pid, Signal::SIGTERM);
         if tokio::time::timeout(grace, self.child.wait())
             .await
             .is_err()
@@ -107,11 +109,8 @@ impl Sidecar {
     }
 }
 
-fn signal(pid: u32, sig: libc::c_int) {
-    // SAFETY: kill(2) on the pid of a child this process spawned and has not reaped.
-    unsafe {
-        libc::kill(pid as libc::pid_t, sig);
-    }
+fn signal(pid: u32, sig: Signal) {
+    let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), sig);
 }
 
 /// What /proc says about a process.
@@ -197,20 +196,12 @@ pub fn default_sidecar_bin() -> PathBuf {
 
 /// Raises this process's soft open-file limit to its hard limit (children inherit it).
 pub fn raise_nofile() -> u64 {
-    // SAFETY: getrlimit/setrlimit with a valid, initialised struct.
-    unsafe {
-        let mut r = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 {
-            r.rlim_cur = r.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
-            libc::getrlimit(libc::RLIMIT_NOFILE, &mut r);
-            return r.rlim_cur;
-        }
-    }
-    0
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((_, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return 0;
+    };
+    let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+    getrlimit(Resource::RLIMIT_NOFILE).map_or(0, |(soft, _)| soft)
 }
 
 /// Scheduler accounting of a set of threads: nanoseconds on a CPU and waiting on a run queue

@@ -1,6 +1,12 @@
 //! The fault switches (devhost only): deterministic failures for the sidecar's
 //! retry, timeout and reconnect tests.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test harness: a panic is the test failing, with the value in its message"
+)]
+
 mod common;
 
 use std::time::{Duration, Instant};

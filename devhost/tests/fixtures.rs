@@ -1,5 +1,11 @@
 //! Every conformance fixture behaves as OpenWOP conformance/fixtures.md specifies.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test harness: a panic is the test failing, with the value in its message"
+)]
+
 mod common;
 
 use std::time::{Duration, Instant};

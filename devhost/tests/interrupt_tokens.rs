@@ -1,6 +1,12 @@
 //! Signed interrupt tokens (OpenWOP v2 interrupt.md, resolveInterruptByRun "Tokens"): minted for the open
 //! interrupt, usable without a bearer, refused once the interrupt is gone.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test harness: a panic is the test failing, with the value in its message"
+)]
+
 mod common;
 
 use std::time::Duration;

@@ -2,6 +2,12 @@
 //! (legacy.rs): `/api/v1/jobs` paths, `%`-encoded ids, `jobId`/`state`/...
 //! fields, upper-case states and `{code, detail}` errors.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test harness: a panic is the test failing, with the value in its message"
+)]
+
 mod common;
 
 use std::time::{Duration, Instant};

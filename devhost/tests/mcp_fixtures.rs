@@ -2,6 +2,12 @@
 //! behave as the suite's scenarios need, and publish their text where a mount can
 //! find it: `RunSnapshot.variables.text` and `run.completed.payload.outputs.text`.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test harness: a panic is the test failing, with the value in its message"
+)]
+
 mod common;
 
 use std::time::{Duration, Instant};

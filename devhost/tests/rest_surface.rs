@@ -1,6 +1,12 @@
 //! The REST surface guarantees of OpenWOP v2 api/v2/openapi.yaml; OpenWOP v2 identity.md that are not about one
 //! fixture: discovery, auth, ids, tenant isolation, idempotency, listing.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test harness: a panic is the test failing, with the value in its message"
+)]
+
 mod common;
 
 use std::time::Duration;

@@ -1,6 +1,12 @@
 //! Event delivery: long polls and SSE streams wake on new events, resume, and close
 //! (OpenWOP v2 events.md).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test harness: a panic is the test failing, with the value in its message"
+)]
+
 mod common;
 
 use std::time::{Duration, Instant};

@@ -157,6 +157,10 @@ pub struct Mapping {
 }
 
 impl Default for Mapping {
+    #[allow(
+        clippy::expect_used,
+        reason = "built-in defaults; config::tests check they normalise"
+    )]
     fn default() -> Self {
         RawMapping::default()
             .normalise()

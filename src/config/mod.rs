@@ -343,6 +343,10 @@ pub struct Overrides {
 
 impl Config {
     /// The built-in defaults (OpenWOP v2), as if an empty file had been given.
+    #[allow(
+        clippy::expect_used,
+        reason = "built-in defaults; config::tests check they load"
+    )]
     pub fn defaults() -> Config {
         Self::from_yaml_str("{}", "<defaults>", &Overrides::default()).expect("defaults are valid")
     }

@@ -340,7 +340,7 @@ impl RawConfig {
                     format!("listen: '{}' is not an address like 0.0.0.0:8080", s.value),
                 )
             })?,
-            (None, None) => "127.0.0.1:8080".parse().expect("literal address"),
+            (None, None) => SocketAddr::from(([127, 0, 0, 1], 8080)),
         };
 
         let url = match (&ov.upstream, &self.upstream.url) {
@@ -565,6 +565,10 @@ impl RawConfig {
         for op in Operation::ALL {
             let (dm, dp, dr) = op.v2_default();
             let raw = raw_routes.take(op).unwrap_or_default();
+            #[allow(
+                clippy::expect_used,
+                reason = "dm is one of Operation::v2_default's literal methods"
+            )]
             let method = match &raw.method {
                 Some(s) => http::Method::from_bytes(s.value.to_ascii_uppercase().as_bytes())
                     .map_err(|_| {

@@ -104,6 +104,12 @@ async fn credentials_and_state_keys_never_reach_logs_or_errors() {
     .await
     .unwrap();
     let state_key = "state-key-0123456789-must-stay-secret";
+    // No lame duck (shutdown.lameDuckMs): nothing balances this process, and the logs are read
+    // after it exits, so the default 12 s would only be waited out.
+    let dir = std::env::temp_dir().join(format!("owsc-cli-secrets-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("sidecar.yaml");
+    std::fs::write(&config, "shutdown:\n  lameDuckMs: 0\n").unwrap();
     let mut child = tokio::process::Command::new(BIN)
         .args([
             "serve",
@@ -112,6 +118,8 @@ async fn credentials_and_state_keys_never_reach_logs_or_errors() {
             "--upstream",
             &host.base_url(),
         ])
+        .arg("--config")
+        .arg(&config)
         .env("RUST_LOG", "debug")
         .env("OPENWOP_SIDECAR_STATE_KEY", state_key)
         .stdout(Stdio::piped())
@@ -195,6 +203,7 @@ async fn credentials_and_state_keys_never_reach_logs_or_errors() {
     ] {
         assert!(!logs.contains(secret), "{secret} leaked into the logs");
     }
+    let _ = std::fs::remove_dir_all(&dir);
     host.shutdown().await;
 }
 
@@ -367,6 +376,10 @@ fn demo_keeps_serving_when_its_stdout_is_closed() {
                 break;
             }
         }
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "a plain #[test] thread between block_on calls, not a runtime worker"
+        )]
         std::thread::sleep(Duration::from_millis(100));
     }
     let still_running = child.try_wait().unwrap().is_none();

@@ -1,5 +1,11 @@
 //! Integration tests: the real sidecar in front of the real demo host, on loopback sockets.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test harness: a panic is the test failing, with the value in its message"
+)]
+
 mod access_log;
 mod answer_modes;
 mod catalog;

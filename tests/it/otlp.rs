@@ -130,10 +130,12 @@ async fn exported_spans_carry_the_callers_trace_and_parent_the_hosts_traceparent
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("sidecar.yaml");
     let collector_key = "collector-key-4d3c2b1a-keep-out-of-logs";
+    // No lame duck (shutdown.lameDuckMs: 0): no balancer watches this process; the drain and
+    // the flush that follows it, which this test is about, run all the same.
     std::fs::write(
         &path,
         format!(
-            "telemetry:\n  otlp:\n    endpoint: http://{collector}/v1/traces\n    serviceName: sidecar-under-test\n    headers:\n      x-collector-key: {collector_key}\n    timeoutMs: 5000\n"
+            "shutdown:\n  lameDuckMs: 0\ntelemetry:\n  otlp:\n    endpoint: http://{collector}/v1/traces\n    serviceName: sidecar-under-test\n    headers:\n      x-collector-key: {collector_key}\n    timeoutMs: 5000\n"
         ),
     )
     .unwrap();

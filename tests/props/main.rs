@@ -6,6 +6,16 @@
 //! is not installed). The other tests are property tests of the projection tables, the host
 //! mapping and the id codec. Every random test prints its seed; `PROPS_SEED=<n>` replays it.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test harness: a panic is the test failing, with the value in its message"
+)]
+
+// The counting global allocator (checks.rs) is the one unsafe code in the workspace: a
+// GlobalAlloc cannot be implemented without it. Cargo.toml denies unsafe_code; the product
+// crates forbid it outright.
+#[allow(unsafe_code)]
 #[path = "../../fuzz/src/checks.rs"]
 mod checks;
 

@@ -19,6 +19,12 @@
 //! - the sidecar's RSS (`/proc/PID/status`) is back near its post-warm-up baseline, and no SSE
 //!   stream or listen subscription is left open (`/metrics`).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test harness: a panic is the test failing, with the value in its message"
+)]
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
