@@ -19,3 +19,4 @@ pub mod sse;
 pub mod telemetry;
 pub mod tls;
 pub mod wire_id;
+pub mod wop;

@@ -9,7 +9,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_saphyr::Spanned;
 
-use crate::host::RunStatus;
+use crate::wop::RunStatus;
+pub use crate::wop::CANONICAL;
 
 /// How a run id is written into a path or a taskId.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -377,20 +378,6 @@ const BODY_DEFAULTS: &[(&str, &str)] = &[
     ("createRunInputs", "inputs"),
     ("resolveInterruptValue", "resumeValue"),
     ("cancelRunReason", "reason"),
-];
-
-/// The canonical statuses (OpenWOP v2 runs.md, getRun), which are also the v2 host values.
-pub const CANONICAL: [&str; 10] = [
-    "pending",
-    "running",
-    "paused",
-    "waiting-approval",
-    "waiting-input",
-    "waiting-external",
-    "cancelling",
-    "completed",
-    "failed",
-    "cancelled",
 ];
 
 /// OpenWOP v2 error semantics (RFC 0208, transport envelope; RFC 0208 §C): not-yours is not-found, scope
