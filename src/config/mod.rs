@@ -9,6 +9,7 @@ mod explain;
 pub mod mapping;
 mod raw;
 pub mod routes;
+mod secret;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -18,6 +19,7 @@ use std::time::Duration;
 pub use mapping::{ErrorClass, IdEncoding, Mapping};
 pub use raw::RawConfig;
 pub use routes::{Operation, Route, Routes};
+pub use secret::Secret;
 
 /// A configuration error that names where it happened: `file:line:column: message`, or
 /// `file: message` when the error is about the whole file (it cannot be read), `line` 0.
@@ -203,7 +205,7 @@ pub struct Mcp {
     pub mrtr_max_rounds: u32,
     pub request_state_ttl: Duration,
     /// HMAC key for requestState; `None` = a random per-process key (replicas can't share it).
-    pub request_state_key: Option<Vec<u8>>,
+    pub request_state_key: Option<Secret<Vec<u8>>>,
 }
 
 #[derive(Debug, Clone)]
@@ -302,36 +304,16 @@ pub struct Telemetry {
 }
 
 /// OTLP/HTTP span export (issue 7).
-#[derive(Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Otlp {
     /// The full traces URL (`…/v1/traces`).
     pub endpoint: String,
-    pub headers: Vec<(String, String)>,
+    /// Header values are often collector credentials (issue 7: never in logs).
+    pub headers: Vec<(String, Secret<String>)>,
     pub service_name: String,
     pub sample_ratio: f64,
     pub timeout: Duration,
     pub ca_file: Option<std::path::PathBuf>,
-}
-
-impl std::fmt::Debug for Otlp {
-    // Header values are often collector credentials (issue 7: never in logs).
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Otlp")
-            .field("endpoint", &self.endpoint)
-            .field(
-                "headers",
-                &self
-                    .headers
-                    .iter()
-                    .map(|(k, _)| (k.as_str(), "<redacted>"))
-                    .collect::<Vec<_>>(),
-            )
-            .field("service_name", &self.service_name)
-            .field("sample_ratio", &self.sample_ratio)
-            .field("timeout", &self.timeout)
-            .field("ca_file", &self.ca_file)
-            .finish()
-    }
 }
 
 /// Command-line overrides (flags win over the file).

@@ -504,7 +504,7 @@ impl RawConfig {
         };
         let request_state_key = match &self.mcp.request_state_key_env {
             Some(var) => match std::env::var(var) {
-                Ok(v) if v.len() >= 16 => Some(v.into_bytes()),
+                Ok(v) if v.len() >= 16 => Some(Secret::new(v.into_bytes())),
                 Ok(_) => {
                     return Err(err(
                         None,
@@ -521,7 +521,7 @@ impl RawConfig {
             None => std::env::var("OPENWOP_SIDECAR_STATE_KEY")
                 .ok()
                 .filter(|v| v.len() >= 16)
-                .map(String::into_bytes),
+                .map(|v| Secret::new(v.into_bytes())),
         };
         let mcp = Mcp {
             revisions,
@@ -786,7 +786,7 @@ impl RawConfig {
                                 format!("telemetry.otlp.headers: the value of '{k}' is not a valid header value"),
                             ));
                         }
-                        headers.push((k.clone(), v.clone()));
+                        headers.push((k.clone(), Secret::new(v.clone())));
                     }
                 }
                 let sample_ratio = match &o.sample_ratio {
