@@ -10,14 +10,15 @@ use serde_saphyr::Spanned;
 use super::ConfigError;
 
 /// Whether the host's own protected-resource metadata wins over the sidecar's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub enum HostMetadata {
-    /// Always serve the document built from this section.
-    #[default]
-    Ignore,
     /// Ask the host for `/.well-known/oauth-protected-resource…` first and relay its
     /// document when it answers 200 with a JSON object; otherwise serve ours.
     PassThrough,
+    /// Always serve the document built from this section.
+    #[default]
+    Ignore,
 }
 
 /// The normalised `auth` section (present = on).
@@ -60,7 +61,7 @@ pub struct RawAuth {
     #[schemars(with = "Option<String>")]
     pub resource_documentation: Option<Spanned<String>>,
     /// `ignore` (default) or `passThrough`: relay the host's own metadata when it serves one.
-    #[schemars(with = "Option<String>")]
+    #[schemars(with = "Option<HostMetadata>")]
     pub host_metadata: Option<Spanned<String>>,
     /// Answer 401 without asking the host when a mount request has no Authorization
     /// (default true).
@@ -162,16 +163,8 @@ pub fn normalise(raw: Option<RawAuth>, src: &str) -> Result<Option<Auth>, Config
     };
     let host_metadata = match &raw.host_metadata {
         None => HostMetadata::Ignore,
-        Some(s) => match s.value.as_str() {
-            "ignore" => HostMetadata::Ignore,
-            "passThrough" => HostMetadata::PassThrough,
-            other => {
-                return Err(err(
-                    loc(s),
-                    format!("auth.hostMetadata: '{other}' is not one of passThrough, ignore"),
-                ))
-            }
-        },
+        Some(s) => super::ctx::word(&s.value)
+            .map_err(|m| err(loc(s), format!("auth.hostMetadata: {m}")))?,
     };
     Ok(Some(Auth {
         authorization_servers,

@@ -24,7 +24,7 @@ pub struct RawHost {
     #[serde(default)]
     pub fields: RawFields,
     #[serde(default)]
-    #[schemars(with = "BTreeMap<String, String>")]
+    #[schemars(with = "BTreeMap<String, super::mapping::StatusName>")]
     pub statuses: BTreeMap<String, Spanned<String>>,
     #[serde(default)]
     pub bodies: RawBodies,

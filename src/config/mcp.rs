@@ -26,6 +26,19 @@ pub const STATE_KEY_ENV: &str = "OPENWOP_SIDECAR_STATE_KEY";
 /// The shortest requestState key accepted.
 pub const MIN_STATE_KEY_BYTES: usize = 16;
 
+/// An `mcp.revisions` entry: the schema lists the one revision this build serves.
+pub struct Revision;
+
+impl JsonSchema for Revision {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "McpRevision".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string", "enum": [REVISION] })
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Mcp {
     pub revisions: Vec<String>,
@@ -49,7 +62,7 @@ pub struct Mcp {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawMcp {
-    #[schemars(with = "Option<Vec<String>>")]
+    #[schemars(with = "Option<Vec<Revision>>")]
     pub revisions: Option<Spanned<Vec<String>>>,
     #[schemars(with = "Option<String>")]
     pub refreshed_at: Option<Spanned<String>>,

@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
-use super::ctx::{check_url, loc, Ctx};
+use super::ctx::{check_url, loc, word_at, Ctx};
 use super::{ConfigError, Secret};
 
 pub const DEFAULT_LOG_LEVEL: &str = "info";
@@ -15,6 +15,14 @@ pub const DEFAULT_SERVICE_NAME: &str = "openwop-mcp-sidecar";
 pub const DEFAULT_SAMPLE_RATIO: f64 = 1.0;
 pub const DEFAULT_OTLP_TIMEOUT: Duration = Duration::from_millis(10_000);
 pub const MIN_OTLP_TIMEOUT_MS: u64 = 100;
+
+/// `logging.format`: one JSON object or one line of text per event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum LogFormat {
+    Json,
+    Text,
+}
 
 #[derive(Debug, Clone)]
 pub struct Logging {
@@ -44,7 +52,7 @@ pub struct Otlp {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawLogging {
     pub level: Option<String>,
-    #[schemars(with = "Option<String>")]
+    #[schemars(with = "Option<LogFormat>")]
     pub format: Option<Spanned<String>>,
 }
 
@@ -84,19 +92,7 @@ impl RawLogging {
     pub(super) fn normalise(self, cx: &Ctx) -> Result<Logging, ConfigError> {
         Ok(Logging {
             level: self.level.unwrap_or_else(|| DEFAULT_LOG_LEVEL.into()),
-            json: match &self.format {
-                Some(s) => match s.value.as_str() {
-                    "json" => true,
-                    "text" => false,
-                    other => {
-                        return Err(cx.err(
-                            loc(s),
-                            format!("logging.format: '{other}' is not one of json, text"),
-                        ))
-                    }
-                },
-                None => false,
-            },
+            json: word_at(cx, &self.format, "logging.format")? == Some(LogFormat::Json),
         })
     }
 }

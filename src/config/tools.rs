@@ -7,14 +7,15 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
-use super::ctx::{loc, Ctx};
+use super::ctx::{loc, word_at, Ctx};
 use super::ConfigError;
 
 /// `include` when the file names none: every tool.
 pub const DEFAULT_INCLUDE: &str = "*";
 
 /// How the tool catalog is built (OpenWOP v2 openapi.yaml, getWorkflow and listTools; docs/architecture.md, deliberate differences).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub enum ToolSource {
     /// The default: the host's `GET /tools` catalog when its discovery document advertises a
     /// `toolCatalog` family, with the discovery `fixtures[]` workflows filling in what the
@@ -29,7 +30,8 @@ pub enum ToolSource {
 }
 
 /// Whether a tool runs as a task (ext-tasks §Capability Negotiation: server-directed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub enum TaskSupport {
     /// Only as a task: a call without the extension gets -32021.
     Must,
@@ -40,7 +42,8 @@ pub enum TaskSupport {
 }
 
 /// What names a tool's MRTR input requests (the `inputRequests` keys of a `tools/call` round).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub enum InputRequestKey {
     /// The open interrupt's `interruptId` (RFC 0208 mcp.mrtr: "Key = the open interrupt's
     /// interruptId"), the default.
@@ -126,7 +129,7 @@ pub fn glob(pattern: &str, s: &str) -> bool {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawTools {
-    #[schemars(with = "Option<String>")]
+    #[schemars(with = "Option<ToolSource>")]
     pub source: Option<Spanned<String>>,
     pub include: Option<Vec<String>>,
     #[serde(default)]
@@ -144,11 +147,11 @@ pub struct RawToolOverride {
     pub title: Option<String>,
     pub description: Option<String>,
     pub input_schema: Option<serde_json::Value>,
-    #[schemars(with = "Option<String>")]
+    #[schemars(with = "Option<TaskSupport>")]
     pub task: Option<Spanned<String>>,
     pub create_run: Option<RawCreateTemplate>,
     /// `interruptId` (default) or `interruptKey`: what names the tool's MRTR input requests.
-    #[schemars(with = "Option<String>")]
+    #[schemars(with = "Option<InputRequestKey>")]
     pub input_request_key: Option<Spanned<String>>,
 }
 
@@ -160,7 +163,7 @@ pub struct RawStaticTool {
     pub title: Option<String>,
     pub description: Option<String>,
     pub input_schema: Option<serde_json::Value>,
-    #[schemars(with = "Option<String>")]
+    #[schemars(with = "Option<TaskSupport>")]
     pub task: Option<Spanned<String>>,
     #[serde(default)]
     pub can_suspend: bool,
@@ -179,18 +182,7 @@ fn task_support(
     t: &Option<Spanned<String>>,
     what: &str,
 ) -> Result<TaskSupport, ConfigError> {
-    match t {
-        None => Ok(TaskSupport::May),
-        Some(s) => match s.value.as_str() {
-            "must" => Ok(TaskSupport::Must),
-            "may" => Ok(TaskSupport::May),
-            "never" => Ok(TaskSupport::Never),
-            other => Err(cx.err(
-                loc(s),
-                format!("{what}.task: '{other}' is not one of must, may, never"),
-            )),
-        },
-    }
+    Ok(word_at(cx, t, &format!("{what}.task"))?.unwrap_or(TaskSupport::May))
 }
 
 fn template(
@@ -239,17 +231,11 @@ impl RawTools {
                         t => Some(task_support(cx, t, &what)?),
                     },
                     create_run: template(cx, &o.create_run, &what)?,
-                    input_request_key: match &o.input_request_key {
-                        None => None,
-                        Some(s) => Some(match s.value.as_str() {
-                            "interruptId" => InputRequestKey::InterruptId,
-                            "interruptKey" => InputRequestKey::InterruptKey,
-                            other => return Err(cx.err(
-                                loc(s),
-                                format!("{what}.inputRequestKey: '{other}' is not one of interruptId, interruptKey"),
-                            )),
-                        }),
-                    },
+                    input_request_key: word_at(
+                        cx,
+                        &o.input_request_key,
+                        &format!("{what}.inputRequestKey"),
+                    )?,
                 },
             );
         }
@@ -267,23 +253,7 @@ impl RawTools {
                 can_suspend: t.can_suspend,
             });
         }
-        let source = match &self.source {
-            Some(s) => match s.value.as_str() {
-                "auto" => ToolSource::Auto,
-                "fixtures" => ToolSource::Fixtures,
-                "toolCatalog" => ToolSource::ToolCatalog,
-                "static" => ToolSource::Static,
-                other => {
-                    return Err(cx.err(
-                        loc(s),
-                        format!(
-                        "tools.source: '{other}' is not one of auto, fixtures, toolCatalog, static"
-                    ),
-                    ))
-                }
-            },
-            None => ToolSource::Auto,
-        };
+        let source = word_at(cx, &self.source, "tools.source")?.unwrap_or(ToolSource::Auto);
         if source == ToolSource::Static && statics.is_empty() {
             return Err(cx.err(
                 self.source.as_ref().and_then(loc),
