@@ -74,6 +74,51 @@ pub enum ErrorClass {
     Terminal,
 }
 
+/// What each class means at every place that acts on one. The matches are exhaustive, so a
+/// new class does not compile until each decision is made here (and in
+/// `McpError::from_host`, src/mcp/error.rs, which maps every class to its answer).
+impl ErrorClass {
+    /// A host fault, not a refusal the caller is told about: logged as a host failure
+    /// (src/access.rs).
+    pub fn is_host_fault(self) -> bool {
+        use ErrorClass::*;
+        match self {
+            Internal => true,
+            NotFound | PassThrough | ToolError | InvalidParams | Terminal => false,
+        }
+    }
+
+    /// A refused createRun becomes an `isError` CallToolResult the model can act on
+    /// (src/mcp/call.rs).
+    pub fn is_tool_error(self) -> bool {
+        use ErrorClass::*;
+        match self {
+            ToolError => true,
+            NotFound | PassThrough | Internal | InvalidParams | Terminal => false,
+        }
+    }
+
+    /// The run is already terminal: a cancel has nothing left to do (src/ownership.rs).
+    pub fn run_is_terminal(self) -> bool {
+        use ErrorClass::*;
+        match self {
+            Terminal => true,
+            NotFound | PassThrough | Internal | ToolError | InvalidParams => false,
+        }
+    }
+
+    /// A refused interrupt resolution that leaves the task as it was: acknowledged, not
+    /// surfaced (RFC 0198 §E: ineligible approver, lost race, invalid value, already
+    /// terminal; src/mcp/tasks.rs).
+    pub fn leaves_task_unchanged(self) -> bool {
+        use ErrorClass::*;
+        match self {
+            NotFound | InvalidParams | ToolError | Terminal => true,
+            PassThrough | Internal => false,
+        }
+    }
+}
+
 /// One error rule: the first rule matching a host answer decides its class.
 #[derive(Debug, Clone)]
 pub struct ErrorRule {

@@ -16,7 +16,6 @@ use super::respond::{
 use super::watch::Signal;
 use super::{McpError, McpRequest, META_SUBSCRIPTION, TASKS_EXT};
 use crate::body::Response;
-use crate::config::ErrorClass;
 use crate::host::{open_interrupts, HostError, OpenInterrupt, RunSnapshot};
 use crate::server::AppState;
 use crate::sse::{keepalive_frame, message_frame};
@@ -27,13 +26,7 @@ use tokio_stream::{StreamExt, StreamMap};
 /// A host refusal that leaves the task as it was: acknowledged, not surfaced (RFC 0198 §E:
 /// ineligible approver, lost race, invalid value, already terminal).
 fn resolves_nothing(e: &HostError) -> bool {
-    matches!(
-        e.class(),
-        ErrorClass::NotFound
-            | ErrorClass::InvalidParams
-            | ErrorClass::ToolError
-            | ErrorClass::Terminal
-    )
+    e.class().leaves_task_unchanged()
 }
 
 fn require_tasks(req: &McpRequest) -> Result<(), McpError> {
