@@ -2,8 +2,9 @@
 //! an error with a line and column instead of a silently ignored setting.
 //!
 //! Each section lives in its own file as `Raw* → normalise(ctx) → typed`; this file holds the
-//! top level and normalises the sections in file order, so the first error reported is the
-//! same one whatever the section layout.
+//! top level and calls the sections in one fixed order (listen, upstream, tls, mount, mcp,
+//! tasks, host, tools, logging, telemetry, reload, limits, auth), so a file with several
+//! mistakes always reports the same first one.
 
 use std::sync::Arc;
 
