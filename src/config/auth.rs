@@ -7,7 +7,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
+use super::ctx::{loc, word_at, Ctx};
 use super::ConfigError;
+
+/// `Cache-Control: max-age` of the metadata document when the file sets none.
+pub const DEFAULT_METADATA_MAX_AGE_SECONDS: u64 = 3600;
 
 /// Whether the host's own protected-resource metadata wins over the sidecar's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
@@ -70,10 +74,6 @@ pub struct RawAuth {
     pub metadata_max_age_seconds: Option<u64>,
 }
 
-fn loc<T>(s: &Spanned<T>) -> Option<(u64, u64)> {
-    Some((s.referenced.line(), s.referenced.column()))
-}
-
 /// An absolute http(s) URL without query or fragment; plain http only on a loopback host
 /// (MCP 2026-07-28 "Authorization": authorization endpoints are served over HTTPS).
 fn check_url(u: &str, loopback_http_only: bool) -> Result<String, String> {
@@ -106,8 +106,8 @@ fn scope_token_ok(s: &str) -> bool {
             .all(|b| b == 0x21 || (0x23..=0x5b).contains(&b) || (0x5d..=0x7e).contains(&b))
 }
 
-pub fn normalise(raw: Option<RawAuth>, src: &str) -> Result<Option<Auth>, ConfigError> {
-    let err = |l: Option<(u64, u64)>, m: String| ConfigError::at(src, l, m);
+pub(super) fn normalise(raw: Option<RawAuth>, cx: &Ctx) -> Result<Option<Auth>, ConfigError> {
+    let err = |l: Option<(u64, u64)>, m: String| cx.err(l, m);
     let Some(raw) = raw else { return Ok(None) };
     if raw.enabled == Some(false) {
         return Ok(None);
@@ -161,11 +161,7 @@ pub fn normalise(raw: Option<RawAuth>, src: &str) -> Result<Option<Auth>, Config
         ),
         None => None,
     };
-    let host_metadata = match &raw.host_metadata {
-        None => HostMetadata::Ignore,
-        Some(s) => super::ctx::word(&s.value)
-            .map_err(|m| err(loc(s), format!("auth.hostMetadata: {m}")))?,
-    };
+    let host_metadata = word_at(cx, &raw.host_metadata, "auth.hostMetadata")?.unwrap_or_default();
     Ok(Some(Auth {
         authorization_servers,
         scopes,
@@ -173,7 +169,9 @@ pub fn normalise(raw: Option<RawAuth>, src: &str) -> Result<Option<Auth>, Config
         resource_documentation,
         host_metadata,
         require_token: raw.require_token.unwrap_or(true),
-        metadata_max_age_seconds: raw.metadata_max_age_seconds.unwrap_or(3600),
+        metadata_max_age_seconds: raw
+            .metadata_max_age_seconds
+            .unwrap_or(DEFAULT_METADATA_MAX_AGE_SECONDS),
     }))
 }
 

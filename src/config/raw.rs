@@ -76,7 +76,7 @@ impl RawConfig {
         let telemetry = self.telemetry.normalise(&cx)?;
         let reload_poll = self.reload.normalise(&cx)?;
         let limits = self.limits.normalise(&cx)?;
-        let auth = super::auth::normalise(self.auth, src)?;
+        let auth = super::auth::normalise(self.auth, &cx)?;
         Ok(Config {
             listen,
             limits,
