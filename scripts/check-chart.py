@@ -631,9 +631,9 @@ def refusals_case() -> Case:
 
 
 def raw_config_keys() -> dict:
-    """The configuration's key tree from src/config/{raw,mapping,auth}.rs (serde rename_all
-    camelCase; a field's own `#[serde(rename = "…")]` wins)."""
-    src = "\n".join((ROOT / "src" / "config" / f).read_text() for f in ("raw.rs", "mapping.rs", "auth.rs"))
+    """The configuration's key tree from the Raw* structs in src/config/*.rs, one file per
+    section (serde rename_all camelCase; a field's own `#[serde(rename = "…")]` wins)."""
+    src = "\n".join(f.read_text() for f in sorted((ROOT / "src" / "config").glob("*.rs")))
     structs = {}
     for m in re.finditer(r"pub struct (\w+)\s*\{(.*?)\n\}", src, re.S):
         fields = {}
@@ -670,6 +670,49 @@ def schema_config_keys(node: dict):
     return None
 
 
+def schema_enums(node: dict, root: dict) -> dict:
+    """Every `enum` (or `oneOf` of `const`s) in a schema by dotted path; `*` for a map's value
+    and `[]` for a list's element."""
+    out = {}
+
+    def deref(n):
+        seen = 0
+        while "$ref" in n and seen < 8:
+            target = root
+            for part in n["$ref"].lstrip("#/").split("/"):
+                target = target[part]
+            n, seen = target, seen + 1
+        return n
+
+    def words(n):
+        if "enum" in n:
+            return [w for w in n["enum"] if w is not None]
+        alts = n.get("oneOf")
+        if isinstance(alts, list) and alts and all("const" in a for a in alts):
+            return [a["const"] for a in alts]
+        return None
+
+    def walk(n, p):
+        if not isinstance(n, dict):
+            return
+        n = deref(n)
+        w = words(n)
+        if w is not None and p:
+            out[p] = w
+            return
+        for alt in n.get("anyOf", []) + (n.get("oneOf", []) if w is None else []):
+            walk(alt, p)
+        for k, v in n.get("properties", {}).items():
+            walk(v, f"{p}.{k}" if p else k)
+        if isinstance(n.get("items"), dict):
+            walk(n["items"], f"{p}[]")
+        if isinstance(n.get("additionalProperties"), dict):
+            walk(n["additionalProperties"], f"{p}.*")
+
+    walk(node, "")
+    return out
+
+
 def drift_case() -> Case:
     case = Case("chart vs sources")
     schema = json.loads((CHART / "values.schema.json").read_text())
@@ -682,9 +725,9 @@ def drift_case() -> Case:
         for k in sorted(set(a or {}) | set(b or {})):
             p = f"{path}.{k}" if path else k
             if k not in (b or {}):
-                case.check(False, f"config.{p} is in src/config/raw.rs but not in values.schema.json")
+                case.check(False, f"config.{p} is in src/config/ but not in values.schema.json")
             elif k not in (a or {}):
-                case.check(False, f"config.{p} is in values.schema.json but not in src/config/raw.rs")
+                case.check(False, f"config.{p} is in values.schema.json but not in src/config/")
             else:
                 case.count += 1
                 if isinstance(a[k], dict) or isinstance(b[k], dict):
@@ -704,6 +747,15 @@ def drift_case() -> Case:
                 walk_example(v, s[k], p)
 
     walk_example(example, sch, "")
+
+    # One-word fields list the same words in both schemas (the sidecar's is generated from the
+    # enums it parses into, so the chart cannot accept a value check-config refuses).
+    sidecar = json.loads((ROOT / "config" / "sidecar.schema.json").read_text())
+    want, got = schema_enums(sidecar, sidecar), schema_enums(schema["properties"]["config"], schema)
+    for k in CHART_MANAGED_CONFIG_KEYS:
+        want = {p: w for p, w in want.items() if p != k and not p.startswith(f"{k}.")}
+    for p in sorted(set(want) | set(got)):
+        case.eq(sorted(got.get(p, [])), sorted(want.get(p, [])), f"config.{p} words (values.schema.json vs config/sidecar.schema.json)")
 
     cargo = tomllib.loads((ROOT / "Cargo.toml").read_text())
     version = cargo.get("workspace", {}).get("package", {}).get("version") or cargo["package"]["version"]

@@ -243,7 +243,7 @@ impl Drop for LoggedBody {
 pub fn host_failure(op: Operation, method: &http::Method, path: &str, e: &crate::host::HostError) {
     let fault = match e {
         crate::host::HostError::Status { status, .. } => {
-            status.is_server_error() || e.class() == crate::config::ErrorClass::Internal
+            status.is_server_error() || e.class().is_host_fault()
         }
         _ => true,
     };

@@ -22,3 +22,4 @@ pub mod sse;
 pub mod telemetry;
 pub mod tls;
 pub mod wire_id;
+pub mod wop;

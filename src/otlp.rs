@@ -106,7 +106,12 @@ pub fn provider(cfg: &Otlp) -> anyhow::Result<SdkTracerProvider> {
         .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
         .with_endpoint(cfg.endpoint.clone())
         .with_timeout(cfg.timeout)
-        .with_headers(cfg.headers.iter().cloned().collect::<HashMap<_, _>>())
+        .with_headers(
+            cfg.headers
+                .iter()
+                .map(|(k, v)| (k.clone(), v.expose().clone()))
+                .collect::<HashMap<_, _>>(),
+        )
         .build()?;
     let resource = opentelemetry_sdk::Resource::builder()
         .with_service_name(cfg.service_name.clone())

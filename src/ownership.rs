@@ -18,7 +18,6 @@ use http_body::{Body as HttpBody, Frame, SizeHint};
 use tokio::sync::Notify;
 
 use crate::body::BoxError;
-use crate::config::ErrorClass;
 use crate::host::{Caller, HostClient, HostError};
 use crate::telemetry::Metrics;
 
@@ -109,9 +108,7 @@ impl CancelDispatcher {
             {
                 Ok(_) => return CancelOutcome::Cancelled,
                 // OpenWOP v2 runs.md, cancelRun: a terminal run answers 409 run_terminal; nothing is owed.
-                Err(e) if e.class() == ErrorClass::Terminal => {
-                    return CancelOutcome::AlreadyTerminal
-                }
+                Err(e) if e.class().run_is_terminal() => return CancelOutcome::AlreadyTerminal,
                 Err(HostError::Status { status, .. })
                     if status.is_client_error() && status.as_u16() != 429 =>
                 {

@@ -79,7 +79,9 @@ fn cfg() -> &'static Config {
     static CFG: OnceLock<Config> = OnceLock::new();
     CFG.get_or_init(|| {
         let mut c = Config::defaults();
-        c.mcp.request_state_key = Some(b"openwop-sidecar-fuzzing-key-0001".to_vec());
+        c.mcp.request_state_key = Some(openwop_mcp_sidecar::config::Secret::new(
+            b"openwop-sidecar-fuzzing-key-0001".to_vec(),
+        ));
         c
     })
 }

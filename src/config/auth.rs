@@ -7,17 +7,22 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
+use super::ctx::{loc, word_at, Ctx};
 use super::ConfigError;
 
+/// `Cache-Control: max-age` of the metadata document when the file sets none.
+pub const DEFAULT_METADATA_MAX_AGE_SECONDS: u64 = 3600;
+
 /// Whether the host's own protected-resource metadata wins over the sidecar's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub enum HostMetadata {
-    /// Always serve the document built from this section.
-    #[default]
-    Ignore,
     /// Ask the host for `/.well-known/oauth-protected-resource…` first and relay its
     /// document when it answers 200 with a JSON object; otherwise serve ours.
     PassThrough,
+    /// Always serve the document built from this section.
+    #[default]
+    Ignore,
 }
 
 /// The normalised `auth` section (present = on).
@@ -60,17 +65,13 @@ pub struct RawAuth {
     #[schemars(with = "Option<String>")]
     pub resource_documentation: Option<Spanned<String>>,
     /// `ignore` (default) or `passThrough`: relay the host's own metadata when it serves one.
-    #[schemars(with = "Option<String>")]
+    #[schemars(with = "Option<HostMetadata>")]
     pub host_metadata: Option<Spanned<String>>,
     /// Answer 401 without asking the host when a mount request has no Authorization
     /// (default true).
     pub require_token: Option<bool>,
     /// Cache lifetime of the metadata document (default 3600).
     pub metadata_max_age_seconds: Option<u64>,
-}
-
-fn loc<T>(s: &Spanned<T>) -> Option<(u64, u64)> {
-    Some((s.referenced.line(), s.referenced.column()))
 }
 
 /// An absolute http(s) URL without query or fragment; plain http only on a loopback host
@@ -105,8 +106,8 @@ fn scope_token_ok(s: &str) -> bool {
             .all(|b| b == 0x21 || (0x23..=0x5b).contains(&b) || (0x5d..=0x7e).contains(&b))
 }
 
-pub fn normalise(raw: Option<RawAuth>, src: &str) -> Result<Option<Auth>, ConfigError> {
-    let err = |l: Option<(u64, u64)>, m: String| ConfigError::at(src, l, m);
+pub(super) fn normalise(raw: Option<RawAuth>, cx: &Ctx) -> Result<Option<Auth>, ConfigError> {
+    let err = |l: Option<(u64, u64)>, m: String| cx.err(l, m);
     let Some(raw) = raw else { return Ok(None) };
     if raw.enabled == Some(false) {
         return Ok(None);
@@ -160,19 +161,7 @@ pub fn normalise(raw: Option<RawAuth>, src: &str) -> Result<Option<Auth>, Config
         ),
         None => None,
     };
-    let host_metadata = match &raw.host_metadata {
-        None => HostMetadata::Ignore,
-        Some(s) => match s.value.as_str() {
-            "ignore" => HostMetadata::Ignore,
-            "passThrough" => HostMetadata::PassThrough,
-            other => {
-                return Err(err(
-                    loc(s),
-                    format!("auth.hostMetadata: '{other}' is not one of passThrough, ignore"),
-                ))
-            }
-        },
-    };
+    let host_metadata = word_at(cx, &raw.host_metadata, "auth.hostMetadata")?.unwrap_or_default();
     Ok(Some(Auth {
         authorization_servers,
         scopes,
@@ -180,7 +169,9 @@ pub fn normalise(raw: Option<RawAuth>, src: &str) -> Result<Option<Auth>, Config
         resource_documentation,
         host_metadata,
         require_token: raw.require_token.unwrap_or(true),
-        metadata_max_age_seconds: raw.metadata_max_age_seconds.unwrap_or(3600),
+        metadata_max_age_seconds: raw
+            .metadata_max_age_seconds
+            .unwrap_or(DEFAULT_METADATA_MAX_AGE_SECONDS),
     }))
 }
 

@@ -10,27 +10,6 @@
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::Spanned;
 
-/// Fields whose value is one word from a fixed list; the type error names the list. The
-/// patterns use `*` for a tool name, a list index or a route name; a test checks each list
-/// against the message the normaliser gives for a wrong word.
-pub(crate) const ONE_OF: &[(&str, &str)] = &[
-    ("tools.source", "fixtures, toolCatalog, static"),
-    ("tools.overrides.*.task", "must, may, never"),
-    ("tools.static[*].task", "must, may, never"),
-    (
-        "tools.overrides.*.inputRequestKey",
-        "interruptId, interruptKey",
-    ),
-    ("logging.format", "json, text"),
-    ("host.ids.path", "tilde, percent"),
-    ("host.ids.taskId", "tilde, percent"),
-    (
-        "host.statuses.*",
-        "pending, running, paused, waiting-approval, waiting-input, waiting-external, \
-         cancelling, completed, failed, cancelled",
-    ),
-];
-
 /// Fields holding a base URL.
 const URLS: &[&str] = &["upstream.url", "mount.publicUrl", "telemetry.otlp.endpoint"];
 
@@ -277,9 +256,10 @@ pub(crate) fn leading_path(message: &str) -> Option<&str> {
     (p.contains('.') && p.chars().next().is_some_and(|c| c.is_ascii_lowercase())).then_some(p)
 }
 
-/// The JSON Schema type (and `format`) of the field at `path`, from the schema generated from
-/// the very types the file is parsed into (so it cannot disagree with the parser).
-fn schema_type(path: &str) -> Option<(String, Option<String>)> {
+/// The JSON Schema node of the field at `path`, from the schema generated from the very types
+/// the file is parsed into (so it cannot disagree with the parser). A one-word field stops at
+/// its enum (whose words [`super::ctx::schema_words`] reads).
+fn schema_node(path: &str) -> Option<serde_json::Value> {
     fn resolve<'a>(
         root: &'a serde_json::Value,
         mut s: &'a serde_json::Value,
@@ -287,6 +267,8 @@ fn schema_type(path: &str) -> Option<(String, Option<String>)> {
         for _ in 0..8 {
             if let Some(r) = s.get("$ref").and_then(|r| r.as_str()) {
                 s = root.pointer(r.strip_prefix('#')?)?;
+            } else if super::ctx::schema_words(s).is_some() {
+                return Some(s);
             } else if let Some(alts) = s.get("anyOf").or(s.get("oneOf")).and_then(|a| a.as_array())
             {
                 s = alts
@@ -310,6 +292,11 @@ fn schema_type(path: &str) -> Option<(String, Option<String>)> {
         };
         node = resolve(&root, next)?;
     }
+    Some(node.clone())
+}
+
+/// The JSON Schema type (and `format`) of a schema node.
+fn schema_type(node: &serde_json::Value) -> Option<(String, Option<String>)> {
     let ty = match node.get("type")? {
         serde_json::Value::String(t) => t.clone(),
         serde_json::Value::Array(ts) => ts
@@ -326,10 +313,17 @@ fn schema_type(path: &str) -> Option<(String, Option<String>)> {
     Some((ty, format))
 }
 
+/// The words a one-word field accepts (its schema enum), if it is one.
+#[cfg(test)]
+fn one_of(path: &str) -> Option<Vec<String>> {
+    super::ctx::schema_words(&schema_node(path)?)
+}
+
 /// What a field expects, said for a person.
 fn expected(path: &str, saphyr: &str) -> String {
-    if let Some((_, list)) = ONE_OF.iter().find(|(p, _)| super::glob(p, path)) {
-        return format!("one of {list}");
+    let node = schema_node(path);
+    if let Some(words) = node.as_ref().and_then(super::ctx::schema_words) {
+        return format!("one of {}", words.join(", "));
     }
     if URLS.contains(&path) {
         return "a URL like http://host:8787".into();
@@ -344,7 +338,7 @@ fn expected(path: &str, saphyr: &str) -> String {
             format!("a whole number, 0 or more{bound}")
         }
     };
-    match schema_type(path) {
+    match node.as_ref().and_then(schema_type) {
         Some((t, f)) if t == "integer" => integer(if f.as_deref() == Some("uint32") {
             " (at most 4294967295)"
         } else {
@@ -398,39 +392,49 @@ mod tests {
     use crate::config::{Config, Overrides};
 
     /// The lists a type error quotes are the lists the normaliser accepts: a wrong word in each
-    /// field gets the normaliser's message, which must name the same values.
+    /// one-word field gets the normaliser's message, which must name the same values, and both
+    /// come from the field's enum in the generated schema.
     #[test]
     fn one_of_lists_agree_with_the_values_the_normaliser_accepts() {
         let files = [
             ("tools.source", "tools:\n  source: WORD\n"),
             (
-                "tools.overrides.*.task",
+                "tools.overrides.t.task",
                 "tools:\n  overrides:\n    t:\n      task: WORD\n",
             ),
             (
-                "tools.static[*].task",
+                "tools.static[0].task",
                 "tools:\n  static:\n    - name: t\n      task: WORD\n",
             ),
             (
-                "tools.overrides.*.inputRequestKey",
+                "tools.overrides.t.inputRequestKey",
                 "tools:\n  overrides:\n    t:\n      inputRequestKey: WORD\n",
             ),
             ("logging.format", "logging:\n  format: WORD\n"),
             ("host.ids.path", "host:\n  ids:\n    path: WORD\n"),
             ("host.ids.taskId", "host:\n  ids:\n    taskId: WORD\n"),
-            ("host.statuses.*", "host:\n  statuses:\n    X: WORD\n"),
+            ("host.statuses.X", "host:\n  statuses:\n    X: WORD\n"),
+            (
+                "host.errors[0].as",
+                "host:\n  errors:\n    - status: 404\n      as: WORD\n",
+            ),
+            (
+                "auth.hostMetadata",
+                "auth:\n  authorizationServers: [http://localhost:9]\n  hostMetadata: WORD\n",
+            ),
         ];
-        assert_eq!(files.len(), ONE_OF.len(), "every ONE_OF entry is checked");
-        for (pattern, yaml) in files {
-            let (_, list) = ONE_OF.iter().find(|(p, _)| *p == pattern).unwrap();
+        for (path, yaml) in files {
+            let list = one_of(path)
+                .unwrap_or_else(|| panic!("{path}: a schema enum"))
+                .join(", ");
             let e = Config::from_yaml_str(
                 &yaml.replace("WORD", "bogus"),
                 "t.yaml",
                 &Overrides::default(),
             )
             .unwrap_err();
-            assert!(e.message.contains(list), "{pattern}: {e}");
-            assert!(e.line > 1, "{pattern}: at the value, {e}");
+            assert!(e.message.contains(&list), "{path}: {e}");
+            assert!(e.line > 1, "{path}: at the value, {e}");
             let e = Config::from_yaml_str(
                 &yaml.replace("WORD", "[a]"),
                 "t.yaml",
@@ -440,7 +444,7 @@ mod tests {
             assert!(
                 e.message
                     .ends_with(&format!("expected one of {list}, got a list")),
-                "{pattern}: {e}"
+                "{path}: {e}"
             );
         }
     }

@@ -9,10 +9,27 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_saphyr::Spanned;
 
-use crate::host::RunStatus;
+use super::ctx::word;
+use crate::wop::RunStatus;
+pub use crate::wop::CANONICAL;
+
+/// A canonical run status as the file writes it (`host.statuses` values): the schema lists
+/// [`CANONICAL`], the one list the normaliser checks against.
+pub struct StatusName;
+
+impl JsonSchema for StatusName {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "RunStatus".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string", "enum": CANONICAL })
+    }
+}
 
 /// How a run id is written into a path or a taskId.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub enum IdEncoding {
     /// OpenWOP `~HH` projection (OpenWOP v2 identity.md §5): `acme~2Fr-…`.
     Tilde,
@@ -37,18 +54,11 @@ impl IdEncoding {
                 .collect(),
         }
     }
-
-    fn parse(s: &str) -> Option<IdEncoding> {
-        match s {
-            "tilde" => Some(IdEncoding::Tilde),
-            "percent" => Some(IdEncoding::Percent),
-            _ => None,
-        }
-    }
 }
 
 /// What a host error means to the mount.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub enum ErrorClass {
     /// The caller may not see it: answered like a missing resource (`-32602`, "task not found").
     NotFound,
@@ -64,17 +74,48 @@ pub enum ErrorClass {
     Terminal,
 }
 
+/// What each class means at every place that acts on one. The matches are exhaustive, so a
+/// new class does not compile until each decision is made here (and in
+/// `McpError::from_host`, src/mcp/error.rs, which maps every class to its answer).
 impl ErrorClass {
-    fn parse(s: &str) -> Option<ErrorClass> {
-        Some(match s {
-            "notFound" => ErrorClass::NotFound,
-            "passThrough" => ErrorClass::PassThrough,
-            "internal" => ErrorClass::Internal,
-            "toolError" => ErrorClass::ToolError,
-            "invalidParams" => ErrorClass::InvalidParams,
-            "terminal" => ErrorClass::Terminal,
-            _ => return None,
-        })
+    /// A host fault, not a refusal the caller is told about: logged as a host failure
+    /// (src/access.rs).
+    pub fn is_host_fault(self) -> bool {
+        use ErrorClass::*;
+        match self {
+            Internal => true,
+            NotFound | PassThrough | ToolError | InvalidParams | Terminal => false,
+        }
+    }
+
+    /// A refused createRun becomes an `isError` CallToolResult the model can act on
+    /// (src/mcp/call.rs).
+    pub fn is_tool_error(self) -> bool {
+        use ErrorClass::*;
+        match self {
+            ToolError => true,
+            NotFound | PassThrough | Internal | InvalidParams | Terminal => false,
+        }
+    }
+
+    /// The run is already terminal: a cancel has nothing left to do (src/ownership.rs).
+    pub fn run_is_terminal(self) -> bool {
+        use ErrorClass::*;
+        match self {
+            Terminal => true,
+            NotFound | PassThrough | Internal | ToolError | InvalidParams => false,
+        }
+    }
+
+    /// A refused interrupt resolution that leaves the task as it was: acknowledged, not
+    /// surfaced (RFC 0198 §E: ineligible approver, lost race, invalid value, already
+    /// terminal; src/mcp/tasks.rs).
+    pub fn leaves_task_unchanged(self) -> bool {
+        use ErrorClass::*;
+        match self {
+            NotFound | InvalidParams | ToolError | Terminal => true,
+            PassThrough | Internal => false,
+        }
     }
 }
 
@@ -230,7 +271,7 @@ pub struct RawMapping {
     pub fields: RawFields,
     /// Spanned so that a wrong value is reported at its own line, not the file's start.
     #[serde(default)]
-    #[schemars(with = "BTreeMap<String, String>")]
+    #[schemars(with = "BTreeMap<String, StatusName>")]
     pub statuses: BTreeMap<String, Spanned<String>>,
     #[serde(default)]
     pub bodies: RawBodies,
@@ -327,9 +368,9 @@ impl RawBodies {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawIds {
-    #[schemars(with = "Option<String>")]
+    #[schemars(with = "Option<IdEncoding>")]
     pub path: Option<Spanned<String>>,
-    #[schemars(with = "Option<String>")]
+    #[schemars(with = "Option<IdEncoding>")]
     pub task_id: Option<Spanned<String>>,
 }
 
@@ -342,7 +383,7 @@ pub struct RawErrorRule {
     pub code: Option<String>,
     pub challenge: Option<String>,
     #[serde(rename = "as")]
-    #[schemars(with = "String")]
+    #[schemars(with = "ErrorClass")]
     pub class: Spanned<String>,
 }
 
@@ -383,20 +424,6 @@ const BODY_DEFAULTS: &[(&str, &str)] = &[
     ("cancelRunReason", "reason"),
 ];
 
-/// The canonical statuses (OpenWOP v2 runs.md, getRun), which are also the v2 host values.
-pub const CANONICAL: [&str; 10] = [
-    "pending",
-    "running",
-    "paused",
-    "waiting-approval",
-    "waiting-input",
-    "waiting-external",
-    "cancelling",
-    "completed",
-    "failed",
-    "cancelled",
-];
-
 /// OpenWOP v2 error semantics (RFC 0208, transport envelope; RFC 0208 §C): not-yours is not-found, scope
 /// and authentication pass through, 409 run_terminal means nothing is left to cancel.
 fn default_rules() -> Vec<ErrorRule> {
@@ -429,15 +456,7 @@ impl RawMapping {
          -> Result<IdEncoding, (Option<(u64, u64)>, String)> {
             match s {
                 None => Ok(IdEncoding::Tilde),
-                Some(v) => IdEncoding::parse(&v.value).ok_or_else(|| {
-                    (
-                        loc(v),
-                        format!(
-                            "host.ids.{what}: '{}' is not one of tilde, percent",
-                            v.value
-                        ),
-                    )
-                }),
+                Some(v) => word(&v.value).map_err(|m| (loc(v), format!("host.ids.{what}: {m}"))),
             }
         };
         let path_ids = ids(&self.ids.path, "path")?;
@@ -565,9 +584,8 @@ impl RawMapping {
                     "host.errors[].status: use an HTTP status like 404, or 4xx / 5xx".to_string(),
                 )
             })?;
-            let class = ErrorClass::parse(&r.class.value).ok_or_else(|| {
-                (loc(&r.class), format!("host.errors[].as: '{}' is not one of notFound, passThrough, internal, toolError, invalidParams, terminal", r.class.value))
-            })?;
+            let class = word(&r.class.value)
+                .map_err(|m| (loc(&r.class), format!("host.errors[].as: {m}")))?;
             error_rules.push(ErrorRule {
                 status,
                 code: r.code.clone(),

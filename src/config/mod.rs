@@ -5,10 +5,21 @@
 //! OpenWOP v2 as the default, so that no route string is scattered through the handlers.
 
 pub mod auth;
+mod ctx;
 mod explain;
+mod host;
+mod limits;
+mod listener;
 pub mod mapping;
+mod mcp;
+mod mount;
 mod raw;
 pub mod routes;
+mod secret;
+mod tasks;
+mod telemetry;
+mod tools;
+mod upstream;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -18,6 +29,18 @@ use std::time::Duration;
 pub use mapping::{ErrorClass, IdEncoding, Mapping};
 pub use raw::RawConfig;
 pub use routes::{Operation, Route, Routes};
+pub use secret::Secret;
+
+pub use limits::Limits;
+pub use listener::Shutdown;
+pub use mcp::Mcp;
+pub use mount::Mount;
+pub use tasks::{Ownership, Tasks};
+pub use telemetry::{Logging, Otlp, Telemetry};
+pub use tools::{
+    glob, CreateTemplate, InputRequestKey, StaticTool, TaskSupport, ToolOverride, ToolSource, Tools,
+};
+pub use upstream::Upstream;
 
 /// A configuration error that names where it happened: `file:line:column: message`, or
 /// `file: message` when the error is about the whole file (it cannot be read), `line` 0.
@@ -55,74 +78,6 @@ impl ConfigError {
     }
 }
 
-/// How the tool catalog is built (OpenWOP v2 openapi.yaml, getWorkflow and listTools; docs/architecture.md, deliberate differences).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ToolSource {
-    /// The default: the host's `GET /tools` catalog when its discovery document advertises a
-    /// `toolCatalog` family, with the discovery `fixtures[]` workflows filling in what the
-    /// catalog lacks; the fixtures alone when it does not.
-    Auto,
-    /// Discovery `fixtures[]`, then `getWorkflow` for each.
-    Fixtures,
-    /// `GET /tools` (the host's toolCatalog).
-    ToolCatalog,
-    /// The `tools.static` list in this file.
-    Static,
-}
-
-/// Whether a tool runs as a task (ext-tasks §Capability Negotiation: server-directed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TaskSupport {
-    /// Only as a task: a call without the extension gets -32021.
-    Must,
-    /// A task when the client declares the extension, else a blocking call.
-    May,
-    /// Always a blocking call, even for a Tasks client.
-    Never,
-}
-
-/// What names a tool's MRTR input requests (the `inputRequests` keys of a `tools/call` round).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum InputRequestKey {
-    /// The open interrupt's `interruptId` (RFC 0208 mcp.mrtr: "Key = the open interrupt's
-    /// interruptId"), the default.
-    #[default]
-    InterruptId,
-    /// The interrupt's own `key` (InterruptPayload `key`, a name the workflow chose), bound to
-    /// its `interruptId` by the requestState; the `interruptId` whenever an interrupt has no
-    /// key or shares it with another open interrupt.
-    InterruptKey,
-}
-
-/// Extra createRun body content (tags, metadata) for every run or one tool's runs.
-#[derive(Debug, Clone, Default)]
-pub struct CreateTemplate {
-    pub tags: Vec<String>,
-    pub metadata: Option<serde_json::Value>,
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct ToolOverride {
-    pub title: Option<String>,
-    pub description: Option<String>,
-    pub input_schema: Option<serde_json::Value>,
-    /// None: the workflow's own declaration (or `may`) stays.
-    pub task: Option<TaskSupport>,
-    pub create_run: Option<CreateTemplate>,
-    pub input_request_key: Option<InputRequestKey>,
-}
-
-#[derive(Debug, Clone)]
-pub struct StaticTool {
-    pub name: String,
-    pub workflow_id: String,
-    pub title: Option<String>,
-    pub description: Option<String>,
-    pub input_schema: Option<serde_json::Value>,
-    pub task: TaskSupport,
-    pub can_suspend: bool,
-}
-
 /// The normalised configuration every part of the sidecar reads.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -146,192 +101,6 @@ pub struct Config {
     pub telemetry: Telemetry,
     /// Login discovery for MCP clients (`None` = off; src/config/auth.rs).
     pub auth: Option<auth::Auth>,
-}
-
-#[derive(Debug, Clone)]
-pub struct Upstream {
-    /// Base URL of the host, no trailing slash (`http://127.0.0.1:8787`).
-    pub url: String,
-    /// Extra CA bundle (PEM) trusted for an `https://` upstream.
-    pub ca_file: Option<std::path::PathBuf>,
-    /// Client certificate and key (PEM) for mutual TLS to the upstream.
-    pub client_cert: Option<(std::path::PathBuf, std::path::PathBuf)>,
-    pub connect_timeout: Duration,
-    /// Default per-request timeout of host API calls (not of passthrough streams).
-    pub request_timeout: Duration,
-    /// How long `/readyz` waits for the host's discovery document.
-    pub ready_timeout: Duration,
-    /// The sidecar's own host API calls go over HTTP/2 (src/host/h2pool.rs); passthrough
-    /// traffic keeps HTTP/1.1.
-    pub http2: bool,
-    /// Streams per HTTP/2 connection before the pool opens another (at least 1).
-    pub http2_max_streams_per_connection: usize,
-}
-
-#[derive(Debug, Clone)]
-pub struct Mount {
-    pub path: String,
-    /// Absolute URL advertised in `mcp.serverUrls`; when unset it is built from the request's
-    /// `Host` header, but only for hosts named in `allowed_hosts` (never from an arbitrary Host).
-    pub public_url: Option<String>,
-    /// Names trusted for advertised URLs and same-machine Origins (src/mcp/origin.rs); with
-    /// `enforce_host` also the only Hosts served.
-    pub allowed_hosts: Vec<String>,
-    /// Refuse any request whose Host is not `public_url`'s host or in `allowed_hosts`, with or
-    /// without an Origin (default off: the Origin check is the DNS-rebinding defence).
-    pub enforce_host: bool,
-    /// Origins allowed to call the mount; a request whose `Origin` is not listed gets 403.
-    pub allowed_origins: Vec<String>,
-    /// How long unacknowledged data may wait before a silent peer counts as gone.
-    pub dead_peer_timeout: Duration,
-}
-
-#[derive(Debug, Clone)]
-pub struct Mcp {
-    pub revisions: Vec<String>,
-    pub refreshed_at: String,
-    pub server_name: String,
-    pub server_version: String,
-    pub discover_ttl: Duration,
-    pub tools_list_ttl: Duration,
-    pub json_answer_cap: Duration,
-    pub sse_answer_cap: Duration,
-    /// A tasked `tools/call` whose run ends within this window is answered with the plain
-    /// `CallToolResult` (RFC 0198 §B.4); zero always answers `CreateTaskResult`.
-    pub task_immediate_window: Duration,
-    pub sse_keepalive: Duration,
-    pub mrtr_max_rounds: u32,
-    pub request_state_ttl: Duration,
-    /// HMAC key for requestState; `None` = a random per-process key (replicas can't share it).
-    pub request_state_key: Option<Vec<u8>>,
-}
-
-#[derive(Debug, Clone)]
-pub struct Tasks {
-    pub enabled: bool,
-    pub poll_interval_ms: u64,
-    pub max_listen_task_ids: usize,
-    pub listen_poll_interval: Duration,
-}
-
-#[derive(Debug, Clone)]
-pub struct Ownership {
-    /// How long the sidecar keeps retrying the cancel of an orphaned run.
-    pub cancel_deadline: Duration,
-    pub cancel_reason: String,
-}
-
-/// Bounds that keep one client, or many, from exhausting the sidecar (issue 10).
-#[derive(Debug, Clone)]
-pub struct Limits {
-    /// Largest MCP request body (413 beyond it).
-    pub max_body_bytes: usize,
-    /// Deepest JSON nesting accepted in an MCP request (-32600 beyond it).
-    pub max_json_depth: usize,
-    /// Requests in flight at once; beyond it new ones are shed with 503 and Retry-After.
-    pub max_concurrent_requests: usize,
-    /// SSE answers and listen streams open at once; beyond it 503 and Retry-After.
-    pub max_streams: usize,
-    /// Time a client gets to send its request head (slow clients cannot pin connections).
-    pub header_read_timeout: Duration,
-    /// Time a client gets to send an MCP request body.
-    pub body_read_timeout: Duration,
-    /// Largest single event accepted on a host event stream.
-    pub max_upstream_event_bytes: usize,
-}
-
-#[derive(Debug, Clone)]
-pub struct Shutdown {
-    pub drain_timeout: Duration,
-    /// After SIGTERM, how long `/readyz` answers 503 while the listener keeps serving (and
-    /// HTTP/1.1 answers carry `Connection: close`) before the drain begins.
-    pub lame_duck: Duration,
-}
-
-#[derive(Debug, Clone)]
-pub struct Tools {
-    pub source: ToolSource,
-    /// Glob patterns (`*` wildcard) a tool name must match one of.
-    pub include: Vec<String>,
-    /// Glob patterns that remove a tool.
-    pub exclude: Vec<String>,
-    pub statics: Vec<StaticTool>,
-    pub overrides: std::collections::HashMap<String, ToolOverride>,
-    pub create_run: CreateTemplate,
-}
-
-impl Tools {
-    /// Whether a tool name passes the include/exclude patterns.
-    pub fn admits(&self, name: &str) -> bool {
-        self.include.iter().any(|p| glob(p, name)) && !self.exclude.iter().any(|p| glob(p, name))
-    }
-}
-
-/// `*` matches any run of characters; everything else matches itself.
-pub fn glob(pattern: &str, s: &str) -> bool {
-    let parts: Vec<&str> = pattern.split('*').collect();
-    if parts.len() == 1 {
-        return pattern == s;
-    }
-    let mut rest = s;
-    for (i, p) in parts.iter().enumerate() {
-        if i == 0 {
-            let Some(r) = rest.strip_prefix(p) else {
-                return false;
-            };
-            rest = r;
-        } else if i == parts.len() - 1 {
-            return rest.ends_with(p);
-        } else {
-            let Some(at) = rest.find(p) else { return false };
-            rest = &rest[at + p.len()..];
-        }
-    }
-    true
-}
-
-#[derive(Debug, Clone)]
-pub struct Logging {
-    pub level: String,
-    pub json: bool,
-}
-
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Telemetry {
-    pub otlp: Option<Otlp>,
-}
-
-/// OTLP/HTTP span export (issue 7).
-#[derive(Clone, PartialEq)]
-pub struct Otlp {
-    /// The full traces URL (`…/v1/traces`).
-    pub endpoint: String,
-    pub headers: Vec<(String, String)>,
-    pub service_name: String,
-    pub sample_ratio: f64,
-    pub timeout: Duration,
-    pub ca_file: Option<std::path::PathBuf>,
-}
-
-impl std::fmt::Debug for Otlp {
-    // Header values are often collector credentials (issue 7: never in logs).
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Otlp")
-            .field("endpoint", &self.endpoint)
-            .field(
-                "headers",
-                &self
-                    .headers
-                    .iter()
-                    .map(|(k, _)| (k.as_str(), "<redacted>"))
-                    .collect::<Vec<_>>(),
-            )
-            .field("service_name", &self.service_name)
-            .field("sample_ratio", &self.sample_ratio)
-            .field("timeout", &self.timeout)
-            .field("ca_file", &self.ca_file)
-            .finish()
-    }
 }
 
 /// Command-line overrides (flags win over the file).

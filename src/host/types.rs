@@ -4,80 +4,8 @@ use serde_json::Value;
 
 use crate::config::Mapping;
 
-/// RunSnapshot.status (§1.4), canonical. Unknown future values are kept verbatim.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RunStatus {
-    Pending,
-    Running,
-    Paused,
-    WaitingApproval,
-    WaitingInput,
-    WaitingExternal,
-    Cancelling,
-    Completed,
-    Failed,
-    Cancelled,
-    Unknown(String),
-}
-
-impl RunStatus {
-    pub fn parse(s: &str) -> RunStatus {
-        match s {
-            "pending" => RunStatus::Pending,
-            "running" => RunStatus::Running,
-            "paused" => RunStatus::Paused,
-            "waiting-approval" => RunStatus::WaitingApproval,
-            "waiting-input" => RunStatus::WaitingInput,
-            "waiting-external" => RunStatus::WaitingExternal,
-            "cancelling" => RunStatus::Cancelling,
-            "completed" => RunStatus::Completed,
-            "failed" => RunStatus::Failed,
-            "cancelled" => RunStatus::Cancelled,
-            other => RunStatus::Unknown(other.to_string()),
-        }
-    }
-
-    pub fn as_str(&self) -> &str {
-        match self {
-            RunStatus::Pending => "pending",
-            RunStatus::Running => "running",
-            RunStatus::Paused => "paused",
-            RunStatus::WaitingApproval => "waiting-approval",
-            RunStatus::WaitingInput => "waiting-input",
-            RunStatus::WaitingExternal => "waiting-external",
-            RunStatus::Cancelling => "cancelling",
-            RunStatus::Completed => "completed",
-            RunStatus::Failed => "failed",
-            RunStatus::Cancelled => "cancelled",
-            RunStatus::Unknown(s) => s,
-        }
-    }
-
-    pub fn is_terminal(&self) -> bool {
-        matches!(
-            self,
-            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
-        )
-    }
-
-    /// Suspended on an interrupt a client can answer (§3.7: `input_required`).
-    pub fn awaits_client(&self) -> bool {
-        matches!(self, RunStatus::WaitingApproval | RunStatus::WaitingInput)
-    }
-
-    /// Where a blocking call stops waiting (§3.5 step 5): terminal or any `waiting-*`, and
-    /// unknown future values, which the SDKs treat as not active.
-    pub fn settles_blocking_wait(&self) -> bool {
-        self.is_terminal()
-            || matches!(
-                self,
-                RunStatus::WaitingApproval
-                    | RunStatus::WaitingInput
-                    | RunStatus::WaitingExternal
-                    | RunStatus::Unknown(_)
-            )
-    }
-}
+use crate::wop::event::*;
+pub use crate::wop::RunStatus;
 
 /// A `201` from createRun.
 #[derive(Debug, Clone)]
@@ -234,10 +162,7 @@ impl RunEvent {
     }
 
     pub fn is_terminal(&self) -> bool {
-        matches!(
-            self.kind.as_str(),
-            "run.completed" | "run.failed" | "run.cancelled"
-        )
+        crate::wop::event::is_terminal(&self.kind)
     }
 }
 
@@ -293,16 +218,16 @@ pub struct OpenInterrupt {
 pub fn bears_on_interrupts(kind: &str) -> bool {
     matches!(
         kind,
-        "interrupt.requested"
-            | "node.suspended"
-            | "interrupt.resolved"
-            | "node.resumed"
-            | "node.cancelled"
-            | "node.completed"
-            | "node.failed"
-            | "run.completed"
-            | "run.failed"
-            | "run.cancelled"
+        INTERRUPT_REQUESTED
+            | NODE_SUSPENDED
+            | INTERRUPT_RESOLVED
+            | NODE_RESUMED
+            | NODE_CANCELLED
+            | NODE_COMPLETED
+            | NODE_FAILED
+            | RUN_COMPLETED
+            | RUN_FAILED
+            | RUN_CANCELLED
     )
 }
 
@@ -316,7 +241,7 @@ pub fn open_interrupts(events: &[RunEvent], m: &Mapping) -> Vec<OpenInterrupt> {
     let mut last_request: std::collections::HashMap<String, Value> = Default::default();
     for ev in events {
         match ev.kind.as_str() {
-            "interrupt.requested" => {
+            INTERRUPT_REQUESTED => {
                 if let Some(node) = ev.node_id.clone().or_else(|| {
                     ev.payload
                         .get("nodeId")
@@ -326,7 +251,7 @@ pub fn open_interrupts(events: &[RunEvent], m: &Mapping) -> Vec<OpenInterrupt> {
                     last_request.insert(node, ev.payload.clone());
                 }
             }
-            "node.suspended" => {
+            NODE_SUSPENDED => {
                 let p = &ev.payload;
                 let (Some(iid), Some(node)) = (
                     Mapping::str_at(p, &f.interrupt_id),
@@ -352,17 +277,17 @@ pub fn open_interrupts(events: &[RunEvent], m: &Mapping) -> Vec<OpenInterrupt> {
                     key,
                 });
             }
-            "interrupt.resolved" | "node.resumed" => {
+            INTERRUPT_RESOLVED | NODE_RESUMED => {
                 let p = &ev.payload;
                 if let Some(iid) = Mapping::str_at(p, &f.interrupt_id) {
                     open.retain(|o| o.interrupt_id != iid);
-                } else if ev.kind == "interrupt.resolved" {
+                } else if ev.kind == INTERRUPT_RESOLVED {
                     if let Some(node) = p.get("nodeId").and_then(Value::as_str) {
                         open.retain(|o| o.node_id != node);
                     }
                 }
             }
-            "node.cancelled" | "node.completed" | "node.failed" => {
+            NODE_CANCELLED | NODE_COMPLETED | NODE_FAILED => {
                 if let Some(node) = ev
                     .payload
                     .get("nodeId")
@@ -372,7 +297,7 @@ pub fn open_interrupts(events: &[RunEvent], m: &Mapping) -> Vec<OpenInterrupt> {
                     open.retain(|o| o.node_id != node);
                 }
             }
-            "run.completed" | "run.failed" | "run.cancelled" => open.clear(),
+            RUN_COMPLETED | RUN_FAILED | RUN_CANCELLED => open.clear(),
             _ => {}
         }
     }

@@ -22,7 +22,7 @@ use super::respond::{
 use super::tools::{validate_arguments, ToolDef};
 use super::{McpError, McpRequest};
 use crate::body::Response;
-use crate::config::{ErrorClass, InputRequestKey, TaskSupport};
+use crate::config::{InputRequestKey, TaskSupport};
 use crate::host::{
     bears_on_interrupts, open_interrupts, Caller, HostError, OpenInterrupt, RunEvent, RunSnapshot,
     RunStatus,
@@ -140,7 +140,7 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
     let created = match result {
         Ok(c) => c,
         // host.errors may turn a refused createRun into a tool error the model can act on.
-        Err(e) if e.class() == ErrorClass::ToolError => {
+        Err(e) if e.class().is_tool_error() => {
             let text = json!({ "workflowId": tool.workflow_id, "error": { "code": e.code(), "message": McpError::from_host(&e).to_error_object()["message"] } });
             let result = json!({ "resultType": "complete", "content": [{ "type": "text", "text": text.to_string() }], "isError": true });
             return Ok(super::result_response(&state.cfg, &req.id, result));

@@ -15,14 +15,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::config::Config;
+use crate::config::{Config, Secret};
 use crate::host::Caller;
 
 type HmacSha256 = Hmac<Sha256>;
 
 /// The keys: the configured one, or a random per-process key.
 pub struct Keys {
-    key: Vec<u8>,
+    key: Secret<Vec<u8>>,
     ttl: Duration,
     spent: moka::sync::Cache<String, ()>,
 }
@@ -134,7 +134,7 @@ impl Keys {
         let key = cfg.mcp.request_state_key.clone().unwrap_or_else(|| {
             let mut k = vec![0u8; 32];
             rand::fill(&mut k[..]);
-            k
+            Secret::new(k)
         });
         Keys {
             key,
@@ -151,7 +151,8 @@ impl Keys {
         reason = "HMAC accepts keys of any length (RFC 2104 §2): this cannot fail"
     )]
     fn mac(&self, body: &[u8]) -> HmacSha256 {
-        let mut m = HmacSha256::new_from_slice(&self.key).expect("HMAC takes any key length");
+        let mut m =
+            HmacSha256::new_from_slice(self.key.expose()).expect("HMAC takes any key length");
         m.update(body);
         m
     }

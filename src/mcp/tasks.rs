@@ -27,13 +27,7 @@ use tokio_stream::{StreamExt, StreamMap};
 /// A host refusal that leaves the task as it was: acknowledged, not surfaced (RFC 0198 §E:
 /// ineligible approver, lost race, invalid value, already terminal).
 fn resolves_nothing(e: &HostError) -> bool {
-    matches!(
-        e.class(),
-        ErrorClass::NotFound
-            | ErrorClass::InvalidParams
-            | ErrorClass::ToolError
-            | ErrorClass::Terminal
-    )
+    e.class().leaves_task_unchanged()
 }
 
 fn require_tasks(req: &McpRequest) -> Result<(), McpError> {

@@ -530,7 +530,7 @@ fn wrong_config_values_name_the_field_what_was_expected_and_where() {
         ),
         (
             "tools:\n  source: [fixtures]\n",
-            "2:11: tools.source: expected one of fixtures, toolCatalog, static, got a list",
+            "2:11: tools.source: expected one of auto, fixtures, toolCatalog, static, got a list",
         ),
         (
             "tools:\n  source: catalog\n",

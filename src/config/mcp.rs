@@ -1,0 +1,175 @@
+//! The `mcp` section: what the mount advertises and how long its answers and requestStates live.
+
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+use super::ctx::{loc, ms, Ctx};
+use super::{ConfigError, Secret};
+
+/// The one MCP revision this build serves.
+pub const REVISION: &str = "2026-07-28";
+pub const DEFAULT_REFRESHED_AT: &str = "2026-09-18";
+pub const DEFAULT_SERVER_NAME: &str = "openwop-mcp-sidecar";
+pub const DEFAULT_DISCOVER_TTL: Duration = Duration::from_millis(60_000);
+pub const DEFAULT_TOOLS_LIST_TTL: Duration = Duration::from_millis(30_000);
+pub const DEFAULT_JSON_ANSWER_CAP: Duration = Duration::from_millis(5_000);
+pub const DEFAULT_SSE_ANSWER_CAP: Duration = Duration::from_millis(600_000);
+pub const DEFAULT_TASK_IMMEDIATE_WINDOW: Duration = Duration::from_millis(300);
+pub const DEFAULT_SSE_KEEPALIVE: Duration = Duration::from_millis(5_000);
+pub const DEFAULT_MRTR_MAX_ROUNDS: u32 = 4;
+pub const DEFAULT_REQUEST_STATE_TTL_SECONDS: u64 = 600;
+/// Read when `mcp.requestStateKeyEnv` is not set.
+pub const STATE_KEY_ENV: &str = "OPENWOP_SIDECAR_STATE_KEY";
+/// The shortest requestState key accepted.
+pub const MIN_STATE_KEY_BYTES: usize = 16;
+
+/// An `mcp.revisions` entry: the schema lists the one revision this build serves.
+pub struct Revision;
+
+impl JsonSchema for Revision {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "McpRevision".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string", "enum": [REVISION] })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Mcp {
+    pub revisions: Vec<String>,
+    pub refreshed_at: String,
+    pub server_name: String,
+    pub server_version: String,
+    pub discover_ttl: Duration,
+    pub tools_list_ttl: Duration,
+    pub json_answer_cap: Duration,
+    pub sse_answer_cap: Duration,
+    /// A tasked `tools/call` whose run ends within this window is answered with the plain
+    /// `CallToolResult` (RFC 0198 §B.4); zero always answers `CreateTaskResult`.
+    pub task_immediate_window: Duration,
+    pub sse_keepalive: Duration,
+    pub mrtr_max_rounds: u32,
+    pub request_state_ttl: Duration,
+    /// HMAC key for requestState; `None` = a random per-process key (replicas can't share it).
+    pub request_state_key: Option<Secret<Vec<u8>>>,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawMcp {
+    #[schemars(with = "Option<Vec<Revision>>")]
+    pub revisions: Option<Spanned<Vec<String>>>,
+    #[schemars(with = "Option<String>")]
+    pub refreshed_at: Option<Spanned<String>>,
+    pub server_name: Option<String>,
+    pub discover_ttl_ms: Option<u64>,
+    pub tools_list_ttl_ms: Option<u64>,
+    pub json_answer_cap_ms: Option<u64>,
+    pub sse_answer_cap_ms: Option<u64>,
+    /// How long a tasked tools/call waits for its run before answering CreateTaskResult.
+    pub task_immediate_window_ms: Option<u64>,
+    #[schemars(with = "Option<u64>")]
+    pub sse_keepalive_ms: Option<Spanned<u64>>,
+    #[schemars(with = "Option<u32>")]
+    pub mrtr_max_rounds: Option<Spanned<u32>>,
+    pub request_state_ttl_seconds: Option<u64>,
+    /// Name of an environment variable holding the requestState HMAC key.
+    pub request_state_key_env: Option<String>,
+}
+
+impl RawMcp {
+    pub(super) fn normalise(self, cx: &Ctx) -> Result<Mcp, ConfigError> {
+        let revisions = match &self.revisions {
+            Some(s) => {
+                if s.value.is_empty() || s.value.iter().any(|r| r != REVISION) {
+                    return Err(cx.err(
+                        loc(s),
+                        "mcp.revisions: this build serves exactly [\"2026-07-28\"]",
+                    ));
+                }
+                s.value.clone()
+            }
+            None => vec![REVISION.to_string()],
+        };
+        let refreshed_at = match &self.refreshed_at {
+            Some(s) => {
+                let ok = time::Date::parse(
+                    &s.value,
+                    &time::macros::format_description!("[year]-[month]-[day]"),
+                )
+                .is_ok();
+                if !ok {
+                    return Err(cx.err(
+                        loc(s),
+                        format!(
+                            "mcp.refreshedAt: '{}' is not a date like 2026-09-18",
+                            s.value
+                        ),
+                    ));
+                }
+                s.value.clone()
+            }
+            None => DEFAULT_REFRESHED_AT.to_string(),
+        };
+        let sse_keepalive = match &self.sse_keepalive_ms {
+            Some(s) if s.value == 0 => {
+                return Err(cx.err(loc(s), "mcp.sseKeepaliveMs must be at least 1"))
+            }
+            Some(s) => Duration::from_millis(s.value),
+            None => DEFAULT_SSE_KEEPALIVE,
+        };
+        let mrtr_max_rounds = match &self.mrtr_max_rounds {
+            Some(s) if !(1..=16).contains(&s.value) => {
+                return Err(cx.err(
+                    loc(s),
+                    "mcp.mrtrMaxRounds must be 1..16 (OpenWOP v2 capabilities.md, getCapabilities facet)",
+                ))
+            }
+            Some(s) => s.value,
+            None => DEFAULT_MRTR_MAX_ROUNDS,
+        };
+        let request_state_key = match &self.request_state_key_env {
+            Some(var) => match std::env::var(var) {
+                Ok(v) if v.len() >= MIN_STATE_KEY_BYTES => Some(Secret::new(v.into_bytes())),
+                Ok(_) => {
+                    return Err(cx.err(
+                        None,
+                        format!("mcp.requestStateKeyEnv: ${var} must hold at least 16 bytes"),
+                    ))
+                }
+                Err(_) => {
+                    return Err(cx.err(None, format!("mcp.requestStateKeyEnv: ${var} is not set")))
+                }
+            },
+            None => std::env::var(STATE_KEY_ENV)
+                .ok()
+                .filter(|v| v.len() >= MIN_STATE_KEY_BYTES)
+                .map(|v| Secret::new(v.into_bytes())),
+        };
+        Ok(Mcp {
+            revisions,
+            refreshed_at,
+            server_name: self
+                .server_name
+                .unwrap_or_else(|| DEFAULT_SERVER_NAME.into()),
+            server_version: env!("CARGO_PKG_VERSION").to_string(),
+            discover_ttl: ms(self.discover_ttl_ms, DEFAULT_DISCOVER_TTL),
+            tools_list_ttl: ms(self.tools_list_ttl_ms, DEFAULT_TOOLS_LIST_TTL),
+            json_answer_cap: ms(self.json_answer_cap_ms, DEFAULT_JSON_ANSWER_CAP),
+            sse_answer_cap: ms(self.sse_answer_cap_ms, DEFAULT_SSE_ANSWER_CAP),
+            task_immediate_window: ms(self.task_immediate_window_ms, DEFAULT_TASK_IMMEDIATE_WINDOW),
+            sse_keepalive,
+            mrtr_max_rounds,
+            request_state_ttl: Duration::from_secs(
+                self.request_state_ttl_seconds
+                    .unwrap_or(DEFAULT_REQUEST_STATE_TTL_SECONDS),
+            ),
+            request_state_key,
+        })
+    }
+}
