@@ -71,6 +71,10 @@ impl RawRoutes {
         for op in Operation::ALL {
             let (dm, dp, dr) = op.v2_default();
             let raw = self.take(op).unwrap_or_default();
+            #[allow(
+                clippy::expect_used,
+                reason = "dm is one of Operation::v2_default's literal methods"
+            )]
             let method = match &raw.method {
                 Some(s) => http::Method::from_bytes(s.value.to_ascii_uppercase().as_bytes())
                     .map_err(|_| {

@@ -16,7 +16,6 @@ use super::respond::{
 use super::watch::Signal;
 use super::{McpError, McpRequest, META_SUBSCRIPTION, TASKS_EXT};
 use crate::body::Response;
-use crate::config::ErrorClass;
 use crate::host::{open_interrupts, HostError, OpenInterrupt, RunSnapshot, RunStatus};
 use crate::server::AppState;
 use crate::sse::{keepalive_frame, message_frame};
