@@ -42,18 +42,21 @@ pub enum RouteClass {
     All,
     /// `GET /.well-known/openwop`.
     Discovery,
-    /// `POST /runs` (legacy `POST /api/v1/jobs`).
+    /// `POST /runs` (legacy `POST /api/v1/jobs`, aip151 `…:run`, azure `POST /jobs` and
+    /// `PUT /jobs/{name}`).
     CreateRun,
-    /// `GET /runs` (legacy `GET /api/v1/jobs`).
+    /// `GET /runs` (legacy `GET /api/v1/jobs`, aip151 `GET /v1/operations`).
     ListRuns,
-    /// `GET /runs/{id}`.
+    /// `GET /runs/{id}` (aip151 `GET /v1/operations/{op}`, azure `GET /jobs/{name}` and
+    /// `GET /operations/{id}`).
     GetRun,
-    /// `POST /runs/{id}/cancel`.
+    /// `POST /runs/{id}/cancel` (aip151 `…:cancel`, azure `POST /jobs/{name}/cancel`).
     Cancel,
     /// `POST /runs/{id}/interrupts/{nodeId}`, `POST /interrupts/{token}` (legacy
-    /// `POST /api/v1/jobs/{id}/approvals/{nodeId}`).
+    /// `POST /api/v1/jobs/{id}/approvals/{nodeId}`, aip151 `…:approve`, `…:reject`,
+    /// `…:provideInput`, azure `POST /jobs/{name}/approve` and `/input`).
     Resolve,
-    /// `GET /runs/{id}/events/poll`.
+    /// `GET /runs/{id}/events/poll` (aip151 `…:wait`).
     Poll,
     /// `GET /runs/{id}/events` (SSE).
     Stream,

@@ -1,3 +1,4 @@
+// Over 700 lines: mostly data, the conformance and MCP-suite workflows with their schemas.
 //! The seeded workflow table (OpenWOP conformance/fixtures.md, conformance/fixtures.md).
 //!
 //! Workflows are plain data: a list of nodes whose `typeId` selects one of the node

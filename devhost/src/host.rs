@@ -1,3 +1,4 @@
+// Over 700 lines: the host state and the v2 REST handlers share its private tables (runs, cursors, idempotency); the other flavours live in their own files.
 //! Host state and the REST handlers (OpenWOP v2 api/v2/openapi.yaml).
 
 use std::collections::HashMap;
@@ -23,7 +24,7 @@ use crate::{legacy, sse, wire_id, DevHostConfig, Flavor, RecordedRequest};
 /// Everything one host instance holds in memory.
 pub(crate) struct HostState {
     pub config: DevHostConfig,
-    workflows: Vec<Arc<Workflow>>,
+    pub(crate) workflows: Vec<Arc<Workflow>>,
     runs: Mutex<RunTable>,
     next_ordinal: AtomicU64,
     idempotency: Mutex<HashMap<(String, &'static str, String), IdemEntry>>,
@@ -36,6 +37,9 @@ pub(crate) struct HostState {
     pub faults: Faults,
     /// The demo authorization server whose tokens `authenticate` accepts (oauth.rs).
     pub oauth: crate::oauth::OAuth,
+    /// The operation-style flavours' own tables (aip151.rs, azure.rs).
+    pub(crate) aip: crate::aip151::Table,
+    pub(crate) azure: crate::azure::Table,
 }
 
 #[derive(Default)]
@@ -81,10 +85,12 @@ impl HostState {
             shutdown,
             faults: Faults::default(),
             oauth: Default::default(),
+            aip: Default::default(),
+            azure: Default::default(),
         }
     }
 
-    fn workflow(&self, id: &str) -> Option<Arc<Workflow>> {
+    pub(crate) fn workflow(&self, id: &str) -> Option<Arc<Workflow>> {
         self.workflows.iter().find(|w| w.id == id).cloned()
     }
 
@@ -199,6 +205,7 @@ fn route(flavor: Flavor, path: &str) -> Option<Route<'_>> {
     let r = match flavor {
         Flavor::V2 => v2_route(&segs)?,
         Flavor::Legacy => legacy_route(&segs)?,
+        Flavor::Aip151 | Flavor::Azure => return None,
     };
     let empty_id = match &r {
         Route::Workflow(id)
@@ -252,6 +259,11 @@ fn v2_route<'a>(segs: &[&'a str]) -> Option<Route<'a>> {
 /// The fault-switch class of a request (`None` for the admin endpoint, which is
 /// never counted nor faulted).
 pub(crate) fn classify(flavor: Flavor, method: &Method, path: &str) -> Option<RouteClass> {
+    match flavor {
+        Flavor::Aip151 => return crate::aip151::classify(method, path),
+        Flavor::Azure => return crate::azure::classify(method, path),
+        Flavor::V2 | Flavor::Legacy => {}
+    }
     let Some(route) = route(flavor, path) else {
         return Some(RouteClass::Other);
     };
@@ -305,6 +317,8 @@ fn outgoing(host: &HostState, class: RouteClass, reply: Reply) -> Reply {
     match host.config.flavor {
         Flavor::V2 => reply,
         Flavor::Legacy => legacy::outgoing(class, reply),
+        Flavor::Aip151 => crate::aip151::outgoing(reply),
+        Flavor::Azure => crate::azure::outgoing(reply),
     }
 }
 
@@ -313,7 +327,7 @@ fn outgoing(host: &HostState, class: RouteClass, reply: Reply) -> Reply {
 /// [`Fault::from_json`]); every fault is checked before any is applied. DELETE
 /// clears the faults and zeroes the counters. All three answer
 /// `{faults: [...], counts: {...}}`.
-fn faults_admin(host: &HostState, req: &Req<'_>) -> Result<Reply, ApiError> {
+pub(crate) fn faults_admin(host: &HostState, req: &Req<'_>) -> Result<Reply, ApiError> {
     let f = &host.faults;
     if *req.method == Method::DELETE {
         f.clear();
@@ -363,6 +377,11 @@ pub(crate) struct Req<'a> {
 
 /// Dispatch one request. The caller adds `OpenWOP-Version` to whatever comes back.
 pub(crate) async fn handle(host: &Arc<HostState>, req: Req<'_>) -> Response<Body> {
+    match host.config.flavor {
+        Flavor::Aip151 => return crate::aip151::handle(host, &req).await.into_response(),
+        Flavor::Azure => return crate::azure::handle(host, &req).into_response(),
+        Flavor::V2 | Flavor::Legacy => {}
+    }
     let class = classify(host.config.flavor, req.method, req.path).unwrap_or(RouteClass::Other);
     match dispatch(host, &req).await {
         Ok(Answer::Reply(r)) => outgoing(host, class, r).into_response(),
@@ -497,8 +516,8 @@ async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiErr
             let node = node_from_path(host, raw_node)?;
             // Legacy `{value}` is the v2 `{resumeValue}` (legacy.rs).
             let body = match flavor {
-                Flavor::V2 => req.body.clone(),
                 Flavor::Legacy => legacy::resolve_body(req.body)?,
+                _ => req.body.clone(),
             };
             let fp = fingerprint(
                 "resolveInterruptByRun",
@@ -586,8 +605,8 @@ fn discovery(host: &HostState, headers: &HeaderMap) -> Reply {
 /// `%` only in the legacy flavour.
 fn decode_segment(host: &HostState, raw: &str, field: &str) -> Result<String, ApiError> {
     match host.config.flavor {
-        Flavor::V2 => wire_id::unproject(raw).map_err(|e| ApiError::validation(field, e.message())),
         Flavor::Legacy => legacy::decode_segment(raw, field),
+        _ => wire_id::unproject(raw).map_err(|e| ApiError::validation(field, e.message())),
     }
 }
 
@@ -621,8 +640,8 @@ fn node_from_path(host: &HostState, raw: &str) -> Result<String, ApiError> {
 fn run_from_path(host: &HostState, caller: &Caller, raw: &str) -> Result<Arc<Run>, ApiError> {
     let bad = |why: &str| ApiError::validation("runId", format!("malformed runId: {why}"));
     let decoded = match host.config.flavor {
-        Flavor::V2 => wire_id::unproject(raw).map_err(|e| bad(e.message()))?,
         Flavor::Legacy => legacy::decode_job_id(raw)?,
+        _ => wire_id::unproject(raw).map_err(|e| bad(e.message()))?,
     };
     let bound = match decoded.split_once('/') {
         Some((tenant, opaque)) => {
@@ -870,23 +889,36 @@ fn create_run(
         .workflow(&workflow_id)
         .ok_or_else(|| ApiError::not_found(format!("no workflow {workflow_id}")))?;
     let variables = runs::validate_inputs(&workflow, &inputs)?;
+    let new = NewRun {
+        inputs,
+        variables,
+        tags,
+        metadata,
+        configurable,
+        transport,
+    };
+    let (run, status) = start_run(host, caller, workflow, new);
+    let wire = wire_id::project(&run.id);
+    let body = json!({
+        "runId": run.id,
+        "status": status.as_str(),
+        "eventsUrl": format!("/runs/{wire}/events"),
+        "statusUrl": format!("/runs/{wire}"),
+    });
+    Ok(Reply::json(201, &body).header("location", &format!("/runs/{wire}")))
+}
 
+/// Create a run and start its executor; also the operation-style flavours' create
+/// (aip151.rs, azure.rs). Returns the run and its status before the executor starts.
+pub(crate) fn start_run(
+    host: &HostState,
+    caller: &Caller,
+    workflow: Arc<Workflow>,
+    new: NewRun,
+) -> (Arc<Run>, RunStatus) {
     let id = format!("{}/r-{}", caller.tenant, random_token(18));
     let ordinal = host.next_ordinal.fetch_add(1, Ordering::SeqCst);
-    let run = runs::create(
-        id,
-        ordinal,
-        caller,
-        workflow,
-        NewRun {
-            inputs,
-            variables,
-            tags,
-            metadata,
-            configurable,
-            transport,
-        },
-    );
+    let run = runs::create(id, ordinal, caller, workflow, new);
     let status = run.lock().status;
     {
         let mut table = lock(&host.runs);
@@ -896,14 +928,7 @@ fn create_run(
     // The run is in the table before the executor starts and before the 201 leaves,
     // so `GET /runs/{id}` answers 200 at once (§1.3).
     runs::start_executor(run.clone(), host.shutdown.clone());
-    let wire = wire_id::project(&run.id);
-    let body = json!({
-        "runId": run.id,
-        "status": status.as_str(),
-        "eventsUrl": format!("/runs/{wire}/events"),
-        "statusUrl": format!("/runs/{wire}"),
-    });
-    Ok(Reply::json(201, &body).header("location", &format!("/runs/{wire}")))
+    (run, status)
 }
 
 /// `GET /runs/{id}` (§1.4) with a strong ETag and 304.
@@ -920,8 +945,8 @@ fn get_run(run: &Run, headers: &HeaderMap) -> Reply {
 /// state (`NEEDS_APPROVAL`, ...).
 fn status_filter(flavor: Flavor, s: &str) -> Option<RunStatus> {
     match flavor {
-        Flavor::V2 => RunStatus::parse(s),
         Flavor::Legacy => legacy::status_of(s).and_then(RunStatus::parse),
+        _ => RunStatus::parse(s),
     }
 }
 

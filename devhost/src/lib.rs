@@ -1,3 +1,4 @@
+// Over 700 lines: mostly the crate docs, which hold each flavour's wire (one route table per flavour).
 #![forbid(unsafe_code)]
 //! `openwop-devhost`: an in-memory OpenWOP v2 REST host on a real socket.
 //!
@@ -131,6 +132,93 @@
 //! (409, cancel of a finished job), `ALREADY_RESOLVED` (409), `VALIDATION` (400),
 //! any other v2 code upper-cased (`RATE_LIMITED`, `METHOD_NOT_ALLOWED`, ...). Tools,
 //! interrupt tokens and every v2 path answer 404.
+//!
+//! # AIP-151 flavour
+//!
+//! [`Flavor::Aip151`] (`--flavor aip151`) serves the same runs as a Google-style API with
+//! long-running operations (AIP-151), request ids (AIP-155), custom methods (AIP-136),
+//! paging (AIP-158) and errors (AIP-193). It has no event log, no discovery document and
+//! no `OpenWOP-Version`; a job is followed by reading (or waiting on) its operation.
+//!
+//! | route | scope | answer |
+//! | --- | --- | --- |
+//! | `GET /v1/projects/{p}/jobTypes` | `manifest:read` | `{jobTypes: [{name: "projects/{p}/jobTypes/{id}", displayName, description, parameters, result?, readOnly, labels?}], nextPageToken?}`; `pageSize` (default 25, max 100), `pageToken` |
+//! | `GET /v1/projects/{p}/jobTypes/{id}` | `manifest:read` | one job type |
+//! | `POST /v1/projects/{p}/jobTypes/{id}:run` | `runs:create` | `{requestId?, parameters?, labels?}` → `200` Operation |
+//! | `GET /v1/operations/{op}` | `runs:read` | Operation |
+//! | `GET /v1/operations` | `runs:read` | `{operations, nextPageToken?}`, newest first; `pageSize`, `pageToken`, an empty `filter` |
+//! | `POST /v1/operations/{op}:wait` | `runs:read` | `{timeout?: "10s"}` (default 30 s, at most 60 s) → the Operation once `done`, or as it is at the timeout |
+//! | `POST /v1/operations/{op}:cancel` | `runs:cancel` | `{}` (no other field) → `{}`; the operation ends `done` with `error.code` 1 |
+//! | `POST /v1/operations/{op}:approve` | `approvals:respond` | `{approvalId?, comment?}` → Operation |
+//! | `POST /v1/operations/{op}:reject` | `approvals:respond` | `{approvalId?, reason?}` → Operation (the job fails, `error.code` 10) |
+//! | `POST /v1/operations/{op}:provideInput` | `approvals:respond` | `{inputRequestId?, values: {...}}` or `{inputRequestId?, decline: true}` → Operation |
+//!
+//! The Operation: `{name: "operations/op-<unix ms>-<16 hex>", done, metadata: {@type,
+//! jobType, state, createTime, updateTime, endTime?, requestedCancellation, labels?,
+//! approval?: {id, step, message, description?, canReject, eligibleApprovers?},
+//! inputRequest?: {id, step, message, schema}}, error?: {code, message, details:
+//! [ErrorInfo{reason, domain}]}, response?: {@type, result: <the run's variables>}}`.
+//! `metadata.state`: `PENDING`, `RUNNING`, `AWAITING_APPROVAL`, `AWAITING_INPUT`,
+//! `SUSPENDED`, `CANCELLING`, `SUCCEEDED`, `FAILED`, `CANCELLED`. `error.code` is a
+//! numeric `google.rpc.Code`: 1 cancelled, 10 rejected or declined, 3, 12, else 2.
+//!
+//! * Ids never carry the tenant: `{p}` must be the caller's tenant (else `403
+//!   PERMISSION_DENIED`), an operation of another tenant is `404 NOT_FOUND`. Operation
+//!   ids are unique but far below 128 bits of entropy.
+//! * `requestId` (a UUID, not nil, compared case-insensitively) dedupes creates per
+//!   tenant: a repeat answers the first request's operation whatever its body (AIP-155);
+//!   `Idempotency-Key` means nothing here.
+//! * Strict like Google's front ends: an unknown body field is `400 INVALID_ARGUMENT`
+//!   `Invalid JSON payload received. Unknown name "reason": Cannot find field.`, an
+//!   unknown query parameter (other than `alt`, `prettyPrint`) likewise.
+//! * Errors: `{error: {code: <HTTP status>, message, status: <google.rpc.Code name>,
+//!   details: [BadRequest{fieldViolations} | ErrorInfo{reason, domain}]}}`; cancel of a
+//!   done operation and answering a gate that is not open are `400 FAILED_PRECONDITION`,
+//!   a stale `approvalId`/`inputRequestId` `409 ABORTED`.
+//!
+//! # Azure flavour
+//!
+//! [`Flavor::Azure`] (`--flavor azure`) serves the same runs as an Azure-style data-plane
+//! API with async operations (Microsoft Azure REST API Guidelines, "Long-Running
+//! Operations & Jobs"). No event log, no discovery, no `OpenWOP-Version`. Every call but
+//! `/_devhost/*` needs `?api-version=2026-01-01` (missing: `400
+//! MissingApiVersionParameter`; another value, or given twice: `400
+//! UnsupportedApiVersionValue`); other query parameters are ignored.
+//!
+//! | route | scope | answer |
+//! | --- | --- | --- |
+//! | `GET /jobTypes` | `manifest:read` | `{value: [{name, summary, description, schema: {parameters, result?}, readOnly, tags?}], nextLink?}`; `maxpagesize` (default 10, max 100); `nextLink` is absolute, with `api-version` |
+//! | `GET /jobTypes/{name}` | `manifest:read` | one job type |
+//! | `POST /jobs` | `runs:create` | `{jobType, parameters?}` → `202`, empty body, `Operation-Location` (status monitor), `Location` (job), `Operation-Id`, `Retry-After` |
+//! | `PUT /jobs/{name}` | `runs:create` | `{jobType, parameters?}` → `201` job, `Operation-Id`, `Operation-Location` |
+//! | `GET /jobs/{name}` | `runs:read` | job: `{name, jobType, parameters, status, operationId, createdDateTime, lastUpdatedDateTime, completedDateTime?, pendingApproval?, pendingInput?, result?, error?}` |
+//! | `GET /operations/{id}` | `runs:read` | status monitor: `{id, status, createdDateTime, lastUpdatedDateTime, resourceLocation, result?, error?, properties: {jobName, jobType, cancelRequested?, pendingApproval?, pendingInput?}}`, `Retry-After` while not terminal |
+//! | `POST /jobs/{name}/cancel` | `runs:cancel` | any body (ignored) → job; a finished job is `409 OperationNotAllowed` |
+//! | `POST /jobs/{name}/approve` | `approvals:respond` | `{approvalId, decision: "Approve" \| "Reject", comment?}` → job |
+//! | `POST /jobs/{name}/input` | `approvals:respond` | `{inputRequestId, answers: {...}}` or `{inputRequestId, decline: true}` → job |
+//! | `GET`/`DELETE /_devhost/status-reads` | none | devhost only: every status monitor read (see [`DevHost::status_monitor_reads`]); DELETE forgets them |
+//!
+//! Status monitor `status`: `NotStarted`, `Running`, `Succeeded`, `Failed`, `Canceled`
+//! (the job's also `Canceling`). An open approval is `pendingApproval: {id, step, title,
+//! description?, allowedDecisions, approvers?}`, an open clarification `pendingInput:
+//! {id, step, prompt, answerSchema}`, both while the status stays `Running`.
+//!
+//! * `Retry-After` is [`DevHostConfig::retry_after_secs`] (default 1 s) on every `202`
+//!   and every non-terminal status monitor read; each read is recorded with it
+//!   ([`MonitorReads::early_reads`] counts the reads that came sooner than asked).
+//! * Jobs and operations are per tenant: another tenant's is `404 NotFound`; job names are
+//!   the client's (`PUT`, 1 to 64 of `[A-Za-z0-9._-]`) or `job-<12 hex>`, operation ids a
+//!   GUID or the client's `Operation-Id` header.
+//! * Idempotency: an identical `PUT` of an existing name answers as the first did (a
+//!   different one is `409 Conflict`: jobs cannot be replaced); an `Operation-Id` retry of
+//!   the same request answers as the first did (another request is `409 Conflict`);
+//!   a `POST` without it is a new job every time. `Repeatability-Request-ID` is `501
+//!   NotImplemented` (the guidelines' answer for an operation without it).
+//! * Lenient like Azure services: unknown and read-only body fields are ignored.
+//! * Errors: `{error: {code, message, target?}}` with the code also in `x-ms-error-code`:
+//!   `InvalidRequest` (400, `target` names the field), `Unauthorized`, `Forbidden`,
+//!   `NotFound`, `Conflict`, `NotPending` (409, no such open gate), `TooManyRequests`,
+//!   `ServiceUnavailable`, a failed job's code in PascalCase (`ApprovalRejected`).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -148,13 +236,16 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+mod aip151;
 mod api;
 mod auth;
+mod azure;
 pub mod faults;
 mod fixtures;
 mod host;
 mod legacy;
 pub mod oauth;
+mod ops;
 mod runs;
 mod sse;
 mod tokens;
@@ -162,6 +253,7 @@ mod util;
 pub mod wire_id;
 
 pub use auth::{ANONYMOUS_ISSUER, ANONYMOUS_TENANT, API_KEY_ISSUER};
+pub use azure::{MonitorRead, MonitorReads};
 pub use faults::{Fault, FaultKind, Faults, RouteClass};
 pub use host::TRANSPORT_HEADER;
 
@@ -173,8 +265,9 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";
 /// Largest request body the host reads (larger → `413`).
 pub const MAX_BODY_BYTES: usize = 1 << 20;
 
-/// The wire dialect the host speaks. Both serve the same runs, fixtures, tenants,
-/// keys, interrupts, cancel, idempotency and events.
+/// The wire dialect the host speaks. All serve the same runs, fixtures, tenants, keys,
+/// interrupts and cancel; v2 and legacy also the event log and `Idempotency-Key`, the
+/// operation-style flavours their own follow-up and idempotency instead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Flavor {
     /// The bare-path OpenWOP v2 run API (OpenWOP v2 api/v2/openapi.yaml).
@@ -184,15 +277,31 @@ pub enum Flavor {
     /// error names (see the crate docs, "Legacy flavour"), for the sidecar's
     /// configurable route mapping.
     Legacy,
+    /// A Google AIP-151 long-running-operations API (see the crate docs, "AIP-151
+    /// flavour"): `jobTypes/{name}:run` answered with an `Operation`, `done`/`error`/
+    /// `response`, `:cancel`, `:wait`, AIP-155 `requestId`, approvals in `metadata`.
+    Aip151,
+    /// An Azure-style async-operation API (see the crate docs, "Azure flavour"):
+    /// `api-version` on every call, `202` + `Operation-Location` + `Retry-After`,
+    /// a status monitor, approvals as a nested object while the status stays `Running`.
+    Azure,
 }
 
 impl Flavor {
-    /// `v2` or `legacy`.
+    /// `v2`, `legacy`, `aip151` or `azure`.
     pub fn as_str(self) -> &'static str {
         match self {
             Flavor::V2 => "v2",
             Flavor::Legacy => "legacy",
+            Flavor::Aip151 => "aip151",
+            Flavor::Azure => "azure",
         }
+    }
+
+    /// Whether the flavour speaks OpenWOP at all (discovery, `OpenWOP-Version`): v2 and
+    /// legacy do; the operation-style flavours are foreign APIs.
+    pub fn is_openwop(self) -> bool {
+        matches!(self, Flavor::V2 | Flavor::Legacy)
     }
 }
 
@@ -203,7 +312,11 @@ impl std::str::FromStr for Flavor {
         match s {
             "v2" => Ok(Flavor::V2),
             "legacy" => Ok(Flavor::Legacy),
-            other => Err(format!("unknown flavor {other} (v2 | legacy)")),
+            "aip151" => Ok(Flavor::Aip151),
+            "azure" => Ok(Flavor::Azure),
+            other => Err(format!(
+                "unknown flavor {other} (v2 | legacy | aip151 | azure)"
+            )),
         }
     }
 }
@@ -263,6 +376,9 @@ pub struct DevHostConfig {
     /// Workflow ids `GET /tools` leaves out although they stay fixtures (default none): a
     /// host whose catalog covers only part of its workflows.
     pub catalog_omits: Vec<String>,
+    /// The azure flavour's `Retry-After` (seconds) on its `202`s and on every non-terminal
+    /// status monitor read (default 1; 0 is allowed and means "poll again at once").
+    pub retry_after_secs: u64,
 }
 
 impl Default for DevHostConfig {
@@ -290,6 +406,7 @@ impl Default for DevHostConfig {
             http2_max_concurrent_streams: None,
             tool_catalog: true,
             catalog_omits: Vec::new(),
+            retry_after_secs: 1,
         }
     }
 }
@@ -390,6 +507,19 @@ impl DevHost {
     /// effect on the next request.
     pub fn faults(&self) -> Faults {
         self.inner.state.faults.clone()
+    }
+
+    /// Every read of an azure-flavour status monitor so far, one entry per operation in
+    /// creation order (empty for the other flavours): how often and how fast a client
+    /// polls, against the `Retry-After` each answer asked for. Also
+    /// `GET /_devhost/status-reads` (see the crate docs, "Azure flavour").
+    pub fn status_monitor_reads(&self) -> Vec<MonitorReads> {
+        self.inner.state.azure.reads()
+    }
+
+    /// Forget the recorded status monitor reads (`DELETE /_devhost/status-reads`).
+    pub fn clear_status_monitor_reads(&self) {
+        self.inner.state.azure.clear_reads();
     }
 
     /// Close every open connection at once, streams included, without a GOAWAY or a
@@ -501,7 +631,7 @@ async fn serve(
         Ok(c) => c.to_bytes(),
         Err(_) => {
             let err = ApiError::new(413, "payload_too_large", "the request body is too large");
-            return finish(host::error_response(state, err));
+            return finish_for(state, host::error_response(state, err));
         }
     };
     if state.recording.load(Ordering::Relaxed) {
@@ -515,7 +645,7 @@ async fn serve(
         parts.uri.query(),
         &body,
     ) {
-        return finish(resp);
+        return finish_for(state, resp);
     }
     // Fault switches (faults.rs): a status fault answers before processing; the
     // others damage the answer after the request took effect.
@@ -531,7 +661,7 @@ async fn serve(
         if let Some(d) = plan.delay {
             tokio::time::sleep(d).await;
         }
-        return finish(host::fault_response(state, status, retry_after));
+        return finish_for(state, host::fault_response(state, status, retry_after));
     }
     let resp = host::handle(
         state,
@@ -551,7 +681,16 @@ async fn serve(
         Some(kind) => faults::damage(resp, kind),
         None => resp,
     };
-    finish(resp)
+    finish_for(state, resp)
+}
+
+/// [`finish`], without `OpenWOP-Version` for a flavour that is not OpenWOP.
+fn finish_for(state: &HostState, resp: http::Response<api::Body>) -> http::Response<api::Body> {
+    let mut resp = finish(resp);
+    if !state.config.flavor.is_openwop() {
+        resp.headers_mut().remove("openwop-version");
+    }
+    resp
 }
 
 fn record(state: &HostState, parts: &http::request::Parts, body: &bytes::Bytes, connection: u64) {

@@ -1,6 +1,6 @@
 #![forbid(unsafe_code)]
-//! `openwop-devhost --listen ADDR [--anonymous] [--sse-keepalive-ms N] [--flavor v2|legacy]
-//! [--h2-max-concurrent-streams N]`
+//! `openwop-devhost --listen ADDR [--anonymous] [--sse-keepalive-ms N] [--flavor v2|legacy|aip151|azure]
+//! [--h2-max-concurrent-streams N] [--retry-after-secs N]`
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -21,12 +21,16 @@ struct Args {
     /// Keep-alive comment interval on event streams, in milliseconds.
     #[arg(long, default_value_t = 15_000)]
     sse_keepalive_ms: u64,
-    /// Wire dialect: the OpenWOP v2 run API, or the legacy /api/v1/jobs API.
+    /// Wire dialect: the OpenWOP v2 run API, the legacy /api/v1/jobs API, a Google
+    /// AIP-151 operations API (aip151) or an Azure-style async-operation API (azure).
     #[arg(long, default_value = "v2")]
     flavor: Flavor,
     /// SETTINGS_MAX_CONCURRENT_STREAMS advertised to HTTP/2 clients (default: hyper's, 200).
     #[arg(long)]
     h2_max_concurrent_streams: Option<u32>,
+    /// The azure flavour's Retry-After, in seconds.
+    #[arg(long, default_value_t = 1)]
+    retry_after_secs: u64,
 }
 
 #[tokio::main]
@@ -44,6 +48,7 @@ async fn main() -> anyhow::Result<()> {
         sse_keepalive: Duration::from_millis(args.sse_keepalive_ms),
         flavor: args.flavor,
         http2_max_concurrent_streams: args.h2_max_concurrent_streams,
+        retry_after_secs: args.retry_after_secs,
         ..DevHostConfig::default()
     };
     let host = openwop_devhost::spawn(config.clone(), args.listen).await?;

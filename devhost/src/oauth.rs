@@ -1,3 +1,4 @@
+// Over 700 lines: the whole demo authorization server (metadata, registration, consent page, PKCE and refresh grants) in one place.
 //! A demo OAuth 2.1 authorization server, so that MCP clients can log in by themselves against
 //! the demo (MCP 2026-07-28 "Authorization"). Issuer: the host's own base URL.
 //!

@@ -1,3 +1,4 @@
+// Over 700 lines: the run engine is one lock-per-run design (state, executor, cancel, resolve); splitting it would expose RunState's internals.
 //! Run state, the event log and the executor.
 //!
 //! Every run has one `std::sync::Mutex<RunState>`; every transition (append events,

@@ -1,3 +1,4 @@
+// Over 700 lines: one test per guarantee of the v2 REST surface, sharing local helpers.
 //! The REST surface guarantees of OpenWOP v2 api/v2/openapi.yaml; OpenWOP v2 identity.md that are not about one
 //! fixture: discovery, auth, ids, tenant isolation, idempotency, listing.
 
