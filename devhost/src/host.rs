@@ -16,6 +16,7 @@ use crate::api::{closed, json_object, ApiError, Body, Reply};
 use crate::auth::{authenticate, Caller, ANONYMOUS_TENANT};
 use crate::faults::{Fault, Faults, RouteClass};
 use crate::fixtures::{self, Workflow};
+use crate::idempotency::{fingerprint, idempotent, IdemEntry};
 use crate::runs::{self, NewRun, Run, RunStatus};
 use crate::tokens::{self, Claims, TokenKey};
 use crate::util::{id_chars, parse_query, random_token};
@@ -27,7 +28,7 @@ pub(crate) struct HostState {
     pub(crate) workflows: Vec<Arc<Workflow>>,
     runs: Mutex<RunTable>,
     next_ordinal: AtomicU64,
-    idempotency: Mutex<HashMap<(String, &'static str, String), IdemEntry>>,
+    pub(crate) idempotency: Mutex<HashMap<(String, &'static str, String), IdemEntry>>,
     cursors: Mutex<HashMap<String, Cursor>>,
     discovery: Discovery,
     tokens: TokenKey,
@@ -47,11 +48,6 @@ struct RunTable {
     by_id: HashMap<String, Arc<Run>>,
     /// Creation order; listRuns walks it backwards (newest first).
     order: Vec<Arc<Run>>,
-}
-
-enum IdemEntry {
-    InFlight { fingerprint: [u8; 32] },
-    Done { fingerprint: [u8; 32], reply: Reply },
 }
 
 /// A listRuns cursor this host minted: the page continues below `before`.
@@ -669,87 +665,6 @@ fn run_from_path(host: &HostState, caller: &Caller, raw: &str) -> Result<Arc<Run
         Some(run) if run.tenant == caller.tenant => Ok(run),
         _ => Err(ApiError::not_found("no such run")),
     }
-}
-
-fn fingerprint(op: &str, resource: &str, body: &[u8]) -> [u8; 32] {
-    let mut h = Sha256::new();
-    h.update(op.as_bytes());
-    h.update(b"\n");
-    h.update(resource.as_bytes());
-    h.update(b"\n");
-    h.update(body);
-    h.finalize().into()
-}
-
-/// `Idempotency-Key` (OpenWOP v2 idempotency.md): record key = (tenant, endpoint, key);
-/// 2xx and non-retryable 4xx (not 400/401/403/429) are cached and replayed with
-/// `OpenWOP-Idempotent-Replay: true`; a different request under the same key is
-/// `409 idempotency_key_mismatch`; a concurrent duplicate is `409 idempotency_in_flight`.
-fn idempotent(
-    host: &HostState,
-    caller: &Caller,
-    endpoint: &'static str,
-    headers: &HeaderMap,
-    fp: [u8; 32],
-    op: impl FnOnce() -> Result<Reply, ApiError>,
-) -> Result<Reply, ApiError> {
-    let Some(raw) = headers.get("idempotency-key") else {
-        return Ok(op().unwrap_or_else(ApiError::into_reply));
-    };
-    let key = raw.to_str().unwrap_or("");
-    if !id_chars(key, 22, 128, false) {
-        return Err(ApiError::new(
-            400,
-            "idempotency_key_invalid",
-            "Idempotency-Key must match ^[A-Za-z0-9._~-]{22,128}$",
-        ));
-    }
-    let record = (caller.tenant.clone(), endpoint, key.to_owned());
-    {
-        let mut table = lock(&host.idempotency);
-        match table.get(&record) {
-            Some(IdemEntry::Done { fingerprint, .. } | IdemEntry::InFlight { fingerprint })
-                if *fingerprint != fp =>
-            {
-                return Err(ApiError::new(
-                    409,
-                    "idempotency_key_mismatch",
-                    "the Idempotency-Key was used with a different request",
-                ));
-            }
-            Some(IdemEntry::Done { reply, .. }) => {
-                return Ok(reply.clone().header("openwop-idempotent-replay", "true"));
-            }
-            Some(IdemEntry::InFlight { .. }) => {
-                return Err(ApiError::new(
-                    409,
-                    "idempotency_in_flight",
-                    "a request with this Idempotency-Key is still being processed",
-                )
-                .with_header("retry-after", "1"));
-            }
-            None => {
-                table.insert(record.clone(), IdemEntry::InFlight { fingerprint: fp });
-            }
-        }
-    }
-    let reply = op().unwrap_or_else(ApiError::into_reply);
-    let code = reply.status.as_u16();
-    let cacheable = reply.status.is_success()
-        || (reply.status.is_client_error() && !matches!(code, 400 | 401 | 403 | 429));
-    let mut table = lock(&host.idempotency);
-    if cacheable {
-        table.insert(
-            record,
-            IdemEntry::Done {
-                fingerprint: fp,
-                reply: reply.clone(),
-            },
-        );
-    } else {
-        table.remove(&record);
-    }
-    Ok(reply)
 }
 
 /// The devhost-private `X-OpenWOP-Transport: mcp|rest|a2a|ui` request header of

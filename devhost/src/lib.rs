@@ -243,6 +243,7 @@ mod azure;
 pub mod faults;
 mod fixtures;
 mod host;
+mod idempotency;
 mod legacy;
 pub mod oauth;
 mod ops;
