@@ -505,3 +505,24 @@ async fn aip151_faults_apply_by_route_class() {
     let admin = h.get(ACME, "/_devhost/faults").await;
     assert_eq!(admin.body["counts"]["getRun"], 2);
 }
+
+#[tokio::test]
+async fn aip151_only_a_listed_approver_may_approve() {
+    let h = aip().await;
+    let op = start(&h, "conformance-approval-approvers", json!({})).await;
+    let waiting = wait_state(&h, &op, "AWAITING_APPROVAL").await;
+    assert_eq!(
+        waiting["metadata"]["approval"]["eligibleApprovers"],
+        json!(["urn:conformance:listed-approver"])
+    );
+    let approve = format!("{}:approve", op_path(&op));
+    let r = h.post(ACME, &approve, json!({})).await;
+    assert_google_error(&r, 403, "PERMISSION_DENIED");
+    assert_eq!(
+        h.get(ACME, &op_path(&op)).await.body["metadata"]["state"],
+        "AWAITING_APPROVAL"
+    );
+    let r = h.post(APPROVER, &approve, json!({})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    wait_state(&h, &op, "SUCCEEDED").await;
+}

@@ -550,3 +550,25 @@ async fn azure_faults_apply_by_route_class() {
         "a faulted read never reached the monitor"
     );
 }
+
+#[tokio::test]
+async fn azure_only_a_listed_approver_may_approve() {
+    let h = azure().await;
+    let (monitor, location) = post_job(&h, "conformance-approval-approvers", json!({})).await;
+    let m = until(&h, &monitor, |m| {
+        m["properties"]["pendingApproval"].is_object()
+    })
+    .await;
+    let pending = &m.body["properties"]["pendingApproval"];
+    assert_eq!(
+        pending["approvers"],
+        json!(["urn:conformance:listed-approver"])
+    );
+    let approve = v(&format!("{}/approve", location.split('?').next().unwrap()));
+    let body = json!({ "approvalId": pending["id"], "decision": "Approve" });
+    let r = h.post(ACME, &approve, body.clone()).await;
+    assert_azure_error(&r, 403, "Forbidden");
+    let r = h.post(APPROVER, &approve, body).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    until(&h, &monitor, |m| m["status"] == "Succeeded").await;
+}
