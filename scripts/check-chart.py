@@ -3,6 +3,9 @@
 which prepares the virtualenv (helm-python-sdk: Helm v4's own chart loader, linter and renderer,
 no helm binary; kubernetes-validate: the Kubernetes OpenAPI schemas).
 
+One file (about 1,100 lines) on purpose: a flat list of independent cases over one small
+render-and-validate harness, run as one script with no package to install or import path to set.
+
 For each values case the chart is linted, rendered, every manifest is validated against the
 Kubernetes schemas (strict: unknown fields are errors), and the guarantees the chart promises are
 asserted on the rendered objects. Further cases cover the example host chart that includes the

@@ -10,10 +10,13 @@ use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 use super::ctx::{loc, ms, Ctx};
-use super::mapping::{RawBodies, RawErrorRule, RawFields, RawIds, RawMapping};
+use super::mapping::{RawBodies, RawErrorRule, RawFields, RawIds};
 use super::routes::{parse_template, Operation, Route, Routes};
 use super::{ConfigError, Mapping};
 
+// The whole `host:` section, the one raw type behind both the routes and the mapping
+// (`RawHost::mapping`, src/config/mapping.rs). Plain comments, not doc comments: the JSON
+// Schema (`config-schema`) takes its descriptions from doc comments.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawHost {
@@ -23,6 +26,7 @@ pub struct RawHost {
     pub ids: RawIds,
     #[serde(default)]
     pub fields: RawFields,
+    // Spanned so that a wrong value is reported at its own line, not the file's start.
     #[serde(default)]
     #[schemars(with = "BTreeMap<String, super::mapping::StatusName>")]
     pub statuses: BTreeMap<String, Spanned<String>>,
@@ -148,20 +152,12 @@ pub struct RawRoute {
 
 impl RawHost {
     pub(super) fn normalise(
-        self,
+        mut self,
         cx: &Ctx,
         request_timeout: Duration,
     ) -> Result<(Routes, Mapping), ConfigError> {
-        let routes = self.routes.normalise(cx, request_timeout)?;
-        let mapping = RawMapping {
-            ids: self.ids,
-            fields: self.fields,
-            statuses: self.statuses,
-            bodies: self.bodies,
-            errors: self.errors,
-        }
-        .normalise()
-        .map_err(|(l, m)| cx.err(l, m))?;
+        let routes = std::mem::take(&mut self.routes).normalise(cx, request_timeout)?;
+        let mapping = self.mapping().map_err(|(l, m)| cx.err(l, m))?;
         Ok((routes, mapping))
     }
 }

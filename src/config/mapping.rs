@@ -2,7 +2,7 @@
 //! status names mean what, how error answers are classified, and how request bodies are shaped
 //! (issue 6). Defaults are OpenWOP v2 to the letter, so an empty file fronts a v2 host.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -10,6 +10,7 @@ use serde_json::Value;
 use serde_saphyr::Spanned;
 
 use super::ctx::word;
+use super::host::RawHost;
 use crate::wop::RunStatus;
 pub use crate::wop::CANONICAL;
 
@@ -203,8 +204,8 @@ impl Default for Mapping {
         reason = "built-in defaults; config::tests check they normalise"
     )]
     fn default() -> Self {
-        RawMapping::default()
-            .normalise()
+        RawHost::default()
+            .mapping()
             .expect("the v2 defaults are valid")
     }
 }
@@ -259,24 +260,6 @@ impl Mapping {
     pub fn str_at<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
         v.pointer(ptr).and_then(Value::as_str)
     }
-}
-
-/// The YAML form of the mapping (keys under `host:` besides `routes`).
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RawMapping {
-    #[serde(default)]
-    pub ids: RawIds,
-    #[serde(default)]
-    pub fields: RawFields,
-    /// Spanned so that a wrong value is reported at its own line, not the file's start.
-    #[serde(default)]
-    #[schemars(with = "BTreeMap<String, StatusName>")]
-    pub statuses: BTreeMap<String, Spanned<String>>,
-    #[serde(default)]
-    pub bodies: RawBodies,
-    #[serde(default)]
-    pub errors: Vec<RawErrorRule>,
 }
 
 /// JSON pointers, each optional (the v2 default applies); unknown keys are refused.
@@ -447,9 +430,11 @@ fn default_rules() -> Vec<ErrorRule> {
     ]
 }
 
-impl RawMapping {
-    /// Normalises; `Err((location, message))`.
-    pub fn normalise(self) -> Result<Mapping, (Option<(u64, u64)>, String)> {
+/// The mapping is read from the `host:` section (src/config/host.rs), every key but `routes`:
+/// one raw type feeds both the routes and the mapping.
+impl RawHost {
+    /// Normalises the mapping; `Err((location, message))`.
+    pub(super) fn mapping(&self) -> Result<Mapping, (Option<(u64, u64)>, String)> {
         let loc = |s: &Spanned<String>| Some((s.referenced.line(), s.referenced.column()));
         let ids = |s: &Option<Spanned<String>>,
                    what: &str|

@@ -4,20 +4,29 @@
 //! cancelled once the host is back within `ownership.cancelDeadline`.
 //!
 //! Every test prints its observations as `FAULT| fault | route | request | client sees |
-//! took | owned run` rows (run with `--nocapture`); docs/faults.md is filled from them.
+//! took | owned run` rows (run with `--nocapture`); docs/faults.md is filled from them. Where
+//! requests repeat a shape, a test is a table of [`Step`]s (tests/it/support/fault.rs: the
+//! fault injected, the request, what the client must see, the row).
 
 use std::time::{Duration, Instant};
 
-use openwop_devhost::RouteClass;
-use serde_json::{json, Value};
-use tokio::io::AsyncWriteExt;
+use openwop_devhost::RouteClass::*;
+use openwop_mcp_sidecar::config::Config;
+use serde_json::json;
 
+use crate::support::fault::Inject::*;
 use crate::support::fault::*;
 use crate::support::*;
 
-// ---------------------------------------------------------------------------------------------
-// Connection refused
-// ---------------------------------------------------------------------------------------------
+const HELD: Duration = Duration::from_secs(2);
+const HELD_2S: &str = "answer held back 2 s (delay), route timeout 300 ms";
+const CANCELLABLE: &str = "conformance-cancellable";
+
+fn cancel_deadline(secs: u64) -> impl FnOnce(&mut Config) {
+    move |c| c.ownership.cancel_deadline = Duration::from_secs(secs)
+}
+
+// Connection refused ------------------------------------------------------------------------------
 
 #[tokio::test]
 async fn connection_refused_is_502_on_rest_and_a_generic_32603_on_mcp() {
@@ -25,148 +34,66 @@ async fn connection_refused_is_502_on_rest_and_a_generic_32603_on_mcp() {
     let env = fault_env(|c| c.upstream.url = format!("http://127.0.0.1:{port}")).await;
     let fault = "connection refused (closed port)";
 
-    let ((s, v), took) = timed(HANG, "passthrough", env.rest_get(A, "/runs")).await;
-    assert_eq!(
-        (s, v["error"].as_str()),
-        (502, Some("upstream_unavailable"))
-    );
+    let (v, took) = passthrough_unavailable(&env).await;
     assert!(!v.to_string().contains(&port.to_string()), "{v}");
-    row(
-        fault,
-        "any passthrough path",
-        "GET /runs",
-        &format!(
-            "HTTP 502 {{\"error\":\"upstream_unavailable\"}} \"{}\"",
-            v["message"].as_str().unwrap_or("")
-        ),
-        took,
-        "n/a",
-    );
+    let message = v["message"].as_str().unwrap_or("");
+    let shown = format!("HTTP 502 {{\"error\":\"upstream_unavailable\"}} \"{message}\"");
+    let route = "any passthrough path";
+    row(fault, route, "GET /runs", &shown, took, "n/a");
     assert!(took < Duration::from_secs(2), "{took:?}");
 
     let task = openwop_mcp_sidecar::wire_id::project("acme/r-0123456789abcdef0123");
-    let cases: Vec<(&str, &str, Value, Value)> = vec![
-        ("discovery", "server/discover", json!({}), json!({})),
-        ("discovery", "tools/list", json!({}), json!({})),
-        (
-            "discovery",
-            "tools/call",
-            json!({"name": "conformance-noop", "arguments": {}}),
-            json!({}),
-        ),
-        ("getRun", "tasks/get", json!({"taskId": task}), task_caps()),
-        (
-            "getRun",
-            "tasks/cancel",
-            json!({"taskId": task}),
-            task_caps(),
-        ),
-        (
-            "getRun",
-            "tasks/update",
-            json!({"taskId": task, "inputResponses": {}}),
-            task_caps(),
-        ),
-    ];
-    for (route, method, params, caps) in cases {
-        let (r, took) = timed(HANG, method, env.rpc(Some(A), method, params, caps)).await;
+    let noop = tool("conformance-noop", json!({}));
+    let update = json!({"taskId": task, "inputResponses": {}});
+    for (route, method, params) in [
+        ("discovery", "server/discover", json!({})),
+        ("discovery", "tools/list", json!({})),
+        ("discovery", "tools/call", noop),
+        ("getRun", "tasks/get", task_of(&task)),
+        ("getRun", "tasks/cancel", task_of(&task)),
+        ("getRun", "tasks/update", update),
+    ] {
+        let (r, took) = send(&env, method, params).await;
         assert_internal(&r, method);
         // Three attempts (retry: true) refused at once, 50 + 100 ms apart.
         assert!(took < BACKOFF + SLACK, "{method}: {took:?}");
         row(fault, route, method, &seen(&r), took, "n/a (no run)");
     }
 
-    let (status, took) = timed(HANG, "/readyz", readyz(&env)).await;
-    assert_eq!(status, 503);
-    row(fault, "discovery", "GET /readyz", "HTTP 503", took, "n/a");
-    assert_no_panic();
-    env.shutdown().await;
+    assert_readyz(&env, 503, fault, "GET /readyz").await;
+    done(env).await;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Answers slower than the timeouts
-// ---------------------------------------------------------------------------------------------
+// Answers slower than the timeouts ----------------------------------------------------------------
 
 #[tokio::test]
 async fn slow_reads_time_out_with_32603_within_one_route_timeout() {
     let env = fault_env(|c| c.upstream.ready_timeout = Duration::from_millis(500)).await;
-    let fault = "answer held back 2 s (delay), route timeout 300 ms";
     let (task, _) = waiting_task(&env).await;
-    let noop = tasked(&env, A, "conformance-noop", json!({})).await;
-    env.poll_task(A, &noop, |r| r["status"] == "completed", 10)
-        .await;
+    let noop = completed_task(&env).await;
 
-    env.host
-        .faults()
-        .delay(RouteClass::GetRun, Duration::from_secs(2));
-    let n = count(&env, RouteClass::GetRun);
-    let (r, took) = timed(HANG, "tasks/get", get(&env, &noop)).await;
-    assert_internal(&r, "tasks/get");
     // A timed-out read is not repeated: a slow host is not made slower (only createRun, which
     // is idempotency-keyed, repeats after a timeout to learn its run's id).
-    assert_eq!(count(&env, RouteClass::GetRun) - n, 1, "not retried");
-    assert!(took >= T, "{took:?}");
-    assert!(took < T + SLACK, "{took:?}");
-    row(fault, "getRun", "tasks/get", &seen(&r), took, "n/a");
+    let get = Step::new(HELD_2S, Delay(GetRun, HELD), "tasks/get", task_of(&noop));
+    check(&env, "", get.attempts(1).between(T, T + SLACK)).await;
     env.host.faults().clear();
 
-    env.host
-        .faults()
-        .delay(RouteClass::Discovery, Duration::from_secs(2));
-    let (r, took) = timed(
-        HANG,
-        "tools/list",
-        env.rpc(Some(B), "tools/list", json!({}), json!({})),
-    )
-    .await;
-    assert_internal(&r, "tools/list");
-    assert!(took < T + SLACK, "{took:?}");
-    row(fault, "discovery", "tools/list", &seen(&r), took, "n/a");
-    let (status, took) = timed(HANG, "/readyz", readyz(&env)).await;
-    assert_eq!(status, 503);
+    let list = Step::new(HELD_2S, Delay(Discovery, HELD), "tools/list", json!({}));
+    check(&env, "", list.who(B).under(T + SLACK)).await;
+    let request = "GET /readyz (readyTimeout 500 ms)";
+    let took = assert_readyz(&env, 503, HELD_2S, request).await;
     assert!(took < Duration::from_millis(500) + SLACK, "{took:?}");
-    row(
-        fault,
-        "discovery",
-        "GET /readyz (readyTimeout 500 ms)",
-        "HTTP 503",
-        took,
-        "n/a",
-    );
     env.host.faults().clear();
 
-    env.host
-        .faults()
-        .delay(RouteClass::Cancel, Duration::from_secs(2));
-    let (r, took) = timed(
-        HANG,
-        "tasks/cancel",
-        env.rpc(
-            Some(A),
-            "tasks/cancel",
-            json!({"taskId": task}),
-            task_caps(),
-        ),
-    )
-    .await;
-    assert_internal(&r, "tasks/cancel");
-    assert!(took < T * 4 + BACKOFF + SLACK, "{took:?}");
-    row(
-        fault,
-        "cancel",
-        "tasks/cancel",
-        &seen(&r),
-        took,
-        "run cancelled (the held-back cancel took effect)",
-    );
+    let cancel = Step::new(HELD_2S, Delay(Cancel, HELD), "tasks/cancel", task_of(&task))
+        .under(T * 4 + BACKOFF + SLACK)
+        .owned("run cancelled (the held-back cancel took effect)");
+    check(&env, "", cancel).await;
     env.host.faults().clear();
-    assert_eq!(
-        env.wait_status(A, &unproject(&task), &["cancelled"], 5)
-            .await,
-        "cancelled"
-    );
-    assert_no_panic();
-    env.shutdown().await;
+    let run_id = unproject(&task);
+    let status = env.wait_status(A, &run_id, &["cancelled"], 5).await;
+    assert_eq!(status, "cancelled");
+    done(env).await;
 }
 
 #[tokio::test]
@@ -174,75 +101,46 @@ async fn slow_passthrough_is_relayed_however_slow() {
     // Passthrough requests have no request timeout (upstream.requestTimeoutMs bounds the
     // sidecar's own host API calls only): a slow host answer is relayed when it comes.
     let env = fault_env(|_| {}).await;
-    env.host
-        .faults()
-        .delay(RouteClass::ListRuns, Duration::from_secs(2));
-    let ((s, v), took) = timed(HANG, "passthrough", env.rest_get(A, "/runs")).await;
+    env.host.faults().delay(ListRuns, HELD);
+    let runs = env.rest_get(A, "/runs");
+    let ((s, v), took) = timed(HANG, "passthrough", runs).await;
     env.host.faults().clear();
     assert_eq!(s, 200, "{v}");
-    assert!(took >= Duration::from_secs(2), "{took:?}");
-    row(
-        "answer held back 2 s (delay), route timeout 300 ms",
+    assert!(took >= HELD, "{took:?}");
+    let (route, seen) = (
         "listRuns (passthrough)",
-        "GET /runs",
         "HTTP 200, the host's answer unchanged",
-        took,
-        "n/a",
     );
-    assert_no_panic();
-    env.shutdown().await;
+    row(HELD_2S, route, "GET /runs", seen, took, "n/a");
+    done(env).await;
 }
 
 #[tokio::test]
-
 async fn slow_events_poll_times_out_within_the_route_timeout() {
     let env = fault_env(|_| {}).await;
     let fault = "answer held back 10 s (delay), route timeout 300 ms";
     let (task, _) = waiting_task(&env).await;
-    env.host
-        .faults()
-        .delay(RouteClass::Poll, Duration::from_secs(10));
-    let (r, took) = timed(HANG, "tasks/get", get(&env, &task)).await;
-    row(
-        fault,
-        "poll",
-        "tasks/get (input_required task)",
-        &seen(&r),
-        took,
-        "n/a",
-    );
-    assert_internal(&r, "tasks/get");
+    let held = Delay(Poll, Duration::from_secs(10));
     // tasks/get asks for a 1 s long-poll: 3 attempts of (1 s + route timeout) at most.
     let bound = (Duration::from_secs(1) + T) * 3 + BACKOFF + SLACK;
-    assert!(took < bound, "took {took:?}, wanted under {bound:?}");
+    let get = Step::new(fault, held, "tasks/get", task_of(&task))
+        .request("tasks/get (input_required task)")
+        .under(bound);
+    check(&env, "", get).await;
     env.host.faults().clear();
-    assert_no_panic();
-    env.shutdown().await;
+    done(env).await;
 }
 
 #[tokio::test]
-
 async fn slow_event_stream_open_falls_back_to_polling_within_the_route_timeout() {
     let env = fault_env(|_| {}).await;
     let fault = "event stream head held back 8 s (delay), route timeout 300 ms";
     let mut problems = Vec::new();
-    env.host
-        .faults()
-        .delay(RouteClass::Stream, Duration::from_secs(8));
-    let (r, took) = timed(
-        HANG,
-        "tools/call",
-        env.call(A, "conformance-delay", json!({"delayMs": 800}), json!({})),
-    )
-    .await;
-    row(
-        fault,
-        "stream",
-        "tools/call conformance-delay 800 ms (JSON)",
-        &seen(&r),
-        took,
-        "completed",
-    );
+    env.host.faults().delay(Stream, Duration::from_secs(8));
+    let delay = json!({"delayMs": 800});
+    let (r, took) = blocking(&env, "conformance-delay", delay.clone()).await;
+    let request = "tools/call conformance-delay 800 ms (JSON)";
+    row(fault, "stream", request, &seen(&r), took, "completed");
     assert_eq!(r.result()["isError"], false, "{}", r.text);
     // The run ends after 800 ms; the stream should be given up after its route timeout.
     let bound = Duration::from_millis(800) + T + SLACK + SLACK;
@@ -253,70 +151,39 @@ async fn slow_event_stream_open_falls_back_to_polling_within_the_route_timeout()
     }
 
     // A listen follows the same stream: without a bound on its head, nothing is notified.
-    let task = tasked(&env, A, "conformance-delay", json!({"delayMs": 800})).await;
-    let (msgs, took) = timed(
-        HANG,
-        "subscriptions/listen",
-        env.listen(A, vec![task.clone()], Duration::from_secs(5)),
-    )
-    .await;
-    let done = msgs
-        .iter()
-        .any(|m| m["method"] == "notifications/tasks" && m["params"]["status"] == "completed");
-    let ended = msgs
-        .last()
-        .is_some_and(|m| m["result"]["resultType"] == "complete");
-    row(
-        fault,
-        "stream",
-        "subscriptions/listen (one 800 ms task), read for 5 s",
-        &format!(
-            "SSE: {} messages, completed notified: {done}, final result: {ended}",
-            msgs.len()
-        ),
-        took,
-        "completed",
-    );
-    if !(done && ended) {
-        problems.push(format!("listen: no completion within 5 s: {msgs:?}"));
+    let task = tasked(&env, A, "conformance-delay", delay).await;
+    let (l, took) = listen_to(&env, &task, 5).await;
+    let (n, notified, ended) = (l.msgs.len(), l.notified, l.ended);
+    let shown = format!("SSE: {n} messages, completed notified: {notified}, final result: {ended}");
+    let request = "subscriptions/listen (one 800 ms task), read for 5 s";
+    row(fault, "stream", request, &shown, took, "completed");
+    if !(notified && ended) {
+        problems.push(format!("listen: no completion within 5 s: {:?}", l.msgs));
     }
     env.host.faults().clear();
     assert!(problems.is_empty(), "{problems:#?}");
-    assert_no_panic();
-    env.shutdown().await;
+    done(env).await;
 }
 
 #[tokio::test]
 async fn lost_create_run_answer_leaves_no_run_behind() {
-    let env = fault_env(|c| c.ownership.cancel_deadline = Duration::from_secs(3)).await;
+    let env = fault_env(cancel_deadline(3)).await;
     let mut problems = Vec::new();
     for (fault, damage) in [
-        ("answer held back 2 s (delay), route timeout 300 ms", 0),
-        ("truncated JSON answer (badJson)", 1),
-        ("connection reset after 5 body bytes x3", 2),
+        (HELD_2S, Delay(CreateRun, HELD)),
+        ("truncated JSON answer (badJson)", BadJson(CreateRun, 1)),
+        (
+            "connection reset after 5 body bytes x3",
+            Reset(CreateRun, 3, 5),
+        ),
     ] {
-        let before = env.run_ids(A, "conformance-cancellable").await;
-        match damage {
-            0 => env
-                .host
-                .faults()
-                .delay(RouteClass::CreateRun, Duration::from_secs(2)),
-            1 => env.host.faults().bad_json_next(RouteClass::CreateRun, 1),
-            _ => env.host.faults().reset_next(RouteClass::CreateRun, 3, 5),
-        }
-        let (r, took) = timed(
-            HANG,
-            "tools/call",
-            env.call(
-                A,
-                "conformance-cancellable",
-                json!({"delayMs": 20000}),
-                task_caps(),
-            ),
-        )
-        .await;
+        let before = env.run_ids(A, CANCELLABLE).await;
+        damage.apply(&env);
+        let long = json!({"delayMs": 20000});
+        let call = env.call(A, CANCELLABLE, long, task_caps());
+        let (r, took) = timed(HANG, "tools/call", call).await;
         env.host.faults().clear();
-        let created = env.run_ids(A, "conformance-cancellable").await;
+        let created = env.run_ids(A, CANCELLABLE).await;
         let fresh: Vec<&String> = created.iter().filter(|i| !before.contains(i)).collect();
         assert_eq!(fresh.len(), 1, "one run for all attempts (Idempotency-Key)");
         let run_id = fresh[0].clone();
@@ -331,14 +198,9 @@ async fn lost_create_run_answer_leaves_no_run_behind() {
         }
         tokio::time::sleep(Duration::from_secs(4)).await;
         let fate = fate(&env, &run_id).await;
-        row(
-            fault,
-            "createRun",
-            "tools/call (tasked)",
-            &seen(&r),
-            took,
-            &format!("run created; after the cancel deadline: {fate}"),
-        );
+        let owned = format!("run created; after the cancel deadline: {fate}");
+        let request = "tools/call (tasked)";
+        row(fault, "createRun", request, &seen(&r), took, &owned);
         let status = env.status(A, &run_id).await;
         if answered && status == "cancelled" {
             problems.push(format!(
@@ -351,209 +213,96 @@ async fn lost_create_run_answer_leaves_no_run_behind() {
             ));
         }
         if answered {
-            let _ = env
-                .rpc(
-                    Some(A),
-                    "tasks/cancel",
-                    json!({"taskId": r.result()["taskId"]}),
-                    task_caps(),
-                )
-                .await;
+            let task = json!({"taskId": r.result()["taskId"]});
+            let _ = env.rpc(Some(A), "tasks/cancel", task, task_caps()).await;
         }
     }
     assert!(problems.is_empty(), "{problems:#?}");
-    assert_no_panic();
-    env.shutdown().await;
+    done(env).await;
 }
 
-// ---------------------------------------------------------------------------------------------
-// 5xx
-// ---------------------------------------------------------------------------------------------
+// 5xx ---------------------------------------------------------------------------------------------
 
 #[tokio::test]
 async fn create_run_5xx_is_retried_and_persistent_5xx_is_32603() {
     let env = fault_env(|_| {}).await;
     // Warm the catalog so only createRun is counted.
     let _ = env.rpc(Some(A), "tools/list", json!({}), json!({})).await;
+    let call = |fault: String, status, times| {
+        let noop = tool("conformance-noop", json!({}));
+        let inject = Fail(CreateRun, times, status);
+        Step::new(fault, inject, "tools/call", noop).request("tools/call (blocking)")
+    };
 
+    // 2 failures, then success: exactly one run.
     let before = env.run_ids(A, "conformance-noop").await;
-    env.host.faults().fail_next(RouteClass::CreateRun, 2, 503);
-    let n = count(&env, RouteClass::CreateRun);
-    let (r, took) = timed(
-        HANG,
-        "tools/call",
-        env.call(A, "conformance-noop", json!({}), json!({})),
-    )
-    .await;
-    assert_eq!(r.result()["isError"], false, "{}", r.text);
-    assert_eq!(
-        count(&env, RouteClass::CreateRun) - n,
-        3,
-        "2 failures, then success"
-    );
+    let ok = call("503 x2".into(), 503, 2).want(Want::Result("isError", json!(false)));
+    check(&env, "", ok.attempts(3).owned("run completed")).await;
     let after = env.run_ids(A, "conformance-noop").await;
     assert_eq!(after.len(), before.len() + 1, "exactly one run");
-    row(
-        "503 x2",
-        "createRun",
-        "tools/call (blocking)",
-        &seen(&r),
-        took,
-        "run completed",
-    );
 
     for status in [503, 500] {
         let before = env.run_ids(A, "conformance-noop").await;
-        env.host
-            .faults()
-            .fail_next(RouteClass::CreateRun, 3, status);
-        let n = count(&env, RouteClass::CreateRun);
-        let (r, took) = timed(
-            HANG,
-            "tools/call",
-            env.call(A, "conformance-noop", json!({}), json!({})),
-        )
-        .await;
-        assert_internal(&r, "tools/call");
-        assert_eq!(count(&env, RouteClass::CreateRun) - n, 3, "three attempts");
+        let step = call(format!("{status} x3 (persistent)"), status, 3).attempts(3);
+        let step = step.under(BACKOFF + SLACK).owned("no run created");
+        check(&env, "", step).await;
         assert_eq!(env.run_ids(A, "conformance-noop").await, before, "no run");
-        assert!(took < BACKOFF + SLACK, "{took:?}");
-        row(
-            &format!("{status} x3 (persistent)"),
-            "createRun",
-            "tools/call (blocking)",
-            &seen(&r),
-            took,
-            "no run created",
-        );
     }
     // The same through the tasked path.
-    env.host.faults().fail_next(RouteClass::CreateRun, 3, 502);
-    let (r, took) = timed(
-        HANG,
-        "tools/call",
-        env.call(A, "conformance-noop", json!({}), task_caps()),
-    )
-    .await;
-    assert_internal(&r, "tasked tools/call");
-    row(
-        "502 x3 (persistent)",
-        "createRun",
-        "tools/call (tasked)",
-        &seen(&r),
-        took,
-        "no run created",
-    );
-    assert_no_panic();
-    env.shutdown().await;
+    let step = call("502 x3 (persistent)".into(), 502, 3).caps(task_caps());
+    let step = step.request("tools/call (tasked)").owned("no run created");
+    check(&env, "", step).await;
+    done(env).await;
 }
 
 #[tokio::test]
 async fn get_run_5xx_is_retried_and_persistent_5xx_is_32603() {
     let env = fault_env(|_| {}).await;
-    let task = tasked(&env, A, "conformance-noop", json!({})).await;
-    env.poll_task(A, &task, |r| r["status"] == "completed", 10)
-        .await;
-
-    env.host.faults().fail_next(RouteClass::GetRun, 2, 503);
-    let n = count(&env, RouteClass::GetRun);
-    let (r, took) = timed(HANG, "tasks/get", get(&env, &task)).await;
-    assert_eq!(r.result()["status"], "completed", "{}", r.text);
-    assert_eq!(count(&env, RouteClass::GetRun) - n, 3);
-    row("503 x2", "getRun", "tasks/get", &seen(&r), took, "n/a");
-
-    env.host.faults().fail_next(RouteClass::GetRun, 3, 500);
-    let n = count(&env, RouteClass::GetRun);
-    let (r, took) = timed(HANG, "tasks/get", get(&env, &task)).await;
-    assert_internal(&r, "tasks/get");
-    assert_eq!(count(&env, RouteClass::GetRun) - n, 3);
-    row(
-        "500 x3 (persistent)",
-        "getRun",
-        "tasks/get",
-        &seen(&r),
-        took,
-        "n/a",
-    );
+    let task = completed_task(&env).await;
+    let get = |fault: &str, times, status| {
+        let inject = Fail(GetRun, times, status);
+        Step::new(fault, inject, "tasks/get", task_of(&task)).attempts(3)
+    };
+    let completed = Want::Result("status", json!("completed"));
+    check(&env, "", get("503 x2", 2, 503).want(completed)).await;
+    check(&env, "", get("500 x3 (persistent)", 3, 500)).await;
 
     // A tasked call still answers its task when the read after createRun fails: the run is
     // durable once created.
-    env.host.faults().fail_next(RouteClass::GetRun, 3, 503);
-    let (r, took) = timed(
-        HANG,
-        "tools/call",
-        env.call(A, "conformance-noop", json!({}), task_caps()),
-    )
-    .await;
-    assert_eq!(r.result()["resultType"], "task", "{}", r.text);
-    row(
-        "503 x3 (persistent)",
-        "getRun",
-        "tools/call (tasked)",
-        &seen(&r),
-        took,
-        "run completed",
-    );
+    let (fault, noop) = ("503 x3 (persistent)", tool("conformance-noop", json!({})));
+    let step = Step::new(fault, Fail(GetRun, 3, 503), "tools/call", noop)
+        .caps(task_caps())
+        .request("tools/call (tasked)")
+        .want(Want::Result("resultType", json!("task")));
+    check(&env, "", step.owned("run completed")).await;
 
     // A blocking call whose final read fails: -32603 (the run itself completed).
-    let before = env.run_ids(A, "conformance-delay").await;
-    always(&env, RouteClass::GetRun, 503);
-    let (r, took) = timed(
-        HANG,
-        "tools/call",
-        env.call(A, "conformance-delay", json!({"delayMs": 300}), json!({})),
-    )
-    .await;
-    env.host.faults().clear();
+    always(&env, GetRun, 503);
+    let (r, took, run_id) = blocking_run(&env, "conformance-delay", json!({"delayMs": 300})).await;
     assert_internal(&r, "blocking tools/call");
-    let run_id = env.fresh_run(A, "conformance-delay", &before).await;
     let fate = fate(&env, &run_id).await;
-    row(
-        "503 persistent",
-        "getRun",
-        "tools/call (blocking, 300 ms run)",
-        &seen(&r),
-        took,
-        &fate,
-    );
-    assert_no_panic();
-    env.shutdown().await;
+    let (fault, request) = ("503 persistent", "tools/call (blocking, 300 ms run)");
+    row(fault, "getRun", request, &seen(&r), took, &fate);
+    done(env).await;
 }
 
 #[tokio::test]
-
 async fn blocking_call_failing_after_create_run_does_not_lose_the_run() {
     let mut problems = Vec::new();
+    let (route, request) = ("stream + poll", "tools/call (blocking)");
+    let long = json!({"delayMs": 20000});
     {
-        let env = fault_env(|c| c.ownership.cancel_deadline = Duration::from_secs(3)).await;
-        let before = env.run_ids(A, "conformance-cancellable").await;
+        let env = fault_env(cancel_deadline(3)).await;
         env.host.faults().cut_stream_next(1, 0);
-        always(&env, RouteClass::Poll, 503);
-        let (r, took) = timed(
-            HANG,
-            "tools/call",
-            env.call(
-                A,
-                "conformance-cancellable",
-                json!({"delayMs": 20000}),
-                json!({}),
-            ),
-        )
-        .await;
-        env.host.faults().clear();
-        let run_id = env.fresh_run(A, "conformance-cancellable", &before).await;
+        always(&env, Poll, 503);
+        let (r, took, run_id) = blocking_run(&env, CANCELLABLE, long.clone()).await;
         tokio::time::sleep(Duration::from_secs(3)).await;
         let fate = fate(&env, &run_id).await;
-        row(
-            "stream cut + 503 persistent",
-            "stream + poll",
-            "tools/call (blocking)",
-            &seen(&r),
-            took,
-            &format!("after the cancel deadline: {fate}"),
-        );
+        let fault = "stream cut + 503 persistent";
+        let owned = format!("after the cancel deadline: {fate}");
+        row(fault, route, request, &seen(&r), took, &owned);
         assert_internal(&r, "tools/call");
-        if !r.text.contains(&run_id) && env.status(A, &run_id).await != "cancelled" {
+        if !named_or_cancelled(&env, &r, &run_id).await {
             problems.push(format!(
                 "poll 503: the run is neither named nor cancelled: {fate}"
             ));
@@ -561,22 +310,14 @@ async fn blocking_call_failing_after_create_run_does_not_lose_the_run() {
         env.shutdown().await;
     }
     {
-        let (env, outage) =
-            outage_env(|c| c.ownership.cancel_deadline = Duration::from_secs(3)).await;
-        let before = env.run_ids(A, "conformance-cancellable").await;
-        let call = timed(HANG, "tools/call", async {
-            let r = env
-                .call(
-                    A,
-                    "conformance-cancellable",
-                    json!({"delayMs": 20000}),
-                    json!({}),
-                )
-                .await;
+        let (env, outage) = outage_env(cancel_deadline(3)).await;
+        let before = env.run_ids(A, CANCELLABLE).await;
+        let call = async {
+            let (r, _) = blocking(&env, CANCELLABLE, long).await;
             (r, Instant::now())
-        });
+        };
         let cut = async {
-            let run_id = env.fresh_run(A, "conformance-cancellable", &before).await;
+            let run_id = env.fresh_run(A, CANCELLABLE, &before).await;
             env.wait_status(A, &run_id, &["running"], 5).await;
             outage.down();
             let at = Instant::now();
@@ -584,20 +325,15 @@ async fn blocking_call_failing_after_create_run_does_not_lose_the_run() {
             outage.up();
             (run_id, at)
         };
-        let (((r, answered_at), _), (run_id, down_at)) = tokio::join!(call, cut);
+        let ((r, answered_at), (run_id, down_at)) = tokio::join!(call, cut);
         let took = answered_at.saturating_duration_since(down_at);
         tokio::time::sleep(Duration::from_secs(3)).await;
         let fate = fate(&env, &run_id).await;
-        row(
-            "host down (connection refused) 1 s mid-call",
-            "stream + poll",
-            "tools/call (blocking)",
-            &seen(&r),
-            took,
-            &format!("host back, after the cancel deadline: {fate}"),
-        );
+        let fault = "host down (connection refused) 1 s mid-call";
+        let owned = format!("host back, after the cancel deadline: {fate}");
+        row(fault, route, request, &seen(&r), took, &owned);
         assert_internal(&r, "tools/call");
-        if !r.text.contains(&run_id) && env.status(A, &run_id).await != "cancelled" {
+        if !named_or_cancelled(&env, &r, &run_id).await {
             problems.push(format!(
                 "outage: the run is neither named nor cancelled: {fate}"
             ));
@@ -608,815 +344,396 @@ async fn blocking_call_failing_after_create_run_does_not_lose_the_run() {
     assert_no_panic();
 }
 
-// ---------------------------------------------------------------------------------------------
-// 429 with Retry-After
-// ---------------------------------------------------------------------------------------------
+// 429 with Retry-After ----------------------------------------------------------------------------
 
 #[tokio::test]
 async fn rate_limits_pass_through_as_429_with_retry_after() {
     let env = fault_env(|_| {}).await;
-    let step = |inject, route, request, method, params, caps, secs, attempts, run, owned| Step {
-        fault: "429 + Retry-After".into(),
-        inject,
-        route,
-        request,
-        method,
-        params,
-        caps,
-        want: Want::RateLimited(secs),
-        attempts,
-        run,
-        owned,
+    let limit = |class, secs, method, params| {
+        let inject = RateLimit(class, 1, secs);
+        let step = Step::new("429 + Retry-After", inject, method, params);
+        step.want(Want::RateLimited(secs))
     };
-    let before_task = [
-        step(
-            Inject::RateLimit(RouteClass::Discovery, 1, 2),
-            "discovery",
-            "tools/list",
-            "tools/list",
-            json!({}),
-            json!({}),
-            "2",
-            None,
-            Run::Unchecked,
-            "n/a",
-        ),
+    let noop = tool("conformance-noop", json!({}));
+    for step in [
+        limit(Discovery, 2, "tools/list", json!({})),
         // A 429 is not retried.
-        step(
-            Inject::RateLimit(RouteClass::CreateRun, 1, 7),
-            "createRun",
-            "tools/call",
-            "tools/call",
-            json!({"name": "conformance-noop", "arguments": {}}),
-            json!({}),
-            "7",
-            Some(1),
-            Run::Unchecked,
-            "no run created",
-        ),
-    ];
-    for s in before_task {
-        check(&env, "", s).await;
+        limit(CreateRun, 7, "tools/call", noop)
+            .attempts(1)
+            .owned("no run created"),
+    ] {
+        check(&env, "", step).await;
     }
 
     let (task, key) = waiting_task(&env).await;
-    let run_id = unproject(&task);
-    let on_task = [
-        step(
-            Inject::RateLimit(RouteClass::GetRun, 1, 3),
-            "getRun",
-            "tasks/get",
-            "tasks/get",
-            json!({"taskId": task}),
-            task_caps(),
-            "3",
-            None,
-            Run::Unchecked,
-            "n/a",
-        ),
-        step(
-            Inject::RateLimit(RouteClass::Poll, 1, 4),
-            "poll",
-            "tasks/get (input_required task)",
-            "tasks/get",
-            json!({"taskId": task}),
-            task_caps(),
-            "4",
-            None,
-            Run::Unchecked,
-            "n/a",
-        ),
-        step(
-            Inject::RateLimit(RouteClass::Resolve, 1, 5),
-            "resolve",
-            "tasks/update",
-            "tasks/update",
-            approve(&task, &key),
-            task_caps(),
-            "5",
-            None,
-            Run::Unchecked,
-            "n/a (interrupt still open)",
-        ),
-        step(
-            Inject::RateLimit(RouteClass::Cancel, 1, 6),
-            "cancel",
-            "tasks/cancel",
-            "tasks/cancel",
-            json!({"taskId": task}),
-            task_caps(),
-            "6",
-            None,
-            Run::Still("waiting-approval"),
-            "n/a (run still waiting)",
-        ),
-    ];
-    for s in on_task {
-        check(&env, &run_id, s).await;
+    for step in [
+        limit(GetRun, 3, "tasks/get", task_of(&task)),
+        limit(Poll, 4, "tasks/get", task_of(&task)).request("tasks/get (input_required task)"),
+        limit(Resolve, 5, "tasks/update", approve(&task, &key)).owned("n/a (interrupt still open)"),
+        limit(Cancel, 6, "tasks/cancel", task_of(&task))
+            .run(Run::Still("waiting-approval"))
+            .owned("n/a (run still waiting)"),
+    ] {
+        check(&env, &unproject(&task), step).await;
     }
-    assert_no_panic();
-    env.shutdown().await;
+    done(env).await;
 }
 
 #[tokio::test]
 async fn rate_limit_during_a_blocking_call_is_precise() {
     let env = fault_env(|_| {}).await;
-    let before = env.run_ids(A, "conformance-cancellable").await;
     env.host.faults().cut_stream_next(1, 0);
-    env.host.faults().rate_limit_next(RouteClass::Poll, 1, 5);
-    let (r, took) = timed(
-        HANG,
-        "tools/call",
-        env.call(
-            A,
-            "conformance-cancellable",
-            json!({"delayMs": 20000}),
-            json!({}),
-        ),
-    )
-    .await;
-    let run_id = env.fresh_run(A, "conformance-cancellable", &before).await;
+    env.host.faults().rate_limit_next(Poll, 1, 5);
+    let (r, took, run_id) = blocking_run(&env, CANCELLABLE, json!({"delayMs": 20000})).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let fate = fate(&env, &run_id).await;
-    row(
-        "stream cut + 429 Retry-After: 5",
-        "stream + poll",
-        "tools/call (blocking)",
-        &seen(&r),
-        took,
-        &fate,
-    );
+    let (fault, request) = ("stream cut + 429 Retry-After: 5", "tools/call (blocking)");
+    row(fault, "stream + poll", request, &seen(&r), took, &fate);
     // Either the sidecar waits the Retry-After out itself (the run is its own), or it tells the
     // client precisely and gives the run up.
     if r.error_code().is_some() {
         assert_rate_limited(&r, "5", "tools/call");
         assert_eq!(env.status(A, &run_id).await, "cancelled", "{fate}");
     }
-    assert_no_panic();
-    env.shutdown().await;
+    done(env).await;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Connection reset mid-body, truncated JSON
-// ---------------------------------------------------------------------------------------------
+// Connection reset mid-body, truncated JSON -------------------------------------------------------
 
 #[tokio::test]
 async fn reset_and_truncated_answers_on_reads_are_retried_or_32603() {
     let env = fault_env(|_| {}).await;
-    let done = tasked(&env, A, "conformance-noop", json!({})).await;
-    env.poll_task(A, &done, |r| r["status"] == "completed", 10)
-        .await;
+    let completed = completed_task(&env).await;
     let (waiting, _) = waiting_task(&env).await;
-
-    // getRun: one reset is absorbed by the retry; three are not.
-    for (times, route, class, task) in [
-        (1, "getRun", RouteClass::GetRun, &done),
-        (3, "getRun", RouteClass::GetRun, &done),
-        (1, "poll", RouteClass::Poll, &waiting),
-        (3, "poll", RouteClass::Poll, &waiting),
-    ] {
-        env.host.faults().reset_next(class, times, 10);
-        let n = count(&env, class);
-        let (r, took) = timed(HANG, "tasks/get", get(&env, task)).await;
-        let attempts = count(&env, class) - n;
-        let fault = format!("connection reset after 10 body bytes x{times}");
-        let request = if class == RouteClass::Poll {
-            "tasks/get (input_required task)"
-        } else {
-            "tasks/get"
+    let get = |fault: String, inject: Inject| {
+        let (task, request) = match inject.route() {
+            Poll => (&waiting, "tasks/get (input_required task)"),
+            _ => (&completed, "tasks/get"),
         };
-        if times == 1 {
-            assert!(
-                r.body.get("error").is_none(),
-                "{fault} on {route}: {}",
-                r.text
-            );
-            assert_eq!(attempts, 2, "{fault}: retried once");
-        } else {
-            assert_internal(&r, &fault);
-            assert_eq!(attempts, 3, "{fault}: three attempts");
-        }
-        row(
-            &fault,
-            route,
-            request,
-            &format!("{} ({attempts} attempts)", seen(&r)),
-            took,
-            "n/a",
-        );
+        Step::new(fault, inject, "tasks/get", task_of(task)).request(request)
+    };
+
+    // One reset is absorbed by the retry; three are not.
+    for (class, times) in [(GetRun, 1), (GetRun, 3), (Poll, 1), (Poll, 3)] {
+        let fault = format!("connection reset after 10 body bytes x{times}");
+        let step = get(fault, Reset(class, times, 10));
+        let step = match times {
+            1 => step.want(Want::NoError).attempts_shown(2),
+            _ => step.attempts_shown(3),
+        };
+        check(&env, "", step).await;
         env.host.faults().clear();
     }
 
     // Truncated JSON with 200: a damaged answer is read again, like a reset one.
-    for (route, class, task) in [
-        ("getRun", RouteClass::GetRun, &done),
-        ("poll", RouteClass::Poll, &waiting),
-    ] {
-        env.host.faults().bad_json_next(class, 1);
-        let n = count(&env, class);
-        let (r, took) = timed(HANG, "tasks/get", get(&env, task)).await;
-        let attempts = count(&env, class) - n;
-        assert!(
-            r.body.get("error").is_none(),
-            "truncated JSON x1 on {route}: {}",
-            r.text
-        );
-        assert_eq!(attempts, 2, "a 200 with a broken body is read again");
-        let request = if class == RouteClass::Poll {
-            "tasks/get (input_required task)"
-        } else {
-            "tasks/get"
-        };
-        row(
-            "truncated JSON, 200 (badJson) x1",
-            route,
-            request,
-            &format!("{} ({attempts} attempts)", seen(&r)),
-            took,
-            "n/a",
-        );
-        assert!(took < BACKOFF + SLACK, "{took:?}");
+    for class in [GetRun, Poll] {
+        let step = get("truncated JSON, 200 (badJson) x1".into(), BadJson(class, 1));
+        let step = step.want(Want::NoError).attempts_shown(2);
+        check(&env, "", step.under(BACKOFF + SLACK)).await;
         env.host.faults().clear();
     }
 
     // A reset createRun answer: the retry replays the Idempotency-Key, one run, success.
     let before = env.run_ids(A, "conformance-noop").await;
-    env.host.faults().reset_next(RouteClass::CreateRun, 1, 5);
-    let (r, took) = timed(
-        HANG,
-        "tools/call",
-        env.call(A, "conformance-noop", json!({}), json!({})),
-    )
-    .await;
-    assert_eq!(r.result()["isError"], false, "{}", r.text);
+    let fault = "connection reset after 5 body bytes x1";
+    let noop = tool("conformance-noop", json!({}));
+    let call = Step::new(fault, Reset(CreateRun, 1, 5), "tools/call", noop)
+        .request("tools/call (blocking)")
+        .want(Want::Result("isError", json!(false)))
+        .owned("one run (Idempotency-Key replay), completed");
+    check(&env, "", call).await;
     let after = env.run_ids(A, "conformance-noop").await;
     assert_eq!(after.len(), before.len() + 1, "one run despite the retry");
-    row(
-        "connection reset after 5 body bytes x1",
-        "createRun",
-        "tools/call (blocking)",
-        &seen(&r),
-        took,
-        "one run (Idempotency-Key replay), completed",
-    );
 
     // A blocking call whose events poll breaks once (after the stream was cut).
     for (fault, damage) in [
-        ("stream cut + poll reset x1", 0),
-        ("stream cut + poll badJson x1", 1),
+        ("stream cut + poll reset x1", Reset(Poll, 1, 10)),
+        ("stream cut + poll badJson x1", BadJson(Poll, 1)),
     ] {
         env.host.faults().cut_stream_next(1, 0);
-        match damage {
-            0 => env.host.faults().reset_next(RouteClass::Poll, 1, 10),
-            _ => env.host.faults().bad_json_next(RouteClass::Poll, 1),
-        }
-        let before = env.run_ids(A, "conformance-delay").await;
-        let (r, took) = timed(
-            HANG,
-            "tools/call",
-            env.call(A, "conformance-delay", json!({"delayMs": 500}), json!({})),
-        )
-        .await;
-        env.host.faults().clear();
-        let run_id = env.fresh_run(A, "conformance-delay", &before).await;
+        damage.apply(&env);
+        let (r, took, run_id) =
+            blocking_run(&env, "conformance-delay", json!({"delayMs": 500})).await;
         env.wait_status(A, &run_id, &["completed", "cancelled"], 5)
             .await;
         let fate = fate(&env, &run_id).await;
-        row(
-            fault,
-            "stream + poll",
-            "tools/call (blocking, 500 ms run)",
-            &seen(&r),
-            took,
-            &fate,
-        );
+        let (route, request) = ("stream + poll", "tools/call (blocking, 500 ms run)");
+        row(fault, route, request, &seen(&r), took, &fate);
         // A reset or damaged poll answer is read again: the call still gets its answer.
-        let _ = damage;
         assert_eq!(r.result()["isError"], false, "{fault}: {}", r.text);
     }
-    assert_no_panic();
-    env.shutdown().await;
+    done(env).await;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Event stream cut mid-event
-// ---------------------------------------------------------------------------------------------
+// Event stream cut mid-event ----------------------------------------------------------------------
 
 #[tokio::test]
 async fn cut_event_stream_falls_back_to_polling() {
     let env = fault_env(|_| {}).await;
+    let delay = json!({"delayMs": 800});
+    let request = "tools/call conformance-delay 800 ms";
     for after in [0, 1, 2] {
         env.host.faults().cut_stream_next(1, after);
-        let (s, p) = (
-            count(&env, RouteClass::Stream),
-            count(&env, RouteClass::Poll),
-        );
-        let (r, took) = timed(
-            HANG,
-            "tools/call",
-            env.call(A, "conformance-delay", json!({"delayMs": 800}), json!({})),
-        )
-        .await;
+        let (s, p) = (count(&env, Stream), count(&env, Poll));
+        let (r, took) = blocking(&env, "conformance-delay", delay.clone()).await;
         assert_eq!(r.result()["isError"], false, "{}", r.text);
-        assert!(r.result()["content"][0]["text"]
-            .as_str()
-            .unwrap_or("")
-            .contains("completed"));
-        assert_eq!(
-            count(&env, RouteClass::Stream) - s,
-            1,
-            "the stream is not reopened"
-        );
-        assert!(count(&env, RouteClass::Poll) > p, "the fallback polled");
+        let text = r.result()["content"][0]["text"].as_str().unwrap_or("");
+        assert!(text.contains("completed"));
+        assert_eq!(count(&env, Stream) - s, 1, "the stream is not reopened");
+        assert!(count(&env, Poll) > p, "the fallback polled");
         assert!(env.host.faults().active().is_empty(), "the cut was used");
-        assert!(
-            took < Duration::from_millis(800) + SLACK + SLACK,
-            "{took:?}"
-        );
-        row(
-            &format!("stream cut mid-event after {after} event(s)"),
-            "stream",
-            "tools/call conformance-delay 800 ms (JSON)",
-            &seen(&r),
-            took,
-            "completed",
-        );
+        let bound = Duration::from_millis(800) + SLACK + SLACK;
+        assert!(took < bound, "{took:?}");
+        let fault = format!("stream cut mid-event after {after} event(s)");
+        let request = format!("{request} (JSON)");
+        row(&fault, "stream", &request, &seen(&r), took, "completed");
     }
     env.host.faults().cut_stream_next(1, 1);
-    let (r, took) = timed(
-        HANG,
-        "tools/call (SSE)",
-        sse_call(&env, "conformance-delay", json!({"delayMs": 800})),
-    )
-    .await;
+    let call = sse_call(&env, "conformance-delay", delay.clone());
+    let (r, took) = timed(HANG, "tools/call (SSE)", call).await;
     assert_eq!(r.result()["isError"], false, "{}", r.text);
-    row(
-        "stream cut mid-event after 1 event",
-        "stream",
-        "tools/call conformance-delay 800 ms (SSE)",
-        &seen(&r),
-        took,
-        "completed",
-    );
+    let fault = "stream cut mid-event after 1 event";
+    let request = format!("{request} (SSE)");
+    row(fault, "stream", &request, &seen(&r), took, "completed");
 
     // A listen whose task stream is cut keeps following the task by polling.
-    let task = tasked(&env, A, "conformance-delay", json!({"delayMs": 800})).await;
+    let task = tasked(&env, A, "conformance-delay", delay).await;
     env.host.faults().cut_stream_next(1, 0);
-    let (msgs, took) = timed(
-        HANG,
-        "subscriptions/listen",
-        env.listen(A, vec![task.clone()], Duration::from_secs(10)),
-    )
-    .await;
-    let last = msgs.last().cloned().unwrap_or(Value::Null);
-    assert_eq!(last["result"]["resultType"], "complete", "{msgs:#?}");
-    assert!(
-        msgs.iter()
-            .any(|m| m["method"] == "notifications/tasks" && m["params"]["status"] == "completed"),
-        "{msgs:#?}"
-    );
-    row(
-        "stream cut mid-event after 0 events",
-        "stream",
-        "subscriptions/listen (one 800 ms task)",
-        "SSE: notifications/tasks completed, then the final result",
-        took,
-        "completed",
-    );
-    assert_no_panic();
-    env.shutdown().await;
+    let (l, took) = listen_to(&env, &task, 10).await;
+    let last = l.msgs.last().cloned().unwrap_or_default();
+    assert_eq!(last["result"]["resultType"], "complete", "{:#?}", l.msgs);
+    assert!(l.notified, "{:#?}", l.msgs);
+    let fault = "stream cut mid-event after 0 events";
+    let request = "subscriptions/listen (one 800 ms task)";
+    let shown = "SSE: notifications/tasks completed, then the final result";
+    row(fault, "stream", request, shown, took, "completed");
+    done(env).await;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Discovery down at start-up
-// ---------------------------------------------------------------------------------------------
+// Discovery down at start-up ----------------------------------------------------------------------
 
 #[tokio::test]
 async fn discovery_down_at_start_up_then_recovering() {
     let env = fault_env(|c| c.upstream.ready_timeout = Duration::from_millis(500)).await;
-    assert_eq!(
-        count(&env, RouteClass::Discovery),
-        0,
-        "nothing asked the host yet"
-    );
-    always(&env, RouteClass::Discovery, 503);
+    let asked = count(&env, Discovery);
+    assert_eq!(asked, 0, "nothing asked the host yet");
+    always(&env, Discovery, 503);
     let fault = "503 on every discovery (host starting)";
 
-    let (status, took) = timed(HANG, "/readyz", readyz(&env)).await;
-    assert_eq!(status, 503);
-    row(fault, "discovery", "GET /readyz", "HTTP 503", took, "n/a");
-    for method in ["server/discover", "tools/list"] {
-        let (r, took) = timed(HANG, method, env.rpc(Some(A), method, json!({}), json!({}))).await;
+    assert_readyz(&env, 503, fault, "GET /readyz").await;
+    let noop = tool("conformance-noop", json!({}));
+    for (method, params, owned) in [
+        ("server/discover", json!({}), "n/a"),
+        ("tools/list", json!({}), "n/a"),
+        ("tools/call", noop, "no run created"),
+    ] {
+        let (r, took) = send(&env, method, params).await;
         assert_internal(&r, method);
-        row(fault, "discovery", method, &seen(&r), took, "n/a");
+        row(fault, "discovery", method, &seen(&r), took, owned);
     }
-    let (r, took) = timed(
-        HANG,
-        "tools/call",
-        env.call(A, "conformance-noop", json!({}), json!({})),
-    )
-    .await;
-    assert_internal(&r, "tools/call");
-    row(
-        fault,
-        "discovery",
-        "tools/call",
-        &seen(&r),
-        took,
-        "no run created",
-    );
-    let (resp, took) = timed(
-        HANG,
-        "GET /.well-known/openwop",
-        env.http
-            .get(format!("{}/.well-known/openwop", env.url))
-            .send(),
-    )
-    .await;
-    let resp = resp.unwrap();
-    let status = resp.status().as_u16();
-    let body: Value = resp.json().await.unwrap_or(Value::Null);
+    let (status, body, took) = discovery_document(&env).await;
     assert!(status >= 500, "{status} {body}");
-    row(
-        fault,
-        "discovery",
-        "GET /.well-known/openwop",
-        &format!("HTTP {status} {}", body["error"]),
-        took,
-        "n/a",
-    );
+    let shown = format!("HTTP {status} {}", body["error"]);
+    let request = "GET /.well-known/openwop";
+    row(fault, "discovery", request, &shown, took, "n/a");
 
     // The host comes up: nothing of the failure was cached.
     env.host.faults().clear();
-    let (status, took) = timed(HANG, "/readyz", readyz(&env)).await;
-    assert_eq!(status, 200);
-    row(
-        "discovery recovered",
-        "discovery",
-        "GET /readyz",
-        "HTTP 200",
-        took,
-        "n/a",
-    );
-    let (r, took) = timed(
-        HANG,
-        "tools/list",
-        env.rpc(Some(A), "tools/list", json!({}), json!({})),
-    )
-    .await;
-    assert!(
-        r.result()["tools"]
-            .as_array()
-            .is_some_and(|t| !t.is_empty()),
-        "{}",
-        r.text
-    );
-    row(
-        "discovery recovered",
-        "discovery",
-        "tools/list",
-        &seen(&r),
-        took,
-        "n/a",
-    );
+    let fault = "discovery recovered";
+    assert_readyz(&env, 200, fault, "GET /readyz").await;
+    let (r, took) = send(&env, "tools/list", json!({})).await;
+    let tools = r.result()["tools"].as_array();
+    assert!(tools.is_some_and(|t| !t.is_empty()), "{}", r.text);
+    row(fault, "discovery", "tools/list", &seen(&r), took, "n/a");
     let r = env.call(A, "conformance-noop", json!({}), json!({})).await;
     assert_eq!(r.result()["isError"], false, "{}", r.text);
-    assert_no_panic();
-    env.shutdown().await;
+    done(env).await;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Owned-run cancels while the host fails them
-// ---------------------------------------------------------------------------------------------
+// Owned-run cancels while the host fails them -----------------------------------------------------
 
 #[tokio::test]
 async fn owned_run_cancel_is_delivered_once_the_host_accepts_it() {
-    let env = fault_env(|c| c.ownership.cancel_deadline = Duration::from_secs(5)).await;
+    let env = fault_env(cancel_deadline(5)).await;
     // The fault must be in place before the first attempt: the dispatcher starts at once.
-    env.host.faults().fail_next(RouteClass::Cancel, 3, 503);
+    env.host.faults().fail_next(Cancel, 3, 503);
     let (run_id, gone) = orphan_a_run(&env).await;
-    let (status, _) = timed(
-        HANG,
-        "cancel",
-        env.wait_status(A, &run_id, &["cancelled", "completed"], 10),
-    )
-    .await;
-    let took = gone.elapsed();
-    assert_eq!(status, "cancelled");
-    assert_eq!(
-        cancel_reason(&env, &run_id).await.as_deref(),
-        Some("mcp-request-cancelled")
-    );
+    let took = assert_cancelled_by_mcp(&env, &run_id).await - gone;
     let attempts = env.host_cancels(&run_id).len();
     assert!(attempts >= 2, "{attempts}");
     assert!(
         took < Duration::from_secs(5),
-        "within the cancel deadline: {took:?}"
+        "past the cancel deadline: {took:?}"
     );
     assert_eq!(env.metric(&cancel_sample("cancelled")).await, 1.0);
-    row(
-        "503 on the next 3 cancels",
-        "cancel",
-        "client disconnects from a blocking tools/call",
-        &format!("(client gone) {attempts} cancel attempts, metric outcome=\"cancelled\""),
+    let fault = "503 on the next 3 cancels";
+    orphan_row(
+        &env,
+        fault,
+        &run_id,
+        "cancelled",
         took,
         "cancelled (mcp-request-cancelled)",
     );
-    assert_no_panic();
-    env.shutdown().await;
+    done(env).await;
 }
 
 #[tokio::test]
 async fn owned_run_cancel_survives_a_slow_host() {
-    let env = fault_env(|c| c.ownership.cancel_deadline = Duration::from_secs(5)).await;
-    env.host
-        .faults()
-        .delay(RouteClass::Cancel, Duration::from_secs(2));
+    let env = fault_env(cancel_deadline(5)).await;
+    env.host.faults().delay(Cancel, HELD);
     let (run_id, gone) = orphan_a_run(&env).await;
     // The host is slow for a second, then answers in time again.
     tokio::time::sleep(Duration::from_secs(1)).await;
     env.host.faults().clear();
-    let (status, _) = timed(
-        HANG,
-        "cancel",
-        env.wait_status(A, &run_id, &["cancelled", "completed"], 10),
-    )
-    .await;
-    assert_eq!(status, "cancelled");
-    assert_eq!(
-        cancel_reason(&env, &run_id).await.as_deref(),
-        Some("mcp-request-cancelled")
-    );
+    assert_cancelled_by_mcp(&env, &run_id).await;
     // Let the dispatcher finish: its last attempt meets a terminal run.
-    let mut outcome = String::new();
-    for _ in 0..100 {
-        for o in ["cancelled", "already_terminal", "refused", "gave_up"] {
-            if env.metric(&cancel_sample(o)).await > 0.0 {
-                outcome = o.to_string();
-            }
-        }
-        if !outcome.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let outcomes = ["cancelled", "already_terminal", "refused", "gave_up"];
+    let outcome = cancel_outcome(&env, &outcomes, Duration::from_secs(5)).await;
+    let outcome = outcome.map(|(o, _)| o).unwrap_or_default();
     let took = gone.elapsed();
-    let attempts = env.host_cancels(&run_id).len();
-    assert!(
-        ["cancelled", "already_terminal"].contains(&outcome.as_str()),
-        "{outcome}"
-    );
+    assert!(outcomes[..2].contains(&outcome.as_str()), "{outcome}");
     assert!(took < Duration::from_secs(5), "{took:?}");
-    row(
-        "cancel answers held back 2 s for 1 s (delay), route timeout 300 ms",
-        "cancel",
-        "client disconnects from a blocking tools/call",
-        &format!("(client gone) {attempts} cancel attempts, metric outcome=\"{outcome}\""),
+    let fault = "cancel answers held back 2 s for 1 s (delay), route timeout 300 ms";
+    orphan_row(
+        &env,
+        fault,
+        &run_id,
+        &outcome,
         took,
         "cancelled (mcp-request-cancelled)",
     );
-    assert_no_panic();
-    env.shutdown().await;
+    done(env).await;
 }
 
 #[tokio::test]
 async fn owned_run_cancel_refused_past_the_deadline_is_counted_as_gave_up() {
     let deadline = Duration::from_secs(1);
-    let env = fault_env(|c| c.ownership.cancel_deadline = deadline).await;
-    always(&env, RouteClass::Cancel, 503);
+    let env = fault_env(cancel_deadline(1)).await;
+    always(&env, Cancel, 503);
     let (run_id, gone) = orphan_a_run(&env).await;
-    let sample = cancel_sample("gave_up");
-    let mut took = Duration::ZERO;
-    for _ in 0..200 {
-        if env.metric(&sample).await == 1.0 {
-            took = gone.elapsed();
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    assert!(
-        !took.is_zero(),
-        "no gave_up outcome: {}",
-        env.metrics().await
-    );
+    let outcome = cancel_outcome(&env, &["gave_up"], Duration::from_secs(5)).await;
+    let took = gone.elapsed();
+    let gave_up = outcome.map(|(_, n)| n);
+    assert_eq!(gave_up, Some(1.0), "gave_up: {}", env.metrics().await);
     assert!(took < deadline + SLACK, "{took:?}");
-    let attempts = env.host_cancels(&run_id).len();
     let status = env.status(A, &run_id).await;
     assert_eq!(status, "running", "nobody cancelled it");
-    row(
-        "503 on every cancel, cancel deadline 1 s",
-        "cancel",
-        "client disconnects from a blocking tools/call",
-        &format!("(client gone) {attempts} cancel attempts, metric outcome=\"gave_up\" 1"),
-        took,
-        "not cancelled (still running), counted as gave_up",
-    );
+    let fault = "503 on every cancel, cancel deadline 1 s";
+    let owned = "not cancelled (still running), counted as gave_up";
+    orphan_row(&env, fault, &run_id, "gave_up\" 1", took, owned);
     env.host.faults().clear();
-    assert_no_panic();
-    env.shutdown().await;
+    done(env).await;
 }
 
 #[tokio::test]
 async fn owned_run_cancel_is_delivered_when_the_host_comes_back_from_an_outage() {
-    let (env, outage) = outage_env(|c| c.ownership.cancel_deadline = Duration::from_secs(5)).await;
-    let before = env.run_ids(A, "conformance-cancellable").await;
-    let mut s = raw_call(&env, "conformance-cancellable", json!({"delayMs": 20000})).await;
-    let run_id = env.fresh_run(A, "conformance-cancellable", &before).await;
-    env.wait_status(A, &run_id, &["running"], 5).await;
+    let (env, outage) = outage_env(cancel_deadline(5)).await;
     // Host down and client gone in the same instant: no await in between, so the sidecar sees
     // the client's FIN before its own host calls fail.
-    outage.down();
-    s.shutdown().await.unwrap();
-    drop(s);
-    let gone = Instant::now();
+    let (run_id, gone) = orphan_a_run_after(&env, || outage.down()).await;
     let fault = "host down (connection refused) for 1 s";
 
     let task = openwop_mcp_sidecar::wire_id::project(&run_id);
-    let (r, took) = timed(HANG, "tasks/get", get(&env, &task)).await;
+    let (r, took) = send(&env, "tasks/get", task_of(&task)).await;
     assert_internal(&r, "tasks/get during the outage");
     row(fault, "getRun", "tasks/get", &seen(&r), took, "n/a");
-    let ((st, v), took) = timed(HANG, "passthrough", env.rest_get(A, "/runs")).await;
-    assert_eq!(
-        (st, v["error"].as_str()),
-        (502, Some("upstream_unavailable"))
-    );
-    row(
-        fault,
-        "any passthrough path",
-        "GET /runs",
-        "HTTP 502 upstream_unavailable",
-        took,
-        "n/a",
-    );
+    let (_, took) = passthrough_unavailable(&env).await;
+    let (route, seen) = ("any passthrough path", "HTTP 502 upstream_unavailable");
+    row(fault, route, "GET /runs", seen, took, "n/a");
 
     tokio::time::sleep(Duration::from_secs(1).saturating_sub(gone.elapsed())).await;
     outage.up();
-    let (status, _) = timed(
-        HANG,
-        "cancel",
-        env.wait_status(A, &run_id, &["cancelled", "completed"], 10),
-    )
-    .await;
-    let took = gone.elapsed();
-    assert_eq!(status, "cancelled");
-    assert_eq!(
-        cancel_reason(&env, &run_id).await.as_deref(),
-        Some("mcp-request-cancelled")
-    );
+    let took = assert_cancelled_by_mcp(&env, &run_id).await - gone;
     assert!(
         took < Duration::from_secs(5),
-        "within the cancel deadline: {took:?}"
+        "past the cancel deadline: {took:?}"
     );
-    let mut outcome = 0.0;
-    for _ in 0..40 {
-        outcome = env.metric(&cancel_sample("cancelled")).await;
-        if outcome == 1.0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    assert_eq!(outcome, 1.0, "{}", env.metrics().await);
+    let outcome = cancel_outcome(&env, &["cancelled"], Duration::from_secs(1)).await;
+    let cancelled = outcome.map(|(_, n)| n);
+    assert_eq!(cancelled, Some(1.0), "{}", env.metrics().await);
     let attempts = env.host_cancels(&run_id).len();
-    row(
-        fault,
-        "cancel",
-        "client disconnects from a blocking tools/call during the outage",
-        &format!("(client gone) refused attempts, then {attempts} reaching the host; metric outcome=\"cancelled\""),
-        took,
-        "cancelled (mcp-request-cancelled) once the host is back",
+    let request = "client disconnects from a blocking tools/call during the outage";
+    let seen = format!(
+        "(client gone) refused attempts, then {attempts} reaching the host; \
+         metric outcome=\"cancelled\""
     );
-    assert_no_panic();
-    env.shutdown().await;
+    let owned = "cancelled (mcp-request-cancelled) once the host is back";
+    row(fault, "cancel", request, &seen, took, owned);
+    done(env).await;
 }
 
-// ---------------------------------------------------------------------------------------------
-// tasks/update and tasks/cancel when resolve and cancel fail
-// ---------------------------------------------------------------------------------------------
+// tasks/update and tasks/cancel when resolve and cancel fail --------------------------------------
 
 #[tokio::test]
 async fn tasks_update_is_32603_on_resolve_5xx_and_acked_on_4xx() {
     let env = fault_env(|_| {}).await;
     let (task, key) = waiting_task(&env).await;
-    let run_id = unproject(&task);
-    let update = |fault: String, inject, want, attempts| Step {
-        fault,
-        inject,
-        route: "resolve",
-        request: "tasks/update (accept)",
-        method: "tasks/update",
-        params: approve(&task, &key),
-        caps: task_caps(),
-        want,
-        attempts,
-        run: Run::Still("waiting-approval"),
-        owned: "n/a (interrupt still open)",
+    let still = Run::Still("waiting-approval");
+    let update = |status| {
+        let (fault, inject) = (format!("{status} x1"), Fail(Resolve, 1, status));
+        Step::new(fault, inject, "tasks/update", approve(&task, &key))
+            .request("tasks/update (accept)")
+            .run(still)
+            .owned("n/a (interrupt still open)")
     };
-    let mut table = Vec::new();
     // A 5xx resolve is -32603 and never retried.
-    for status in [503, 500] {
-        table.push(update(
-            format!("{status} x1"),
-            Inject::Fail(RouteClass::Resolve, 1, status),
-            Want::Internal,
-            Some(1),
-        ));
-    }
+    let mut table: Vec<Step> = [503, 500].map(|s| update(s).attempts(1)).into();
     // A 4xx resolve (the interrupt already answered, or not the caller's) is acknowledged.
-    for status in [400, 403, 404, 409] {
-        table.push(update(
-            format!("{status} x1"),
-            Inject::Fail(RouteClass::Resolve, 1, status),
-            Want::Ack,
-            None,
-        ));
-    }
+    table.extend([400, 403, 404, 409].map(|s| update(s).want(Want::Ack)));
     // The action "cancel" on an input request cancels the run: a 5xx cancel is -32603.
-    table.push(Step {
-        fault: "503 x3 (persistent)".into(),
-        inject: Inject::Fail(RouteClass::Cancel, 3, 503),
-        route: "cancel",
-        request: "tasks/update (action cancel)",
-        method: "tasks/update",
-        params: json!({"taskId": task, "inputResponses": { key.clone(): {"action": "cancel"} }}),
-        caps: task_caps(),
-        want: Want::Internal,
-        attempts: None,
-        run: Run::Still("waiting-approval"),
-        owned: "n/a (run still waiting)",
-    });
+    let decline = json!({"taskId": task, "inputResponses": { key.clone(): {"action": "cancel"} }});
+    let fault = "503 x3 (persistent)";
+    let cancel = Step::new(fault, Fail(Cancel, 3, 503), "tasks/update", decline)
+        .request("tasks/update (action cancel)")
+        .run(still)
+        .owned("n/a (run still waiting)");
+    table.push(cancel);
     for step in table {
-        check(&env, &run_id, step).await;
+        check(&env, &unproject(&task), step).await;
     }
 
     // The host healthy again: the same answer resolves the interrupt.
-    let r = env
-        .rpc(Some(A), "tasks/update", approve(&task, &key), task_caps())
-        .await;
+    let (r, _) = send(&env, "tasks/update", approve(&task, &key)).await;
     assert_ack(&r, "healthy");
-    env.wait_status(A, &run_id, &["completed"], 5).await;
-    assert_no_panic();
-    env.shutdown().await;
+    env.wait_status(A, &unproject(&task), &["completed"], 5)
+        .await;
+    done(env).await;
 }
 
 #[tokio::test]
 async fn tasks_cancel_is_32603_on_cancel_5xx_and_acked_on_4xx() {
     let env = fault_env(|_| {}).await;
     let (task, _) = waiting_task(&env).await;
-    let run_id = unproject(&task);
-    let cancel = |fault: String, inject, want, attempts, run, owned| Step {
-        fault,
-        inject,
-        route: "cancel",
-        request: "tasks/cancel",
-        method: "tasks/cancel",
-        params: json!({"taskId": task}),
-        caps: task_caps(),
-        want,
-        attempts,
-        run,
-        owned,
+    let still = Run::Still("waiting-approval");
+    let cancel = |fault: String, times, status| {
+        let inject = Fail(Cancel, times, status);
+        Step::new(fault, inject, "tasks/cancel", task_of(&task))
     };
-    let mut table = vec![cancel(
-        "503 x3 (persistent)".into(),
-        Inject::Fail(RouteClass::Cancel, 3, 503),
-        Want::Internal,
-        Some(3),
-        Run::Still("waiting-approval"),
-        "n/a (run still waiting: no false ack)",
-    )];
+    let persistent = cancel("503 x3 (persistent)".into(), 3, 503)
+        .attempts(3)
+        .run(still);
+    let mut table = vec![persistent.owned("n/a (run still waiting: no false ack)")];
     for status in [400, 403, 404, 409] {
-        table.push(cancel(
-            format!("{status} x1"),
-            Inject::Fail(RouteClass::Cancel, 1, status),
-            Want::Ack,
-            None,
-            Run::Still("waiting-approval"),
-            "run not cancelled (host refused)",
-        ));
+        let refused = cancel(format!("{status} x1"), 1, status).want(Want::Ack);
+        table.push(refused.run(still).owned("run not cancelled (host refused)"));
     }
     // Two 5xx then success: the retried cancel is acknowledged and takes effect.
-    table.push(cancel(
-        "503 x2".into(),
-        Inject::Fail(RouteClass::Cancel, 2, 503),
-        Want::Ack,
-        Some(3),
-        Run::Becomes("cancelled"),
-        "cancelled (third attempt)",
-    ));
+    let retried = cancel("503 x2".into(), 2, 503).want(Want::Ack).attempts(3);
+    let retried = retried.run(Run::Becomes("cancelled"));
+    table.push(retried.owned("cancelled (third attempt)"));
     for step in table {
-        check(&env, &run_id, step).await;
+        check(&env, &unproject(&task), step).await;
     }
-    assert_no_panic();
-    env.shutdown().await;
+    done(env).await;
 }
 
 #[tokio::test]
 async fn mrtr_retry_with_a_failed_resolve_can_be_retried() {
     let env = fault_env(|_| {}).await;
     let caps = json!({"elicitation": {}});
-    let first = env
-        .call(A, "conformance-approval", json!({}), caps.clone())
-        .await;
+    let first = env.call(A, "conformance-approval", json!({}), caps.clone());
+    let first = first.await;
     let res = first.result().clone();
     assert_eq!(res["resultType"], "input_required", "{}", first.text);
     let key = first_input_key(&res);
@@ -1426,42 +743,22 @@ async fn mrtr_retry_with_a_failed_resolve_can_be_retried() {
         "requestState": res["requestState"],
         "inputResponses": { key: approval() },
     });
-    env.host.faults().fail_next(RouteClass::Resolve, 1, 503);
-    let (r, took) = timed(
-        HANG,
-        "MRTR retry",
-        env.rpc(Some(A), "tools/call", params.clone(), caps.clone()),
-    )
-    .await;
+    env.host.faults().fail_next(Resolve, 1, 503);
+    let retry = env.rpc(Some(A), "tools/call", params.clone(), caps.clone());
+    let (r, took) = timed(HANG, "MRTR retry", retry).await;
     let run_id = env.run_ids(A, "conformance-approval").await[0].clone();
-    row(
-        "503 x1",
-        "resolve",
-        "tools/call MRTR retry (accept)",
-        &seen(&r),
-        took,
-        &fate(&env, &run_id).await,
-    );
+    let (owned, request) = (fate(&env, &run_id).await, "tools/call MRTR retry (accept)");
+    row("503 x1", "resolve", request, &seen(&r), took, &owned);
     assert_internal(&r, "MRTR retry");
-    let (again, took) = timed(
-        HANG,
-        "MRTR retry again",
-        env.rpc(Some(A), "tools/call", params, caps),
-    )
-    .await;
-    row(
-        "host healthy again",
-        "resolve",
-        "the same MRTR retry, sent again",
-        &seen(&again),
-        took,
-        &fate(&env, &run_id).await,
-    );
+    let again = env.rpc(Some(A), "tools/call", params, caps);
+    let (again, took) = timed(HANG, "MRTR retry again", again).await;
+    let (fault, request) = ("host healthy again", "the same MRTR retry, sent again");
+    let owned = fate(&env, &run_id).await;
+    row(fault, "resolve", request, &seen(&again), took, &owned);
     assert!(
         again.body.get("error").is_none() || env.status(A, &run_id).await == "cancelled",
         "the client can neither retry nor is the run released: {}",
         again.text
     );
-    assert_no_panic();
-    env.shutdown().await;
+    done(env).await;
 }

@@ -14,9 +14,14 @@ use tokio::net::TcpStream;
 
 use super::*;
 
+mod step;
+// tests/rmcp_client.rs includes the support module too and uses none of this.
+#[allow(unused_imports)]
+pub use step::*;
+
 /// The per-attempt timeout the fault tests configure for every host route.
 pub const T: Duration = Duration::from_millis(300);
-/// Retry backoff of a retried route: 50 ms, then 100 ms (src/host/mod.rs).
+/// Retry backoff of a retried route: 50 ms, then 100 ms (src/host/client.rs).
 pub const BACKOFF: Duration = Duration::from_millis(150);
 /// What the test machine may add on top of a computed bound.
 pub const SLACK: Duration = Duration::from_millis(700);
@@ -190,16 +195,6 @@ pub fn cancel_sample(outcome: &str) -> String {
     )
 }
 
-pub async fn readyz(env: &Env) -> u16 {
-    env.http
-        .get(format!("{}/readyz", env.url))
-        .send()
-        .await
-        .unwrap()
-        .status()
-        .as_u16()
-}
-
 /// A task of `conformance-approval` waiting on its gate, and the key of its input request.
 pub async fn waiting_task(env: &Env) -> (String, String) {
     let task = tasked(env, A, "conformance-approval", json!({})).await;
@@ -268,10 +263,17 @@ pub async fn raw_call(env: &Env, tool: &str, args: Value) -> TcpStream {
 /// Starts a long blocking call, waits for its run, then closes the connection: the run is
 /// owned and must be cancelled. Returns the run id and when the client went away.
 pub async fn orphan_a_run(env: &Env) -> (String, Instant) {
+    orphan_a_run_after(env, || {}).await
+}
+
+/// [`orphan_a_run`], calling `at_close` right before the connection is closed, with no await
+/// in between (so the sidecar sees the client's FIN before anything `at_close` sets off).
+pub async fn orphan_a_run_after(env: &Env, at_close: impl FnOnce()) -> (String, Instant) {
     let before = env.run_ids(A, "conformance-cancellable").await;
     let mut s = raw_call(env, "conformance-cancellable", json!({"delayMs": 20000})).await;
     let run_id = env.fresh_run(A, "conformance-cancellable", &before).await;
     env.wait_status(A, &run_id, &["running"], 5).await;
+    at_close();
     s.shutdown().await.unwrap();
     drop(s);
     (run_id, Instant::now())
@@ -286,94 +288,187 @@ pub async fn fate(env: &Env, run_id: &str) -> String {
     }
 }
 
-/// The fault a [`Step`] injects on its route before its request.
-#[derive(Clone, Copy)]
-pub enum Inject {
-    /// `fail_next(route, times, status)`.
-    Fail(RouteClass, u32, u16),
-    /// `rate_limit_next(route, times, retry_after_secs)`: a 429 with `Retry-After`.
-    RateLimit(RouteClass, u32, u64),
+/// `assert_no_panic`, then the environment shut down: how every fault test ends.
+pub async fn done(env: Env) {
+    assert_no_panic();
+    env.shutdown().await;
 }
 
-impl Inject {
-    fn route(self) -> RouteClass {
-        match self {
-            Inject::Fail(route, ..) | Inject::RateLimit(route, ..) => route,
+/// The capabilities a request declares: the tasks extension for `tasks/*`, none otherwise.
+pub fn caps_for(method: &str) -> Value {
+    if method.starts_with("tasks/") {
+        task_caps()
+    } else {
+        json!({})
+    }
+}
+
+/// `params` naming one task.
+pub fn task_of(task: &str) -> Value {
+    json!({ "taskId": task })
+}
+
+/// `params` of a `tools/call`.
+pub fn tool(name: &str, args: Value) -> Value {
+    json!({ "name": name, "arguments": args })
+}
+
+/// One request as [`A`], timed against [`HANG`].
+pub async fn send(env: &Env, method: &str, params: Value) -> (Rpc, Duration) {
+    let caps = caps_for(method);
+    timed(HANG, method, env.rpc(Some(A), method, params, caps)).await
+}
+
+/// A blocking `tools/call` as [`A`] (no task capability), timed against [`HANG`].
+pub async fn blocking(env: &Env, name: &str, args: Value) -> (Rpc, Duration) {
+    timed(HANG, "tools/call", env.call(A, name, args, json!({}))).await
+}
+
+/// A task of `conformance-noop`, polled until it completed.
+pub async fn completed_task(env: &Env) -> String {
+    let task = tasked(env, A, "conformance-noop", json!({})).await;
+    env.poll_task(A, &task, |r| r["status"] == "completed", 10)
+        .await;
+    task
+}
+
+/// A blocking `tools/call` made while faults are in place, the faults cleared once it is
+/// answered: the answer, how long it took and the run it created.
+pub async fn blocking_run(env: &Env, name: &str, args: Value) -> (Rpc, Duration, String) {
+    let before = env.run_ids(A, name).await;
+    let (r, took) = blocking(env, name, args).await;
+    env.host.faults().clear();
+    let run_id = env.fresh_run(A, name, &before).await;
+    (r, took, run_id)
+}
+
+/// `GET /readyz`: its status, timed against [`HANG`].
+pub async fn readyz(env: &Env) -> (u16, Duration) {
+    let get = env.http.get(format!("{}/readyz", env.url)).send();
+    let (resp, took) = timed(HANG, "/readyz", get).await;
+    (resp.unwrap().status().as_u16(), took)
+}
+
+/// `GET /readyz` answers `want`; prints its row (route `discovery`). Returns how long it took.
+pub async fn assert_readyz(env: &Env, want: u16, fault: &str, request: &str) -> Duration {
+    let (status, took) = readyz(env).await;
+    assert_eq!(status, want);
+    row(
+        fault,
+        "discovery",
+        request,
+        &format!("HTTP {want}"),
+        took,
+        "n/a",
+    );
+    took
+}
+
+/// A passthrough `GET /runs` while the host cannot be reached: HTTP 502
+/// `upstream_unavailable`. Returns the body and how long it took.
+pub async fn passthrough_unavailable(env: &Env) -> (Value, Duration) {
+    let ((s, v), took) = timed(HANG, "passthrough", env.rest_get(A, "/runs")).await;
+    assert_eq!(
+        (s, v["error"].as_str()),
+        (502, Some("upstream_unavailable"))
+    );
+    (v, took)
+}
+
+/// What a `subscriptions/listen` on one task read within its time.
+pub struct Listened {
+    pub msgs: Vec<Value>,
+    /// A `notifications/tasks` said `completed`.
+    pub notified: bool,
+    /// The last message is the listen's final result.
+    pub ended: bool,
+}
+
+/// Listens to one task for `secs`, timed against [`HANG`].
+pub async fn listen_to(env: &Env, task: &str, secs: u64) -> (Listened, Duration) {
+    let listen = env.listen(A, vec![task.to_string()], Duration::from_secs(secs));
+    let (msgs, took) = timed(HANG, "subscriptions/listen", listen).await;
+    let notified = msgs
+        .iter()
+        .any(|m| m["method"] == "notifications/tasks" && m["params"]["status"] == "completed");
+    let ended = msgs
+        .last()
+        .is_some_and(|m| m["result"]["resultType"] == "complete");
+    let l = Listened {
+        msgs,
+        notified,
+        ended,
+    };
+    (l, took)
+}
+
+/// The failed call's answer names the run, or the run was cancelled: never a run nobody
+/// knows about.
+pub async fn named_or_cancelled(env: &Env, r: &Rpc, run_id: &str) -> bool {
+    r.text.contains(run_id) || env.status(A, run_id).await == "cancelled"
+}
+
+/// The row of an owned run whose client went away: how many cancels reached the host, and
+/// the metric's outcome.
+pub fn orphan_row(
+    env: &Env,
+    fault: &str,
+    run_id: &str,
+    outcome: &str,
+    took: Duration,
+    owned: &str,
+) {
+    let attempts = env.host_cancels(run_id).len();
+    let seen = format!("(client gone) {attempts} cancel attempts, metric outcome=\"{outcome}\"");
+    let request = "client disconnects from a blocking tools/call";
+    row(fault, "cancel", request, &seen, took, owned);
+}
+
+/// `GET /.well-known/openwop`: its status and body, timed against [`HANG`].
+pub async fn discovery_document(env: &Env) -> (u16, Value, Duration) {
+    let get = env
+        .http
+        .get(format!("{}/.well-known/openwop", env.url))
+        .send();
+    let (resp, took) = timed(HANG, "GET /.well-known/openwop", get).await;
+    let resp = resp.unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or_default(), took)
+}
+
+/// The owned run is cancelled, with the reason of a request that went away. Returns when it
+/// was seen ended.
+pub async fn assert_cancelled_by_mcp(env: &Env, run_id: &str) -> Instant {
+    let wait = env.wait_status(A, run_id, &["cancelled", "completed"], 10);
+    let (status, _) = timed(HANG, "cancel", wait).await;
+    let ended = Instant::now();
+    assert_eq!(status, "cancelled");
+    assert_eq!(
+        cancel_reason(env, run_id).await.as_deref(),
+        Some("mcp-request-cancelled")
+    );
+    ended
+}
+
+/// Polls the owned-run cancel metric every 25 ms until one of `outcomes` is counted or
+/// `within` has passed: the last of `outcomes` counted, and its count.
+pub async fn cancel_outcome(
+    env: &Env,
+    outcomes: &[&str],
+    within: Duration,
+) -> Option<(String, f64)> {
+    let deadline = Instant::now() + within;
+    loop {
+        let mut seen = None;
+        for o in outcomes {
+            let n = env.metric(&cancel_sample(o)).await;
+            if n > 0.0 {
+                seen = Some((o.to_string(), n));
+            }
         }
-    }
-}
-
-/// What a faulted request must get.
-#[derive(Clone, Copy)]
-pub enum Want<'a> {
-    /// `-32603` with the generic message ([`assert_internal`]).
-    Internal,
-    /// The empty ack of tasks/update and tasks/cancel ([`assert_ack`]).
-    Ack,
-    /// HTTP 429 with this `Retry-After` ([`assert_rate_limited`]).
-    RateLimited(&'a str),
-}
-
-/// What the run behind the task must look like after the request.
-#[derive(Clone, Copy)]
-pub enum Run<'a> {
-    /// No run to look at (or the row does not say).
-    Unchecked,
-    /// Still in this status, at once (no false ack, no lost interrupt).
-    Still(&'a str),
-    /// In this status within 5 s (the request took effect).
-    Becomes(&'a str),
-}
-
-/// One row of a table-driven fault test: a fault injected on a route, one request, what the
-/// client must see and what becomes of the run.
-pub struct Step<'a> {
-    /// The fault column of the row, e.g. `503 x3 (persistent)`.
-    pub fault: String,
-    pub inject: Inject,
-    /// The route column of the row.
-    pub route: &'a str,
-    /// The request column of the row.
-    pub request: &'a str,
-    pub method: &'a str,
-    pub params: Value,
-    /// The client capabilities the request declares.
-    pub caps: Value,
-    pub want: Want<'a>,
-    /// How many times the faulted route must have been called (when the row says).
-    pub attempts: Option<u64>,
-    pub run: Run<'a>,
-    /// The owned-run column of the row.
-    pub owned: &'a str,
-}
-
-/// Runs one [`Step`] (its run, when it has one, is `run_id`), asserting what it says and
-/// printing its row.
-pub async fn check(env: &Env, run_id: &str, s: Step<'_>) {
-    let route = s.inject.route();
-    match s.inject {
-        Inject::Fail(route, times, status) => env.host.faults().fail_next(route, times, status),
-        Inject::RateLimit(route, times, secs) => {
-            env.host.faults().rate_limit_next(route, times, secs)
+        if seen.is_some() || Instant::now() >= deadline {
+            return seen;
         }
+        tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    let n = count(env, route);
-    let what = format!("{} on {}: {}", s.fault, s.route, s.request);
-    let (r, took) = timed(HANG, s.method, env.rpc(Some(A), s.method, s.params, s.caps)).await;
-    match s.want {
-        Want::Internal => assert_internal(&r, &what),
-        Want::Ack => assert_ack(&r, &what),
-        Want::RateLimited(retry_after) => assert_rate_limited(&r, retry_after, &what),
-    }
-    if let Some(want) = s.attempts {
-        assert_eq!(count(env, route) - n, want, "{what}: attempts");
-    }
-    match s.run {
-        Run::Unchecked => {}
-        Run::Still(status) => assert_eq!(env.status(A, run_id).await, status, "{what}"),
-        Run::Becomes(status) => {
-            env.wait_status(A, run_id, &[status], 5).await;
-        }
-    }
-    row(&s.fault, s.route, s.request, &seen(&r), took, s.owned);
 }

@@ -1,0 +1,290 @@
+//! One method per host route (OpenWOP v2 api/v2/openapi.yaml), each building its request
+//! with `HostClient::request` and reading the answer into the types of `types.rs`.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header;
+use http::HeaderValue;
+use http_body_util::BodyExt;
+use serde_json::Value;
+
+use super::client::{header_value, json_bytes, with_json, IDEMPOTENCY_KEY, LAST_EVENT_ID};
+use super::{Caller, CreatedRun, EventPage, EventStream, HostClient, HostError, RunSnapshot};
+use crate::config::{CreateTemplate, Operation};
+use crate::telemetry::UpstreamStatus;
+
+impl HostClient {
+    /// `GET /.well-known/openwop` (unauthenticated, §1.1).
+    pub async fn discovery(&self) -> Result<Value, HostError> {
+        self.send_json(Operation::Discovery, || {
+            self.request(Operation::Discovery, &[], &[], None)
+        })
+        .await
+    }
+
+    pub async fn get_workflow(&self, caller: &Caller, id: &str) -> Result<Value, HostError> {
+        let wire = self.id(id);
+        self.send_json(Operation::GetWorkflow, || {
+            self.request(
+                Operation::GetWorkflow,
+                &[("workflowId", &wire)],
+                &[],
+                Some(caller),
+            )
+        })
+        .await
+    }
+
+    /// `GET /runs?limit=1`: the cheapest read that proves the host accepts the credential.
+    pub async fn list_runs_probe(&self, caller: &Caller) -> Result<Value, HostError> {
+        self.send_json(Operation::ListRuns, || {
+            self.request(Operation::ListRuns, &[], &[("limit", "1")], Some(caller))
+        })
+        .await
+    }
+
+    pub async fn list_tools(&self, caller: &Caller) -> Result<Value, HostError> {
+        self.send_json(Operation::ListTools, || {
+            self.request(Operation::ListTools, &[], &[], Some(caller))
+        })
+        .await
+    }
+
+    /// `POST /runs` with an Idempotency-Key, so a retried request never makes two runs (§1.9).
+    pub async fn create_run(
+        &self,
+        caller: &Caller,
+        workflow_id: &str,
+        inputs: &Value,
+        templates: &[&CreateTemplate],
+        idempotency_key: &str,
+    ) -> Result<CreatedRun, HostError> {
+        let b = &self.mapping.bodies;
+        let mut body = serde_json::Map::new();
+        body.insert(
+            b.create_workflow_id.clone(),
+            Value::String(workflow_id.to_string()),
+        );
+        body.insert(b.create_inputs.clone(), inputs.clone());
+        let mut tags: Vec<Value> = Vec::new();
+        let mut metadata = serde_json::Map::new();
+        for t in templates {
+            tags.extend(t.tags.iter().map(|s| Value::String(s.clone())));
+            if let Some(Value::Object(m)) = &t.metadata {
+                metadata.extend(m.clone());
+            }
+        }
+        if !tags.is_empty() {
+            body.insert("tags".into(), Value::Array(tags));
+        }
+        if !metadata.is_empty() {
+            body.insert("metadata".into(), Value::Object(metadata));
+        }
+        let body = json_bytes(&Value::Object(body));
+        let key = header_value(idempotency_key)?;
+        let v = self
+            .send_json(Operation::CreateRun, || {
+                let mut req = self.request(Operation::CreateRun, &[], &[], Some(caller))?;
+                req.headers_mut()
+                    .append(IDEMPOTENCY_KEY.clone(), key.clone());
+                Ok(with_json(req, &body))
+            })
+            .await?;
+        CreatedRun::from_json(&v, &self.mapping)
+            .ok_or_else(|| HostError::BadBody("createRun answer has no runId".into()))
+    }
+
+    pub async fn get_run(&self, caller: &Caller, run_id: &str) -> Result<RunSnapshot, HostError> {
+        let wire = self.id(run_id);
+        let v = self
+            .send_json(Operation::GetRun, || {
+                self.request(Operation::GetRun, &[("runId", &wire)], &[], Some(caller))
+            })
+            .await?;
+        RunSnapshot::from_json(v, &self.mapping)
+            .ok_or_else(|| HostError::BadBody("getRun answer is not a RunSnapshot".into()))
+    }
+
+    pub async fn cancel_run(
+        &self,
+        caller: &Caller,
+        run_id: &str,
+        reason: Option<&str>,
+    ) -> Result<Value, HostError> {
+        let wire = self.id(run_id);
+        let mut body = serde_json::Map::new();
+        if let Some(r) = reason {
+            body.insert(
+                self.mapping.bodies.cancel_reason.clone(),
+                Value::String(r.to_string()),
+            );
+        }
+        let body = json_bytes(&Value::Object(body));
+        self.send_json(Operation::CancelRun, || {
+            let req = self.request(Operation::CancelRun, &[("runId", &wire)], &[], Some(caller))?;
+            Ok(with_json(req, &body))
+        })
+        .await
+    }
+
+    /// One cancel attempt, no internal retries: the ownership dispatcher owns the retry policy.
+    pub async fn cancel_run_once(
+        &self,
+        caller: &Caller,
+        run_id: &str,
+        reason: &str,
+    ) -> Result<Value, HostError> {
+        let wire = self.id(run_id);
+        let mut body = serde_json::Map::new();
+        body.insert(
+            self.mapping.bodies.cancel_reason.clone(),
+            Value::String(reason.to_string()),
+        );
+        let req = self.request(Operation::CancelRun, &[("runId", &wire)], &[], Some(caller))?;
+        let req = with_json(req, &json_bytes(&Value::Object(body)));
+        let timeout = self.routes.get(Operation::CancelRun).timeout;
+        self.once(req, timeout).await.map(|(_, v)| v)
+    }
+
+    pub async fn resolve_interrupt(
+        &self,
+        caller: &Caller,
+        run_id: &str,
+        node_id: &str,
+        resume_value: &Value,
+        idempotency_key: &str,
+    ) -> Result<Value, HostError> {
+        let wire = self.id(run_id);
+        let node = self.id(node_id);
+        let mut body = serde_json::Map::new();
+        body.insert(
+            self.mapping.bodies.resolve_value.clone(),
+            resume_value.clone(),
+        );
+        let body = json_bytes(&Value::Object(body));
+        let key = header_value(idempotency_key)?;
+        self.send_json(Operation::ResolveInterrupt, || {
+            let mut req = self.request(
+                Operation::ResolveInterrupt,
+                &[("runId", &wire), ("nodeId", &node)],
+                &[],
+                Some(caller),
+            )?;
+            req.headers_mut()
+                .append(IDEMPOTENCY_KEY.clone(), key.clone());
+            Ok(with_json(req, &body))
+        })
+        .await
+    }
+
+    /// `GET /runs/{id}/events/poll`: events after `after` (all when `None`), long-polling up to
+    /// `timeout_s` seconds when nothing newer exists (§1.8).
+    pub async fn poll_events(
+        &self,
+        caller: &Caller,
+        run_id: &str,
+        after: Option<i64>,
+        timeout_s: u32,
+    ) -> Result<EventPage, HostError> {
+        let wire = self.id(run_id);
+        let timeout_s = timeout_s.clamp(1, 60);
+        let wait = timeout_s.to_string();
+        let after = after.map(|a| a.to_string());
+        let mut query = vec![("timeout", wait.as_str())];
+        if let Some(a) = &after {
+            query.push(("afterSequence", a.as_str()));
+        }
+        let route_timeout = self.routes.get(Operation::PollEvents).timeout;
+        // The long-poll legitimately holds the answer for up to `timeout_s`; beyond that the
+        // route's own timeout applies.
+        let total = route_timeout + Duration::from_secs(u64::from(timeout_s));
+        let v = self
+            .send_json_within(Operation::PollEvents, total, || {
+                self.request(
+                    Operation::PollEvents,
+                    &[("runId", &wire)],
+                    &query,
+                    Some(caller),
+                )
+            })
+            .await?;
+        EventPage::from_json(&v, &self.mapping)
+            .ok_or_else(|| HostError::BadBody("events poll answer is malformed".into()))
+    }
+
+    /// Opens the run's SSE event stream, resuming after `last_event_id`.
+    pub async fn stream_events(
+        &self,
+        caller: &Caller,
+        run_id: &str,
+        last_event_id: Option<i64>,
+    ) -> Result<EventStream, HostError> {
+        let wire = self.id(run_id);
+        let mut req = self.request(
+            Operation::StreamEvents,
+            &[("runId", &wire)],
+            &[],
+            Some(caller),
+        )?;
+        let h = req.headers_mut();
+        h.append(
+            header::ACCEPT,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        if let Some(id) = last_event_id {
+            h.append(LAST_EVENT_ID.clone(), HeaderValue::from(id));
+        }
+        // Opening the stream is bounded by the route timeout (the stream itself is not: it
+        // lives as long as the run), so a host that holds back the head cannot stall a wait:
+        // the caller falls back to polling.
+        let open = self.routes.get(Operation::StreamEvents).timeout;
+        let started = std::time::Instant::now();
+        // The failure path only: the target is built again to name its path.
+        let fail = |e: HostError| {
+            let again = self.request(Operation::StreamEvents, &[("runId", &wire)], &[], None);
+            crate::access::host_failure(
+                Operation::StreamEvents,
+                &self.routes.get(Operation::StreamEvents).method,
+                again.as_ref().map_or("", |r| r.uri().path()),
+                &e,
+            );
+            e
+        };
+        // Boxed for the same reason as in `send_json_within`.
+        let resp = match tokio::time::timeout(open, Box::pin(self.send(req))).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                let st = match &e {
+                    HostError::Timeout => UpstreamStatus::Timeout,
+                    HostError::BadBody(_) => UpstreamStatus::BadBody,
+                    _ => UpstreamStatus::Unavailable,
+                };
+                crate::access::host_call(st, started.elapsed());
+                return Err(fail(e));
+            }
+            Err(_) => {
+                crate::access::host_call(UpstreamStatus::Timeout, started.elapsed());
+                return Err(fail(HostError::Timeout));
+            }
+        };
+        let (head, body) = resp.into_parts();
+        crate::access::host_call(UpstreamStatus::Http(head.status), started.elapsed());
+        if !head.status.is_success() {
+            let bytes = match tokio::time::timeout(open, body.collect()).await {
+                Ok(Ok(c)) => c.to_bytes(),
+                _ => Bytes::new(),
+            };
+            return Err(fail(self.error_of(head.status, &head.headers, &bytes)));
+        }
+        Ok(EventStream::new(body, self.max_event, self.mapping.clone()))
+    }
+
+    /// Used by `/readyz`: discovery answered within `timeout`.
+    pub async fn ready(&self, timeout: Duration) -> bool {
+        matches!(
+            tokio::time::timeout(timeout, self.discovery()).await,
+            Ok(Ok(_))
+        )
+    }
+}

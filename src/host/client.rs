@@ -1,0 +1,346 @@
+//! Building and sending one host request: the transport (HTTP/1.1 or the HTTP/2 pool), the
+//! request target from wire-form parts, the caller's headers, bounded retries and timeouts,
+//! and the classification of an error answer. The per-route calls are in `calls.rs`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{self, HeaderName};
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{HeaderMap, HeaderValue, Request, StatusCode, Uri};
+use http_body_util::BodyExt;
+use serde_json::Value;
+
+use super::error::{map_send, root_cause, BadTarget};
+use super::h2pool::{H2Pool, PoolError, PooledBody};
+use super::{Caller, HostError};
+use crate::body::Body;
+use crate::config::routes::Segment;
+use crate::config::{Config, Mapping, Operation, Routes};
+use crate::passthrough::UpstreamClient;
+use crate::telemetry::UpstreamStatus;
+
+/// How the REST client reaches the host.
+// The HTTP/1.1 client is held inline as it was before there was a choice: boxing it would add
+// an allocation to every clone of the HostClient for a few hundred bytes per generation.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone)]
+enum Transport {
+    /// HTTP/1.1 through the passthrough's hyper-util client (one connection pool to the host).
+    Http1(UpstreamClient),
+    /// `upstream.http2`: streams on a pool of HTTP/2 connections, at most
+    /// `upstream.http2MaxStreamsPerConnection` on each (h2pool.rs).
+    Http2(H2Pool),
+}
+
+/// The typed REST client.
+///
+/// It speaks through the passthrough's hyper-util client (one connection pool to the host),
+/// or over HTTP/2 through its own pool when `upstream.http2` is on, and builds each request target from parts that are already in wire form: the scheme and
+/// authority parsed once from `upstream.url`, the route template's literals and the projected
+/// ids (OpenWOP v2 identity.md §5), so no URL parser runs per call (docs/benchmarks.md, finding 1a).
+#[derive(Clone)]
+pub struct HostClient {
+    metrics: crate::telemetry::Metrics,
+    pub(super) max_event: usize,
+    transport: Transport,
+    base: Arc<str>,
+    scheme: Scheme,
+    authority: Authority,
+    /// The path of `upstream.url` without its trailing `/`, prepended to every route path.
+    prefix: Arc<str>,
+    pub(super) routes: Arc<Routes>,
+    pub(super) mapping: Arc<Mapping>,
+}
+
+static OPENWOP_VERSION: HeaderName = HeaderName::from_static("openwop-version");
+pub(super) static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+static TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+static TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
+pub(super) static LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
+static APPLICATION_JSON: HeaderValue = HeaderValue::from_static("application/json");
+impl HostClient {
+    pub fn new(
+        cfg: &Config,
+        metrics: crate::telemetry::Metrics,
+        client: UpstreamClient,
+    ) -> anyhow::Result<HostClient> {
+        let uri: Uri = cfg.upstream.url.parse()?;
+        let scheme = uri.scheme().cloned().unwrap_or(Scheme::HTTP);
+        let authority = uri
+            .authority()
+            .cloned()
+            .ok_or_else(|| anyhow::anyhow!("upstream URL has no host"))?;
+        let prefix: Arc<str> = uri.path().trim_end_matches('/').into();
+        let transport = if cfg.upstream.http2 {
+            Transport::Http2(H2Pool::new(cfg)?)
+        } else {
+            Transport::Http1(client)
+        };
+        Ok(HostClient {
+            metrics,
+            max_event: cfg.limits.max_upstream_event_bytes,
+            transport,
+            base: cfg.upstream.url.clone().into(),
+            scheme,
+            authority,
+            prefix,
+            routes: cfg.routes.clone(),
+            mapping: cfg.mapping.clone(),
+        })
+    }
+
+    pub fn mapping(&self) -> &Mapping {
+        &self.mapping
+    }
+
+    pub(super) fn id(&self, bound: &str) -> String {
+        self.mapping.path_ids.encode(bound)
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    /// The HTTP/2 pool's connections and the streams open on each (`None` over HTTP/1.1).
+    pub fn http2_connections(&self) -> Option<Vec<usize>> {
+        match &self.transport {
+            Transport::Http1(_) => None,
+            Transport::Http2(p) => Some(p.connections()),
+        }
+    }
+
+    /// Sends one request and returns the answer head; the body streams.
+    pub(super) async fn send(
+        &self,
+        req: Request<Body>,
+    ) -> Result<http::Response<PooledBody>, HostError> {
+        match &self.transport {
+            Transport::Http1(c) => c
+                .request(req)
+                .await
+                .map(|r| r.map(PooledBody::unpooled))
+                .map_err(map_send),
+            Transport::Http2(p) => p.send(req).await.map_err(|e| match e {
+                PoolError::Connect(why) | PoolError::NotSent(why) => HostError::Unavailable(why),
+                PoolError::Broken(why) => {
+                    HostError::BadBody(format!("the exchange broke off: {why}"))
+                }
+            }),
+        }
+    }
+
+    /// The request for `op`: its target filled from wire-form parts, the route's headers and
+    /// the caller's credential and trace context (RFC 0208 §B), no body yet.
+    pub(super) fn request(
+        &self,
+        op: Operation,
+        params: &[(&str, &str)],
+        query: &[(&str, &str)],
+        caller: Option<&Caller>,
+    ) -> Result<Request<Body>, BadTarget> {
+        let route = self.routes.get(op);
+        let mut target = String::with_capacity(self.prefix.len() + route.template.len() + 64);
+        target.push_str(&self.prefix);
+        for seg in &route.segments {
+            match seg {
+                Segment::Literal(s) => target.push_str(s),
+                // Ids are already projected (`[A-Za-z0-9._~%-]` only), inserted verbatim so
+                // `~2F` reaches the host byte for byte (OpenWOP v2 identity.md §5).
+                Segment::Param(name) => {
+                    if let Some((_, v)) = params.iter().find(|(k, _)| k == name) {
+                        target.push_str(v);
+                    }
+                }
+            }
+        }
+        for (i, (k, v)) in query.iter().enumerate() {
+            target.push(if i == 0 { '?' } else { '&' });
+            target.push_str(k);
+            target.push('=');
+            encode_query_into(&mut target, v);
+        }
+        let pq = PathAndQuery::from_maybe_shared(Bytes::from(target)).map_err(|_| BadTarget)?;
+        let mut parts = http::uri::Parts::default();
+        parts.scheme = Some(self.scheme.clone());
+        parts.authority = Some(self.authority.clone());
+        parts.path_and_query = Some(pq);
+        let uri = Uri::from_parts(parts).map_err(|_| BadTarget)?;
+
+        let mut h = HeaderMap::with_capacity(8 + route.headers.len());
+        h.append(OPENWOP_VERSION.clone(), HeaderValue::from_static("2.0"));
+        if op != Operation::StreamEvents {
+            h.append(header::ACCEPT, APPLICATION_JSON.clone());
+        }
+        for (k, v) in &route.headers {
+            h.append(k.clone(), v.clone());
+        }
+        if let Some(c) = caller {
+            if let Some(a) = &c.authorization {
+                h.append(header::AUTHORIZATION, a.clone());
+            }
+            if let Some(t) = &c.traceparent {
+                h.append(TRACEPARENT.clone(), t.clone());
+            }
+            if let Some(t) = &c.tracestate {
+                h.append(TRACESTATE.clone(), t.clone());
+            }
+        }
+        let mut req = Request::new(crate::body::empty());
+        *req.method_mut() = route.method.clone();
+        *req.uri_mut() = uri;
+        *req.headers_mut() = h;
+        Ok(req)
+    }
+
+    /// Sends with bounded retries when the route allows them, each attempt bounded by the
+    /// route's timeout.
+    pub(super) async fn send_json(
+        &self,
+        op: Operation,
+        build: impl Fn() -> Result<Request<Body>, BadTarget>,
+    ) -> Result<Value, HostError> {
+        self.send_json_within(op, self.routes.get(op).timeout, build)
+            .await
+    }
+
+    pub(super) async fn send_json_within(
+        &self,
+        op: Operation,
+        timeout: Duration,
+        build: impl Fn() -> Result<Request<Body>, BadTarget>,
+    ) -> Result<Value, HostError> {
+        let retry = self.routes.get(op).retry;
+        let mut attempt = 0u32;
+        loop {
+            let started = std::time::Instant::now();
+            let res = match build() {
+                // Boxed: the exchange (client future, timeout, body collection) is several
+                // kB, and a blocked call or a listen keeps the futures that await host calls
+                // alive for the run's lifetime. Inline, that space is held at rest, once per
+                // open stream; boxed, only while an exchange is in flight (issue 9).
+                Ok(req) => Box::pin(self.once(req, timeout)).await,
+                Err(e) => Err(e.into()),
+            };
+            let status = match &res {
+                Ok((s, _)) => UpstreamStatus::Http(*s),
+                Err(HostError::Status { status, .. }) => UpstreamStatus::Http(*status),
+                Err(HostError::Timeout) => UpstreamStatus::Timeout,
+                Err(HostError::Unavailable(_)) => UpstreamStatus::Unavailable,
+                Err(HostError::BadBody(_)) => UpstreamStatus::BadBody,
+            };
+            let took = started.elapsed();
+            self.metrics.upstream(op, status, took.as_secs_f64());
+            crate::access::host_call(status, took);
+            match res {
+                Err(e) if retry && attempt < 2 && e.retriable(op) => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt))).await;
+                }
+                Err(e) => {
+                    // The failure path only: the target is built again to name its path.
+                    let path = build().ok();
+                    let path = path.as_ref().map_or("", |r| r.uri().path());
+                    crate::access::host_failure(op, &self.routes.get(op).method, path, &e);
+                    return Err(e);
+                }
+                Ok((_, v)) => return Ok(v),
+            }
+        }
+    }
+
+    /// One exchange, the whole of it (head and body) bounded by `timeout`.
+    pub(super) async fn once(
+        &self,
+        req: Request<Body>,
+        timeout: Duration,
+    ) -> Result<(StatusCode, Value), HostError> {
+        tokio::time::timeout(timeout, self.exchange(req))
+            .await
+            .unwrap_or(Err(HostError::Timeout))
+    }
+
+    async fn exchange(&self, req: Request<Body>) -> Result<(StatusCode, Value), HostError> {
+        let resp = self.send(req).await?;
+        let (head, body) = resp.into_parts();
+        // The head arrived: a body that breaks off now is a damaged answer, not a refusal.
+        let bytes = body
+            .collect()
+            .await
+            .map_err(|e| HostError::BadBody(format!("the answer broke off: {}", root_cause(&e))))?
+            .to_bytes();
+        if head.status.is_success() {
+            let v = if bytes.is_empty() {
+                Value::Null
+            } else {
+                serde_json::from_slice(&bytes).map_err(|e| HostError::BadBody(e.to_string()))?
+            };
+            Ok((head.status, v))
+        } else {
+            Err(self.error_of(head.status, &head.headers, &bytes))
+        }
+    }
+
+    /// Builds the error of a non-2xx answer, classified by the configured rules.
+    pub(super) fn error_of(
+        &self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        bytes: &[u8],
+    ) -> HostError {
+        let body: Option<Value> = serde_json::from_slice(bytes).ok();
+        let f = &self.mapping.fields;
+        let field = |p: &str| {
+            body.as_ref()
+                .and_then(|b| Mapping::str_at(b, p))
+                .map(str::to_string)
+        };
+        let code = field(&f.error_code);
+        let www = headers.get(header::WWW_AUTHENTICATE).cloned();
+        let class = self.mapping.classify(
+            status.as_u16(),
+            code.as_deref(),
+            www.as_ref().and_then(|w| w.to_str().ok()),
+        );
+        HostError::Status {
+            status,
+            code,
+            message: field(&f.error_message),
+            www_authenticate: www,
+            retry_after: headers.get(header::RETRY_AFTER).cloned(),
+            class,
+        }
+    }
+}
+
+pub(super) fn json_bytes(v: &Value) -> Bytes {
+    // Serializing a `Value` cannot fail: its keys are strings and it holds no non-finite floats.
+    Bytes::from(serde_json::to_vec(v).unwrap_or_default())
+}
+
+pub(super) fn with_json(mut req: Request<Body>, body: &Bytes) -> Request<Body> {
+    req.headers_mut()
+        .entry(header::CONTENT_TYPE)
+        .or_insert_with(|| APPLICATION_JSON.clone());
+    *req.body_mut() = crate::body::full(body.clone());
+    req
+}
+
+/// An idempotency key that cannot be a header value is refused before anything is sent.
+pub(super) fn header_value(v: &str) -> Result<HeaderValue, BadTarget> {
+    HeaderValue::from_str(v).map_err(|_| BadTarget)
+}
+
+fn encode_query_into(out: &mut String, v: &str) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    for &b in v.as_bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push('%');
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 0xF)]));
+        }
+    }
+}

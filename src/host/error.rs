@@ -1,0 +1,102 @@
+//! What a failed host call means: refused, timed out, an error answer (classified by the
+//! configured rules) or a damaged one.
+
+use http::{HeaderValue, StatusCode};
+
+use crate::config::{ErrorClass, Operation};
+
+/// A failed host call, keeping what the error mapping needs (status, OpenWOP error code,
+/// challenge headers) and nothing it must not leak.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum HostError {
+    #[error("the host is unreachable: {0}")]
+    Unavailable(String),
+    #[error("the host did not answer in time")]
+    Timeout,
+    #[error("the host answered {status} {code:?}")]
+    Status {
+        status: StatusCode,
+        code: Option<String>,
+        message: Option<String>,
+        www_authenticate: Option<HeaderValue>,
+        retry_after: Option<HeaderValue>,
+        /// What the configured error rules say this answer means.
+        class: ErrorClass,
+    },
+    #[error("the host sent a body that is not what its API promises: {0}")]
+    BadBody(String),
+}
+
+impl HostError {
+    pub fn status(&self) -> Option<StatusCode> {
+        match self {
+            HostError::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            HostError::Status { code, .. } => code.as_deref(),
+            _ => None,
+        }
+    }
+    /// The class of a host answer; transport faults are internal.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            HostError::Status { class, .. } => *class,
+            _ => ErrorClass::Internal,
+        }
+    }
+    /// Transport faults and 5xx may be retried on safe or idempotency-keyed operations.
+    /// Whether `op` may be sent again after this failure (on a route marked retryable).
+    /// Refused connections, damaged answers and 5xx are worth another try; a timeout only
+    /// where the request is idempotency-keyed (createRun): there a repeat is how the sidecar
+    /// learns the id of a run the host may already have created (OpenWOP v2 idempotency.md), while
+    /// elsewhere it would only multiply a slow host's latency.
+    pub(super) fn retriable(&self, op: Operation) -> bool {
+        match self {
+            HostError::Unavailable(_) | HostError::BadBody(_) => true,
+            HostError::Status { status, .. } => status.is_server_error(),
+            HostError::Timeout => op == Operation::CreateRun,
+        }
+    }
+
+    /// The host may have acted on the request although no usable answer came back: it timed
+    /// out after the request was sent, or the answer broke off or was damaged. A refused
+    /// connection or an error status is an answer: nothing was done.
+    pub fn ambiguous(&self) -> bool {
+        matches!(self, HostError::Timeout | HostError::BadBody(_))
+    }
+}
+
+/// A connection that could not be made is a refusal (nothing reached the host); any other
+/// transport failure happened after the request may have been sent, so its outcome is unknown.
+pub(super) fn map_send(e: hyper_util::client::legacy::Error) -> HostError {
+    if e.is_connect() {
+        HostError::Unavailable(root_cause(&e))
+    } else {
+        HostError::BadBody(format!("the exchange broke off: {}", root_cause(&e)))
+    }
+}
+
+/// The innermost cause (`Connection refused`, a TLS alert, …): the outer layers only say
+/// "client error", and nothing of the request (URL, credential) is ever part of it.
+pub(crate) fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut last = e;
+    while let Some(s) = last.source() {
+        last = s;
+    }
+    last.to_string()
+}
+
+/// A request that cannot be put on the wire (a target that is not a valid URI, a header value
+/// with control bytes). `HostClient::new` checks the route templates and ids are projected,
+/// so this is not expected; it is still refused before anything is sent.
+#[derive(Debug)]
+pub(super) struct BadTarget;
+
+impl From<BadTarget> for HostError {
+    fn from(_: BadTarget) -> HostError {
+        HostError::Unavailable("the request cannot be put on the wire".into())
+    }
+}
