@@ -48,13 +48,19 @@ pub fn enabled() -> bool {
 }
 
 /// Runs `fut` with a fresh counter and returns what it recorded.
-pub async fn scope<F: Future>(fut: F) -> (F::Output, Stats) {
-    STATS
-        .scope(Cell::new(Stats::default()), async move {
-            let out = fut.await;
-            (out, STATS.with(Cell::get))
-        })
-        .await
+///
+/// Not an `async fn` around an `async` block: each of those would keep its own copy of `fut`
+/// (the argument, the block's capture and the awaited value are laid out side by side), so
+/// the request future that awaits this was three times the size of the handler it wraps,
+/// 21 kB, and moving it cost a 21 kB `memcpy` per request (issue 21, docs/benchmarks.md
+/// "Where tasks/get spent its instructions"). `map` reads the counter inside the task-local
+/// scope's own poll, when `fut` has just finished.
+pub fn scope<F: Future>(fut: F) -> impl Future<Output = (F::Output, Stats)> {
+    use futures_util::FutureExt as _;
+    STATS.scope(
+        Cell::new(Stats::default()),
+        fut.map(|out| (out, STATS.with(Cell::get))),
+    )
 }
 
 /// Counts a finished host call (a no-op outside a request's scope).

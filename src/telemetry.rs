@@ -303,12 +303,13 @@ pub fn init(level: &str, json: bool, otlp: Option<opentelemetry_sdk::trace::SdkT
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
     let registry = tracing_subscriber::registry().with(otlp.map(crate::otlp::layer));
+    let writer = LineWriter::stderr();
     let ok = if json {
         registry
             .with(
                 tracing_subscriber::fmt::layer()
                     .json()
-                    .with_writer(std::io::stderr)
+                    .with_writer(writer)
                     .with_filter(filter),
             )
             .try_init()
@@ -317,7 +318,7 @@ pub fn init(level: &str, json: bool, otlp: Option<opentelemetry_sdk::trace::SdkT
         registry
             .with(
                 tracing_subscriber::fmt::layer()
-                    .with_writer(std::io::stderr)
+                    .with_writer(writer)
                     // Colour codes only for a person at a terminal: in a pod's log, a file or
                     // a pipe they are noise that breaks grep and log shippers.
                     .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -330,6 +331,68 @@ pub fn init(level: &str, json: bool, otlp: Option<opentelemetry_sdk::trace::SdkT
         let _ = LEVEL.set(Box::new(move |f| {
             let _ = handle.reload(f);
         }));
+    }
+}
+
+/// Where log lines go: stderr, written through a descriptor of its own instead of
+/// `std::io::stderr()`.
+///
+/// `std::io::Stderr` serialises every write behind one process-wide lock. With the access line
+/// on (one `info` line per MCP request, src/access.rs) both runtime workers write a line per
+/// request, and whenever they meet on that lock the loser sleeps on a futex and the winner has
+/// to wake it: the per-request cross-thread wake-up of issue 21 (docs/benchmarks.md, "The
+/// per-request futex"). The lock buys nothing here: the fmt layer formats each line into a
+/// buffer first and hands it over in a single `write_all`, and a `write(2)` of one line to a
+/// pipe (up to `PIPE_BUF`, POSIX `write`) or to a file opened for appending is not
+/// interleaved with another. A duplicate of descriptor 2 taken at start is written directly,
+/// with no lock; if it cannot be made, the locked `Stderr` is used as before.
+#[derive(Clone)]
+struct LineWriter(Option<Arc<std::fs::File>>);
+
+impl LineWriter {
+    fn stderr() -> LineWriter {
+        use std::os::fd::AsFd;
+        LineWriter(
+            std::io::stderr()
+                .as_fd()
+                .try_clone_to_owned()
+                .ok()
+                .map(|fd| Arc::new(std::fs::File::from(fd))),
+        )
+    }
+}
+
+/// One line's writer: the descriptor, or the locked `Stderr` fallback.
+enum Line<'a> {
+    Fd(&'a std::fs::File),
+    Std(std::io::Stderr),
+}
+
+impl std::io::Write for Line<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Line::Fd(f) => f.write(buf),
+            Line::Std(s) => s.write(buf),
+        }
+    }
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        match self {
+            Line::Fd(f) => f.write_all(buf),
+            Line::Std(s) => s.write_all(buf),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LineWriter {
+    type Writer = Line<'a>;
+    fn make_writer(&'a self) -> Line<'a> {
+        match &self.0 {
+            Some(f) => Line::Fd(f),
+            None => Line::Std(std::io::stderr()),
+        }
     }
 }
 

@@ -335,6 +335,53 @@ pub async fn saturate(
     Ok(res)
 }
 
+/// Exactly `n` requests over `conns` connections, each answer checked: (ok, errors, first
+/// error). For figures taken by difference between two counts (allocations, instructions).
+pub async fn count(t: &Target, conns: usize, n: u64) -> anyhow::Result<(u64, u64, Option<String>)> {
+    let left = Arc::new(std::sync::atomic::AtomicU64::new(n));
+    let mut workers = Vec::with_capacity(conns);
+    for _ in 0..conns {
+        let mut sr = connect_h1(t.addr).await?;
+        let (t, left) = (t.clone(), left.clone());
+        workers.push(tokio::spawn(async move {
+            let (mut ok, mut errors, mut first_error) = (0u64, 0u64, None);
+            while left
+                .fetch_update(
+                    std::sync::atomic::Ordering::Relaxed,
+                    std::sync::atomic::Ordering::Relaxed,
+                    |v| v.checked_sub(1),
+                )
+                .is_ok()
+            {
+                match tokio::time::timeout(Duration::from_secs(60), exchange(&mut sr, &t)).await {
+                    Ok(Ok(())) => ok += 1,
+                    other => {
+                        errors += 1;
+                        first_error.get_or_insert_with(|| match other {
+                            Ok(Err(e)) => format!("{e:#}"),
+                            _ => "timeout".into(),
+                        });
+                        if let Ok(s) = connect_h1(t.addr).await {
+                            sr = s;
+                        }
+                    }
+                }
+            }
+            (ok, errors, first_error)
+        }));
+    }
+    let (mut ok, mut errors, mut first) = (0, 0, None);
+    for w in workers {
+        let (o, e, f) = w.await?;
+        ok += o;
+        errors += e;
+        if first.is_none() {
+            first = f;
+        }
+    }
+    Ok((ok, errors, first))
+}
+
 /// PR_SET_TIMERSLACK for the calling thread: `std::thread::sleep` then wakes within a few µs
 /// of its deadline instead of the default 50 µs slack.
 pub fn set_timer_slack_ns(ns: u64) {

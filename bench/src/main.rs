@@ -48,6 +48,10 @@ struct Args {
     /// The sidecar binary (default: openwop-mcp-sidecar next to this binary).
     #[arg(long)]
     sidecar_bin: Option<PathBuf>,
+    /// The bare hyper forward measured as the floor of sections 1 and 2 (default:
+    /// openwop-bench-forward next to this binary).
+    #[arg(long)]
+    forward_bin: Option<PathBuf>,
     /// Also write the conditions and the table as Markdown to this file.
     #[arg(long)]
     markdown: Option<PathBuf>,
@@ -58,13 +62,21 @@ struct Args {
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Profiling aid: run one workload against the sidecar and stop it with SIGTERM
-    /// (tasks-get, passthrough, direct: saturation; listen, sse: `--soak-count` open streams).
+    /// (tasks-get, passthrough, direct, tools-call (blocking, conformance-noop): saturation;
+    /// forward: saturation through the bare forward, which `--wrap` then wraps instead of the
+    /// sidecar; listen, sse: `--soak-count` open streams).
     #[arg(long)]
     soak: Option<String>,
     #[arg(long, default_value_t = 20)]
     soak_seconds: u64,
     #[arg(long, default_value_t = 1000)]
     soak_count: usize,
+    /// With `--soak tasks-get|passthrough|direct|forward|tools-call`: send exactly this many
+    /// requests (over 4 connections) instead of saturating for `--soak-seconds`; two runs
+    /// that differ only in this count give per-request figures (allocations, instructions)
+    /// by difference.
+    #[arg(long)]
+    soak_requests: Option<u64>,
     /// Start the sidecar under this command (e.g. "valgrind --tool=callgrind").
     #[arg(long)]
     wrap: Option<String>,
@@ -200,6 +212,7 @@ struct Ctx {
     plan: Plan,
     host: DevHost,
     bin: PathBuf,
+    forward_bin: PathBuf,
     logs: PathBuf,
     report: Report,
     only: Vec<String>,
@@ -261,6 +274,10 @@ async fn run(args: Args, plan: Plan, host: DevHost, nofile: u64) -> std::process
         plan,
         host,
         bin,
+        forward_bin: args
+            .forward_bin
+            .clone()
+            .unwrap_or_else(procs::default_forward_bin),
         logs,
         only: args.only.clone(),
         wrap: args.wrap.clone(),
@@ -536,9 +553,35 @@ async fn owned_cancels(sidecar: SocketAddr) -> u64 {
 
 /// `--soak`: one workload, for a profiler attached to (or wrapping) the sidecar.
 async fn soak(ctx: &mut Ctx, what: &str, args: &Args) -> anyhow::Result<()> {
+    let host = ctx.host.addr();
+    if what == "forward" {
+        let fwd = procs::spawn_sidecar(
+            &ctx.forward_bin,
+            &ctx.host.base_url(),
+            None,
+            &ctx.logs.join("forward-soak.log"),
+            ctx.wrap.as_deref(),
+        )
+        .await?;
+        eprintln!("forward pid {} at {}", fwd.pid, fwd.addr);
+        // A run to read, made straight at the host.
+        let sc = ctx.sidecar("soak-forward-setup").await?;
+        let id = create_task(
+            sc.addr,
+            "conformance-cancellable",
+            json!({ "delayMs": 60000 }),
+        )
+        .await;
+        sc.stop(Duration::from_secs(5)).await;
+        let id = id?;
+        let t = get_run_target("GET /runs/{id} via bare forward", fwd.addr, &id);
+        soak_load(&t, ctx, args).await?;
+        cancel_direct(host, &id).await;
+        fwd.stop(Duration::from_secs(120)).await;
+        return Ok(());
+    }
     let sc = ctx.sidecar("soak").await?;
     eprintln!("sidecar pid {} at {}", sc.pid, sc.addr);
-    let host = ctx.host.addr();
     let id = create_task(
         sc.addr,
         "conformance-cancellable",
@@ -551,11 +594,11 @@ async fn soak(ctx: &mut Ctx, what: &str, args: &Args) -> anyhow::Result<()> {
         "tasks-get" => Some(tasks_get_target(sc.addr, &id)),
         "passthrough" => Some(get_run_target("GET /runs/{id} via sidecar", sc.addr, &id)),
         "direct" => Some(get_run_target("direct GET /runs/{id}", host, &id)),
+        "tools-call" => Some(blocking_call_target(sc.addr)),
         _ => None,
     };
     if let Some(t) = target {
-        let r = load::saturate(&t, ctx.plan.sat_conns, Duration::ZERO, secs).await?;
-        eprintln!("{}: {:.0} req/s, {} errors", t.name, r.rps, r.errors);
+        soak_load(&t, ctx, args).await?;
     } else {
         let n = args.soak_count;
         let addr = sc.addr;
@@ -602,6 +645,49 @@ async fn soak(ctx: &mut Ctx, what: &str, args: &Args) -> anyhow::Result<()> {
     sc.stop(Duration::from_secs(120)).await;
     sweep_running(host, "conformance-cancellable", Duration::from_secs(60)).await;
     Ok(())
+}
+
+/// The load of a `--soak` run: saturation for `--soak-seconds`, or exactly
+/// `--soak-requests` requests.
+async fn soak_load(t: &Target, ctx: &Ctx, args: &Args) -> anyhow::Result<()> {
+    if let Some(n) = args.soak_requests {
+        let r = load::count(t, 4, n).await?;
+        eprintln!(
+            "{}: {} requests, {} ok, {} errors{}",
+            t.name,
+            n,
+            r.0,
+            r.1,
+            r.2.map(|e| format!(" (first: {e})")).unwrap_or_default()
+        );
+    } else {
+        let secs = Duration::from_secs(args.soak_seconds);
+        let r = load::saturate(t, ctx.plan.sat_conns, Duration::ZERO, secs).await?;
+        eprintln!("{}: {:.0} req/s, {} errors", t.name, r.rps, r.errors);
+    }
+    Ok(())
+}
+
+/// A blocking `tools/call` of `conformance-noop` (no Tasks extension declared): the sidecar
+/// creates the run, waits for it to finish and answers with its result.
+fn blocking_call_target(sidecar: SocketAddr) -> Target {
+    Target {
+        name: "blocking tools/call conformance-noop via sidecar",
+        addr: sidecar,
+        method: Method::POST,
+        path: "/mcp".into(),
+        headers: mcp_headers(
+            "tools/call",
+            Some("conformance-noop"),
+            "application/json, text/event-stream",
+        ),
+        body: mcp_body(
+            "tools/call",
+            json!({ "name": "conformance-noop", "arguments": {} }),
+            json!({}),
+        ),
+        expect: "\"isError\":false",
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -722,6 +808,25 @@ async fn section12_latency(ctx: &mut Ctx) -> anyhow::Result<()> {
     let plan = ctx.plan.clone();
     let sc = ctx.sidecar("latency").await?;
     let host = ctx.host.addr();
+    // The floor (issue 21): a bare hyper forward to the same host, a process of its own.
+    let fwd = match procs::spawn_sidecar(
+        &ctx.forward_bin,
+        &ctx.host.base_url(),
+        None,
+        &ctx.logs.join("forward.log"),
+        None,
+    )
+    .await
+    {
+        Ok(f) => f,
+        Err(e) => {
+            sc.stop(Duration::from_secs(5)).await;
+            return Err(e.context(format!(
+                "the bare forward {} (build it with `cargo build --release -p openwop-bench`)",
+                ctx.forward_bin.display()
+            )));
+        }
+    };
     let res = async {
         eprintln!("[1,2] warm-up");
         let id = create_task(sc.addr, "conformance-cancellable", json!({ "delayMs": 60000 })).await?;
@@ -739,10 +844,11 @@ async fn section12_latency(ctx: &mut Ctx) -> anyhow::Result<()> {
         cancel_direct(host, &id).await;
         // [rate][target] series; targets: 0 direct, 1 passthrough, 2 tasks/get.
         let mut fixed: Vec<[Series; 3]> = vec![Default::default(); plan.rates.len()];
-        let mut sat: [Vec<f64>; 3] = Default::default();
-        let mut sat_p50: [Vec<f64>; 3] = Default::default();
-        let mut sat_err = [0u64; 3];
-        let mut sat_cpu: [Vec<[f64; 3]>; 3] = Default::default();
+        // Saturation also measures the floor: target 3, the bare forward.
+        let mut sat: [Vec<f64>; 4] = Default::default();
+        let mut sat_p50: [Vec<f64>; 4] = Default::default();
+        let mut sat_err = [0u64; 4];
+        let mut sat_cpu: [Vec<[f64; 3]>; 4] = Default::default();
         let mut added: Vec<[Vec<f64>; 4]> = vec![Default::default(); plan.rates.len()];
         let mut sat_ratio: [Vec<f64>; 2] = Default::default();
         for rep in 0..plan.repeats {
@@ -778,13 +884,17 @@ async fn section12_latency(ctx: &mut Ctx) -> anyhow::Result<()> {
                 get_run_target("direct GET /runs/{id}", host, &id),
                 get_run_target("GET /runs/{id} via sidecar", sc.addr, &id),
                 tasks_get_target(sc.addr, &id),
+                get_run_target("GET /runs/{id} via bare forward", fwd.addr, &id),
             ];
-            let mut rps = [0.0f64; 3];
-            for &k in &order {
+            let mut rps = [0.0f64; 4];
+            let sat_order: Vec<usize> = (0..4).map(|k| (k + rep) % 4).collect();
+            for &k in &sat_order {
                 eprintln!("[1,2] repeat {} saturation {}", rep + 1, targets[k].name);
-                let c0 = procs::CpuSplit::now(sc.pid);
+                // The proxy whose threads are read: the sidecar, or the bare forward.
+                let pid = if k == 3 { fwd.pid } else { sc.pid };
+                let c0 = procs::CpuSplit::now(pid);
                 let r = load::saturate(&targets[k], plan.sat_conns, plan.sat_warm, plan.sat_window).await?;
-                let cpu = procs::CpuSplit::now(sc.pid).since(c0);
+                let cpu = procs::CpuSplit::now(pid).since(c0);
                 // CPU over warm-up + window, requests over the window only: scale by time.
                 let total = (plan.sat_warm + plan.sat_window).as_secs_f64();
                 let n = (r.ok as f64 * total / plan.sat_window.as_secs_f64()) as u64;
@@ -895,6 +1005,7 @@ async fn section12_latency(ctx: &mut Ctx) -> anyhow::Result<()> {
                 sat[k], sat[0]
             ));
         }
+        floor_rows(&mut ctx.report, &sat_cpu, &sat);
         Ok(())
     }
     .await;
@@ -903,7 +1014,63 @@ async fn section12_latency(ctx: &mut Ctx) -> anyhow::Result<()> {
         report::mem_str(sc.mem())
     ));
     sc.stop(Duration::from_secs(5)).await;
+    fwd.stop(Duration::from_secs(5)).await;
     res
+}
+
+/// The floor and the ratios to it (issue 21): each path's CPU per request at saturation
+/// divided by the bare forward's and by the host's own (direct `GET`), of the same repeat,
+/// median over repeats. Ratios are what compares across machines; the µs are this machine's.
+fn floor_rows(report: &mut Report, sat_cpu: &[Vec<[f64; 3]>; 4], sat: &[Vec<f64>; 4]) {
+    let ratio = |k: usize, to: usize, of: usize| -> Vec<f64> {
+        sat_cpu[k]
+            .iter()
+            .zip(&sat_cpu[to])
+            .map(|(a, b)| a[0] / b[of])
+            .collect()
+    };
+    let range = |v: &[f64]| {
+        let (lo, hi) = minmax(v);
+        format!("{:.2}× (repeats {lo:.2}…{hi:.2})", median(v.to_vec()))
+    };
+    let cf = median_cpu(&sat_cpu[3]);
+    let cd = median_cpu(&sat_cpu[0]);
+    // The host's own cost is the direct run's host CPU (index 1 of the direct target).
+    let floor_to_host = ratio(3, 0, 1);
+    report.row(Row {
+        section: "1,2",
+        measure: "floor: bare hyper forward GET /runs/{id}, CPU per request at saturation".into(),
+        sidecar: format!("forward {:.0} µs + host {:.0} µs", cf[0], cf[1]),
+        direct: format!("host {:.0} µs", cd[1]),
+        compare: format!(
+            "forward = {} the host's own cost; {:.0} req/s",
+            range(&floor_to_host),
+            median(sat[3].clone())
+        ),
+        target: "—".into(),
+        verdict: None,
+    });
+    for (section, k, label, goal) in [
+        ("1", 2usize, "tasks/get", 1.5),
+        ("2", 1usize, "REST GET /runs/{id}", 1.2),
+    ] {
+        let to_floor = ratio(k, 3, 0);
+        let to_host = ratio(k, 0, 1);
+        let m = median(to_floor.clone());
+        report.row(Row {
+            section,
+            measure: format!("{label}, sidecar CPU per request ÷ the bare forward's"),
+            sidecar: format!("{:.2}×", m),
+            direct: "1×".into(),
+            compare: format!(
+                "{}; ÷ the host's own: {}",
+                range(&to_floor),
+                range(&to_host)
+            ),
+            target: format!("≤ {goal}× (issue 21)"),
+            verdict: Some(m <= goal),
+        });
+    }
 }
 
 /// Sections 3a and 3b: a fresh sidecar, idle, then tasks/get at 1,000 req/s.

@@ -188,10 +188,19 @@ pub async fn wait_ready(addr: SocketAddr, limit: Duration) -> anyhow::Result<Ins
 
 /// The sidecar binary next to this one (same target directory), unless given.
 pub fn default_sidecar_bin() -> PathBuf {
+    next_to_self("openwop-mcp-sidecar")
+}
+
+/// The bare forward of the floor (bench/src/forward.rs), built next to this binary.
+pub fn default_forward_bin() -> PathBuf {
+    next_to_self("openwop-bench-forward")
+}
+
+fn next_to_self(name: &str) -> PathBuf {
     std::env::current_exe()
         .ok()
-        .and_then(|p| p.parent().map(|d| d.join("openwop-mcp-sidecar")))
-        .unwrap_or_else(|| PathBuf::from("openwop-mcp-sidecar"))
+        .and_then(|p| p.parent().map(|d| d.join(name)))
+        .unwrap_or_else(|| PathBuf::from(name))
 }
 
 /// Raises this process's soft open-file limit to its hard limit (children inherit it).

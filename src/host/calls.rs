@@ -9,7 +9,9 @@ use http::HeaderValue;
 use http_body_util::BodyExt;
 use serde_json::Value;
 
-use super::client::{header_value, json_bytes, with_json, IDEMPOTENCY_KEY, LAST_EVENT_ID};
+use super::client::{
+    header_value, json_bytes, json_value, with_json, IDEMPOTENCY_KEY, LAST_EVENT_ID,
+};
 use super::{Caller, CreatedRun, EventPage, EventStream, HostClient, HostError, RunSnapshot};
 use crate::config::{CreateTemplate, Operation};
 use crate::telemetry::UpstreamStatus;
@@ -97,13 +99,16 @@ impl HostClient {
 
     pub async fn get_run(&self, caller: &Caller, run_id: &str) -> Result<RunSnapshot, HostError> {
         let wire = self.id(run_id);
-        let v = self
-            .send_json(Operation::GetRun, || {
-                self.request(Operation::GetRun, &[("runId", &wire)], &[], Some(caller))
-            })
-            .await?;
-        RunSnapshot::from_json(v, &self.mapping)
-            .ok_or_else(|| HostError::BadBody("getRun answer is not a RunSnapshot".into()))
+        let op = Operation::GetRun;
+        let read = |b: &[u8]| RunSnapshot::from_slice(b, &self.mapping);
+        self.send_within(
+            op,
+            self.routes.get(op).timeout,
+            || self.request(op, &[("runId", &wire)], &[], Some(caller)),
+            read,
+        )
+        .await?
+        .ok_or_else(|| HostError::BadBody("getRun answer is not a RunSnapshot".into()))
     }
 
     pub async fn cancel_run(
@@ -144,7 +149,7 @@ impl HostClient {
         let req = self.request(Operation::CancelRun, &[("runId", &wire)], &[], Some(caller))?;
         let req = with_json(req, &json_bytes(&Value::Object(body)));
         let timeout = self.routes.get(Operation::CancelRun).timeout;
-        self.once(req, timeout).await.map(|(_, v)| v)
+        self.once(req, timeout, json_value).await.map(|(_, v)| v)
     }
 
     pub async fn resolve_interrupt(

@@ -211,6 +211,18 @@ impl HostClient {
         timeout: Duration,
         build: impl Fn() -> Result<Request<Body>, BadTarget>,
     ) -> Result<Value, HostError> {
+        self.send_within(op, timeout, build, json_value).await
+    }
+
+    /// [`HostClient::send_json_within`] with the answer's bytes read by `parse` (issue 21:
+    /// getRun is read straight into a RunSnapshot, not through a `Value`).
+    pub(super) async fn send_within<T>(
+        &self,
+        op: Operation,
+        timeout: Duration,
+        build: impl Fn() -> Result<Request<Body>, BadTarget>,
+        parse: impl Fn(&[u8]) -> Result<T, serde_json::Error>,
+    ) -> Result<T, HostError> {
         let retry = self.routes.get(op).retry;
         let mut attempt = 0u32;
         loop {
@@ -220,7 +232,7 @@ impl HostClient {
                 // kB, and a blocked call or a listen keeps the futures that await host calls
                 // alive for the run's lifetime. Inline, that space is held at rest, once per
                 // open stream; boxed, only while an exchange is in flight (issue 9).
-                Ok(req) => Box::pin(self.once(req, timeout)).await,
+                Ok(req) => Box::pin(self.once(req, timeout, &parse)).await,
                 Err(e) => Err(e.into()),
             };
             let status = match &res {
@@ -251,17 +263,22 @@ impl HostClient {
     }
 
     /// One exchange, the whole of it (head and body) bounded by `timeout`.
-    pub(super) async fn once(
+    pub(super) async fn once<T>(
         &self,
         req: Request<Body>,
         timeout: Duration,
-    ) -> Result<(StatusCode, Value), HostError> {
-        tokio::time::timeout(timeout, self.exchange(req))
+        parse: impl Fn(&[u8]) -> Result<T, serde_json::Error>,
+    ) -> Result<(StatusCode, T), HostError> {
+        tokio::time::timeout(timeout, self.exchange(req, parse))
             .await
             .unwrap_or(Err(HostError::Timeout))
     }
 
-    async fn exchange(&self, req: Request<Body>) -> Result<(StatusCode, Value), HostError> {
+    async fn exchange<T>(
+        &self,
+        req: Request<Body>,
+        parse: impl Fn(&[u8]) -> Result<T, serde_json::Error>,
+    ) -> Result<(StatusCode, T), HostError> {
         let resp = self.send(req).await?;
         let (head, body) = resp.into_parts();
         // The head arrived: a body that breaks off now is a damaged answer, not a refusal.
@@ -271,11 +288,7 @@ impl HostClient {
             .map_err(|e| HostError::BadBody(format!("the answer broke off: {}", root_cause(&e))))?
             .to_bytes();
         if head.status.is_success() {
-            let v = if bytes.is_empty() {
-                Value::Null
-            } else {
-                serde_json::from_slice(&bytes).map_err(|e| HostError::BadBody(e.to_string()))?
-            };
+            let v = parse(&bytes).map_err(|e| HostError::BadBody(e.to_string()))?;
             Ok((head.status, v))
         } else {
             Err(self.error_of(head.status, &head.headers, &bytes))
@@ -312,6 +325,14 @@ impl HostClient {
             class,
         }
     }
+}
+
+/// A 2xx answer's body as JSON (empty: `null`).
+pub(super) fn json_value(bytes: &[u8]) -> Result<Value, serde_json::Error> {
+    if bytes.is_empty() {
+        return Ok(Value::Null);
+    }
+    serde_json::from_slice(bytes)
 }
 
 pub(super) fn json_bytes(v: &Value) -> Bytes {

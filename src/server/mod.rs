@@ -249,7 +249,9 @@ pub async fn route(state: Arc<AppState>, mut req: Request<Incoming>, peer: Socke
         // Login discovery (src/auth.rs): the challenge of a 401 (or 403 insufficient_scope)
         // points to the protected-resource metadata; a no-op while `auth` is off.
         let host = req.headers().get(http::header::HOST).cloned();
-        let resp = crate::mcp::handle(state.clone(), req).await;
+        // Boxed: the mount's future is kilobytes; inline, every request's route future (the
+        // passthrough's too) was that size and was copied whole when boxed below (issue 21).
+        let resp = Box::pin(crate::mcp::handle(state.clone(), req)).await;
         return crate::auth::challenge(&state.cfg, host.as_ref(), resp);
     }
     match (req.method(), path) {
