@@ -20,7 +20,7 @@ use super::respond::{
     Notes,
 };
 use super::tools::{validate_arguments, ToolDef};
-use super::{McpError, McpRequest};
+use super::{McpContext, McpError, McpRequest};
 use crate::body::Response;
 use crate::config::{InputRequestKey, TaskSupport};
 use crate::host::{
@@ -28,23 +28,22 @@ use crate::host::{
     RunStatus,
 };
 use crate::ownership::{GuardedBody, RunGuard};
-use crate::server::AppState;
 use crate::sse::message_frame;
 
-pub async fn call(state: Arc<AppState>, req: McpRequest) -> Response {
-    match call_inner(state.clone(), &req).await {
+pub async fn call(ctx: Arc<McpContext>, req: McpRequest) -> Response {
+    match call_inner(ctx.clone(), &req).await {
         Ok(r) => {
-            state.metrics.request("tools/call", "ok");
+            ctx.metrics.request("tools/call", "ok");
             r
         }
         Err(e) => {
-            state.metrics.request("tools/call", e.label());
+            ctx.metrics.request("tools/call", e.label());
             error_response(&req.id, &e)
         }
     }
 }
 
-async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, McpError> {
+async fn call_inner(ctx: Arc<McpContext>, req: &McpRequest) -> Result<Response, McpError> {
     let name = req
         .str_param("name")
         .ok_or_else(|| McpError::InvalidParams("Invalid params: name must be a string".into()))?
@@ -69,7 +68,7 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
             "Invalid params: inputResponses must be an object".into(),
         ));
     }
-    let tools = state.mount.tools.tools_for(&state, &req.caller).await?;
+    let tools = ctx.tools.tools_for(&ctx, &req.caller).await?;
     let tool = tools
         .by_name
         .get(&name)
@@ -78,7 +77,7 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
     // Header/body agreement comes before capability and argument checks (MCP 2026-07-28 Transports §HTTP status codes
     // validation order), and before any run exists.
     check_param_headers(&tool, &args, &req.param_headers)?;
-    let declared = state.cfg.tasks.enabled && req.declares_tasks();
+    let declared = ctx.cfg.tasks.enabled && req.declares_tasks();
     // ext-tasks §Capability Negotiation: a tool that can only run as a task refuses a client without the
     // extension with -32021; one that must not is always answered synchronously.
     if tool.task == TaskSupport::Must && !declared {
@@ -94,13 +93,13 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
     if let Some(token) = req.params.get("requestState") {
         // A token of an argument round (no run yet) continues below; any other goes to the
         // run's MRTR retry, which verifies it (and refuses it) in the documented order.
-        let keys = &state.mount.state_key;
+        let keys = &ctx.state_key;
         match keys
             .verify(token, &req.caller, &tool.name, &sent)
             .ok()
             .filter(|c| c.r.is_empty())
         {
-            None => return retry(state, req, &tool, &sent, token, tasked).await,
+            None => return retry(ctx, req, &tool, &sent, token, tasked).await,
             Some(claims) => {
                 if !keys.consume(&claims) {
                     return Err(McpError::InvalidParams(
@@ -111,7 +110,7 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
             }
         }
     }
-    if let Some(answer) = gather_arguments(&state, req, &tool, &sent, &mut args, round)? {
+    if let Some(answer) = gather_arguments(&ctx, req, &tool, &sent, &mut args, round)? {
         return Ok(answer);
     }
     validate_arguments(&tool, &args).map_err(McpError::InvalidParams)?;
@@ -122,17 +121,17 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
         return Err(McpError::MissingCapability(json!({ "elicitation": {} })));
     }
 
-    let mut guard = RunGuard::new(state.dispatcher.clone(), state.host.clone());
+    let mut guard = RunGuard::new(ctx.dispatcher.clone(), ctx.host.clone());
     let key = random_id(24);
-    let mut templates = vec![&state.cfg.tools.create_run];
+    let mut templates = vec![&ctx.cfg.tools.create_run];
     if let Some(t) = &tool.create_run {
         templates.push(t);
     }
     // A client that goes away while createRun is in flight drops this future before the
     // run id is known (hyper drops the handler): the pending guard then finds the run by its
     // Idempotency-Key and cancels it (RFC 0198 §G.12; docs/hardening.md F2).
-    let mut pending = PendingCreate::new(&state, &req.caller, &tool.workflow_id, &args, &key);
-    let result = state
+    let mut pending = PendingCreate::new(&ctx, &req.caller, &tool.workflow_id, &args, &key);
+    let result = ctx
         .host
         .create_run(&req.caller, &tool.workflow_id, &args, &templates, &key)
         .await;
@@ -143,14 +142,14 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
         Err(e) if e.class().is_tool_error() => {
             let text = json!({ "workflowId": tool.workflow_id, "error": { "code": e.code(), "message": McpError::from_host(&e).to_error_object()["message"] } });
             let result = json!({ "resultType": "complete", "content": [{ "type": "text", "text": text.to_string() }], "isError": true });
-            return Ok(super::result_response(&state.cfg, &req.id, result));
+            return Ok(super::result_response(&ctx.cfg, &req.id, result));
         }
         Err(e) => {
             if e.ambiguous() {
                 // The host may have created the run although no usable answer came back.
                 // Replaying the same Idempotency-Key finds it (or creates it) so it can be
                 // cancelled: the client is told the call failed, so no run may outlive it.
-                reconcile_lost_create(&state, &req.caller, &tool.workflow_id, &args, &key);
+                reconcile_lost_create(&ctx, &req.caller, &tool.workflow_id, &args, &key);
             }
             return Err(McpError::from_host(&e));
         }
@@ -160,15 +159,15 @@ async fn call_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, 
     tracing::debug!(run_id = %created.run_id, tool = %name, tasked, "run created");
 
     if tasked {
-        return Ok(task_answer(&state, req, &tool, &created.run_id, created.status, guard).await);
+        return Ok(task_answer(&ctx, req, &tool, &created.run_id, created.status, guard).await);
     }
     if round == 1 && tool.input_request_key == InputRequestKey::InterruptKey {
         if let Some(answers) = req.params.get("inputResponses").and_then(Value::as_object) {
             // An error here drops the guard, which cancels the run: the client never saw it.
-            answer_ahead(&state, req, &tool, &created.run_id, answers).await?;
+            answer_ahead(&ctx, req, &tool, &created.run_id, answers).await?;
         }
     }
-    Ok(blocking_answer(state, req, tool, sent, created.run_id, round, guard).await)
+    Ok(blocking_answer(ctx, req, tool, sent, created.run_id, round, guard).await)
 }
 
 /// MCP 2026-07-28 Transports §Request headers `Mcp-Param-{Name}`: each argument the tool's schema marks with
@@ -273,7 +272,7 @@ pub fn wire_keys(tool: &ToolDef, open: &[OpenInterrupt]) -> Vec<String> {
 /// the argument round (`gather_arguments`), never to an interrupt. Under the default
 /// `interruptId` keys nothing is answered ahead: no client can know a key before it is minted.
 async fn answer_ahead(
-    state: &AppState,
+    ctx: &McpContext,
     req: &McpRequest,
     tool: &ToolDef,
     run_id: &str,
@@ -281,17 +280,17 @@ async fn answer_ahead(
 ) -> Result<(), McpError> {
     let mut used: std::collections::HashSet<String> =
         tool.variables.iter().map(|v| v.name.clone()).collect();
-    let deadline = Instant::now() + state.cfg.mcp.json_answer_cap;
-    for _ in 0..state.cfg.mcp.mrtr_max_rounds {
+    let deadline = Instant::now() + ctx.cfg.mcp.json_answer_cap;
+    for _ in 0..ctx.cfg.mcp.mrtr_max_rounds {
         if answers.keys().all(|k| used.contains(k)) {
             return Ok(());
         }
         let cap = deadline.saturating_duration_since(Instant::now());
-        let (run, events) = wait_settled(state, &req.caller, run_id, cap, None).await?;
+        let (run, events) = wait_settled(ctx, &req.caller, run_id, cap, None).await?;
         if !run.status.awaits_client() {
             return Ok(());
         }
-        let open = open_interrupts(&events, state.host.mapping());
+        let open = open_interrupts(&events, ctx.host.mapping());
         let mut answered = false;
         for (i, key) in open.iter().zip(wire_keys(tool, &open)) {
             if key == i.interrupt_id || used.contains(&key) {
@@ -307,7 +306,7 @@ async fn answer_ahead(
             match effect {
                 Effect::Resolve(resume) => {
                     let idem = resolve_key(&i.interrupt_id, &resume);
-                    match state
+                    match ctx
                         .host
                         .resolve_interrupt(&req.caller, run_id, &i.node_id, &resume, &idem)
                         .await
@@ -320,7 +319,7 @@ async fn answer_ahead(
                     }
                 }
                 Effect::CancelRun => {
-                    let _ = state
+                    let _ = ctx
                         .host
                         .cancel_run(&req.caller, run_id, Some("mcp-elicitation-cancelled"))
                         .await;
@@ -344,7 +343,7 @@ async fn answer_ahead(
 /// no run. `Ok(None)`: nothing left to ask, `args` holds the answers. Without form
 /// elicitation nothing is asked and validation refuses the call with -32602 as before.
 fn gather_arguments(
-    state: &AppState,
+    ctx: &McpContext,
     req: &McpRequest,
     tool: &ToolDef,
     sent: &Value,
@@ -387,7 +386,7 @@ fn gather_arguments(
                 Some("decline" | "cancel") => {
                     let body = json!({ "tool": tool.name, "status": "declined", "message": format!("the caller did not provide the required argument '{}'; no run was started", v.name) });
                     let result = json!({ "resultType": "complete", "content": [{ "type": "text", "text": body.to_string() }], "structuredContent": body, "isError": true });
-                    return Ok(Some(super::result_response(&state.cfg, &req.id, result)));
+                    return Ok(Some(super::result_response(&ctx.cfg, &req.id, result)));
                 }
                 _ => return Err(McpError::InvalidParams(
                     "Invalid params: inputResponses entries are ElicitResults with a string action"
@@ -416,31 +415,30 @@ fn gather_arguments(
     if requests.is_empty() {
         return Ok(None);
     }
-    if round > state.cfg.mcp.mrtr_max_rounds {
+    if round > ctx.cfg.mcp.mrtr_max_rounds {
         return Err(McpError::InvalidParams(format!(
             "Invalid arguments for tool {}: missing required '{}'",
             tool.name,
             requests.keys().next().map(String::as_str).unwrap_or("")
         )));
     }
-    let token = state
-        .mount
+    let token = ctx
         .state_key
         .issue(&req.caller, &tool.name, sent, "", "", round);
     let result =
         json!({ "resultType": "input_required", "inputRequests": requests, "requestState": token });
-    Ok(Some(super::result_response(&state.cfg, &req.id, result)))
+    Ok(Some(super::result_response(&ctx.cfg, &req.id, result)))
 }
 
 /// Armed while a createRun is in flight; dropped armed (the request was dropped) it starts
 /// the same search-and-cancel as a lost answer.
 struct PendingCreate {
-    armed: Option<(Arc<AppState>, Caller, String, Value, String)>,
+    armed: Option<(Arc<McpContext>, Caller, String, Value, String)>,
 }
 
 impl PendingCreate {
     fn new(
-        state: &Arc<AppState>,
+        ctx: &Arc<McpContext>,
         caller: &Caller,
         workflow_id: &str,
         args: &Value,
@@ -448,7 +446,7 @@ impl PendingCreate {
     ) -> Self {
         PendingCreate {
             armed: Some((
-                state.clone(),
+                ctx.clone(),
                 caller.clone(),
                 workflow_id.to_string(),
                 args.clone(),
@@ -464,8 +462,8 @@ impl PendingCreate {
 
 impl Drop for PendingCreate {
     fn drop(&mut self) {
-        if let Some((state, caller, workflow_id, args, key)) = self.armed.take() {
-            reconcile_lost_create(&state, &caller, &workflow_id, &args, &key);
+        if let Some((ctx, caller, workflow_id, args, key)) = self.armed.take() {
+            reconcile_lost_create(&ctx, &caller, &workflow_id, &args, &key);
         }
     }
 }
@@ -473,20 +471,20 @@ impl Drop for PendingCreate {
 /// Replays a createRun whose outcome is unknown with the same Idempotency-Key until the host
 /// answers (bounded by the cancel deadline), then cancels the run it names.
 fn reconcile_lost_create(
-    state: &Arc<AppState>,
+    ctx: &Arc<McpContext>,
     caller: &Caller,
     workflow_id: &str,
     args: &Value,
     key: &str,
 ) {
-    let st = state.clone();
+    let st = ctx.clone();
     let (caller, workflow_id, args, key) = (
         caller.clone(),
         workflow_id.to_string(),
         args.clone(),
         key.to_string(),
     );
-    state.dispatcher.track(async move {
+    ctx.dispatcher.track(async move {
         let deadline = Instant::now() + st.cfg.ownership.cancel_deadline;
         let mut backoff = Duration::from_millis(100);
         let mut templates = vec![&st.cfg.tools.create_run];
@@ -524,22 +522,22 @@ fn reconcile_lost_create(
 /// call as a `failed` task carrying its `error`, which is where a Tasks client looks for it.
 /// During the window the request owns the run exactly as before (a disconnect cancels it).
 async fn task_answer(
-    state: &AppState,
+    ctx: &McpContext,
     req: &McpRequest,
     tool: &ToolDef,
     run_id: &str,
     created: RunStatus,
     mut guard: RunGuard,
 ) -> Response {
-    let window = state.cfg.mcp.task_immediate_window;
+    let window = ctx.cfg.mcp.task_immediate_window;
     let mut seen = None;
     if !window.is_zero() && tool.task != TaskSupport::Must {
-        if let Ok((run, _)) = wait_settled(state, &req.caller, run_id, window, None).await {
+        if let Ok((run, _)) = wait_settled(ctx, &req.caller, run_id, window, None).await {
             if run.status.is_terminal() && !is_host_fault(&run) {
                 // Nothing left to own: the answer is the run's final result.
                 guard.release();
                 return super::result_response(
-                    &state.cfg,
+                    &ctx.cfg,
                     &req.id,
                     shaped_result(&run, tool.shape()),
                 );
@@ -549,7 +547,7 @@ async fn task_answer(
     }
     let run = match seen {
         Some(r) => r,
-        None => match state.host.get_run(&req.caller, run_id).await {
+        None => match ctx.host.get_run(&req.caller, run_id).await {
             Ok(r) => r,
             Err(_) => RunSnapshot {
                 run_id: run_id.to_string(),
@@ -568,11 +566,11 @@ async fn task_answer(
     let result = create_task_result(
         &run,
         &t,
-        state.cfg.tasks.poll_interval_ms,
-        state.host.mapping().task_ids,
+        ctx.cfg.tasks.poll_interval_ms,
+        ctx.host.mapping().task_ids,
     );
     guarded_json(
-        &envelope_result(&req.id, with_server_info(&state.cfg, result)),
+        &envelope_result(&req.id, with_server_info(&ctx.cfg, result)),
         guard,
     )
 }
@@ -594,7 +592,7 @@ async fn task_answer(
 /// the handler future (a disconnect drops it and cancels the run), after it in the SSE body
 /// (a disconnect before the final frame cancels); the final frame releases it.
 async fn blocking_answer(
-    state: Arc<AppState>,
+    ctx: Arc<McpContext>,
     req: &McpRequest,
     tool: Arc<ToolDef>,
     args: Value,
@@ -603,11 +601,11 @@ async fn blocking_answer(
     mut guard: RunGuard,
 ) -> Response {
     let progress_token = req.progress_token().filter(|_| req.accepts_sse());
-    let json_window = state.cfg.mcp.json_answer_cap;
+    let json_window = ctx.cfg.mcp.json_answer_cap;
     if !req.accepts_sse() {
         let msg =
-            settle_and_project(&state, req, &tool, &args, &run_id, round, json_window, None).await;
-        return json_answer(&state, req, &run_id, msg, guard);
+            settle_and_project(&ctx, req, &tool, &args, &run_id, round, json_window, None).await;
+        return json_answer(&ctx, req, &run_id, msg, guard);
     }
     let at_once = req.wants_sse() || progress_token.is_some();
     // An owned copy: no header of the request head lives on with the answer. Without the
@@ -616,7 +614,7 @@ async fn blocking_answer(
     let req_copy = req.detached(false);
     let notes = Arc::new(Notes::default());
     let progress = progress_token.map(|token| Progress::new(notes.clone(), token));
-    let st = state.clone();
+    let st = ctx.clone();
     let rid = run_id.clone();
     let (tool2, args) = (tool.clone(), Arc::new(args));
     let args2 = args.clone();
@@ -657,19 +655,19 @@ async fn blocking_answer(
     }
     // No stream slot left (limits.maxStreams): the run is already ours, so answer as JSON
     // rather than shed the request and orphan it.
-    let Some(slot) = state.gates.streams.clone().try_acquire_owned().ok() else {
+    let Some(slot) = ctx.streams.clone().try_acquire_owned().ok() else {
         drop(follow);
         let wait = if at_once { json_window } else { Duration::ZERO };
-        let msg = settle_and_project(&state, req, &tool, &args, &run_id, round, wait, None).await;
-        return json_answer(&state, req, &run_id, msg, guard);
+        let msg = settle_and_project(&ctx, req, &tool, &args, &run_id, round, wait, None).await;
+        return json_answer(&ctx, req, &run_id, msg, guard);
     };
-    let metrics = state.metrics.clone();
+    let metrics = ctx.metrics.clone();
     metrics.stream_opened();
     let answer = async move { message_frame(&follow.await.message.to_string()) };
     let body = AnswerBody::new(
         Box::pin(answer),
         notes,
-        state.cfg.mcp.sse_keepalive,
+        ctx.cfg.mcp.sse_keepalive,
         Box::new(move || {
             drop(slot);
             metrics.stream_closed();
@@ -681,14 +679,14 @@ async fn blocking_answer(
 /// A settled (or capped) blocking wait answered as JSON; the guard goes with the body until
 /// its last byte, or is released when nothing is left to own.
 fn json_answer(
-    state: &AppState,
+    ctx: &McpContext,
     req: &McpRequest,
     run_id: &str,
     msg: Projected,
     mut guard: RunGuard,
 ) -> Response {
     if let Some(e) = msg.failure {
-        give_up_run(state, &req.caller, run_id);
+        give_up_run(ctx, &req.caller, run_id);
         guard.release();
         return error_response(&req.id, &e);
     }
@@ -753,7 +751,7 @@ impl Progress {
 /// Waits (bounded by `cap`) and builds the JSON-RPC message answering the call.
 #[allow(clippy::too_many_arguments)]
 async fn settle_and_project(
-    state: &AppState,
+    ctx: &McpContext,
     req: &McpRequest,
     tool: &ToolDef,
     args: &Value,
@@ -762,7 +760,7 @@ async fn settle_and_project(
     cap: Duration,
     progress: Option<&Progress>,
 ) -> Projected {
-    let waited = wait_settled(state, &req.caller, run_id, cap, progress).await;
+    let waited = wait_settled(ctx, &req.caller, run_id, cap, progress).await;
     match waited {
         Err(e) => Projected {
             message: super::respond::envelope_error(&req.id, &e),
@@ -777,9 +775,9 @@ async fn settle_and_project(
         },
         Ok((run, events)) => {
             let terminal = run.status.is_terminal();
-            let result = outcome(state, req, tool, args, &run, &events, round);
+            let result = outcome(ctx, req, tool, args, &run, &events, round);
             Projected {
-                message: envelope_result(&req.id, with_server_info(&state.cfg, result)),
+                message: envelope_result(&req.id, with_server_info(&ctx.cfg, result)),
                 terminal,
                 failure: None,
             }
@@ -790,9 +788,9 @@ async fn settle_and_project(
 /// The run this request owns could not be followed to an answer (the host failed mid-call):
 /// the client gets an error, so nobody will hold a handle to the run, and it is cancelled
 /// like a dropped request's (RFC 0198 §G.12: no orphan runs).
-fn give_up_run(state: &AppState, caller: &Caller, run_id: &str) {
-    state.dispatcher.dispatch(
-        state.host.clone(),
+fn give_up_run(ctx: &McpContext, caller: &Caller, run_id: &str) {
+    ctx.dispatcher.dispatch(
+        ctx.host.clone(),
         run_id.to_string(),
         caller.clone(),
         "follow_failed",
@@ -826,7 +824,7 @@ impl EventLog {
 /// stream cannot be opened or breaks, the long-poll endpoint takes over (issue 3: "wait on the
 /// run's event stream, poll as fallback").
 pub async fn wait_settled(
-    state: &AppState,
+    ctx: &McpContext,
     caller: &Caller,
     run_id: &str,
     cap: Duration,
@@ -837,7 +835,7 @@ pub async fn wait_settled(
     let settled = if cap.is_zero() {
         false
     } else {
-        match follow_stream(state, caller, run_id, deadline, &mut log, progress).await {
+        match follow_stream(ctx, caller, run_id, deadline, &mut log, progress).await {
             Ok(settled) => settled,
             Err(e) if is_fatal(&e) => return Err(McpError::from_host(&e)),
             Err(_) => false,
@@ -845,15 +843,15 @@ pub async fn wait_settled(
     };
     if !settled {
         let after = log.last;
-        follow_poll(state, caller, run_id, deadline, after, &mut log, progress).await?;
+        follow_poll(ctx, caller, run_id, deadline, after, &mut log, progress).await?;
     }
-    let run = Box::pin(state.host.get_run(caller, run_id))
+    let run = Box::pin(ctx.host.get_run(caller, run_id))
         .await
         .map_err(|e| McpError::from_host(&e))?;
-    if run.status.awaits_client() && open_interrupts(&log.kept, state.host.mapping()).is_empty() {
+    if run.status.awaits_client() && open_interrupts(&log.kept, ctx.host.mapping()).is_empty() {
         // The snapshot moved ahead of the events we read: read the rest of the log once.
         let after = log.last;
-        if let Ok(page) = Box::pin(state.host.poll_events(caller, run_id, after, 1)).await {
+        if let Ok(page) = Box::pin(ctx.host.poll_events(caller, run_id, after, 1)).await {
             page.events.into_iter().for_each(|e| log.push(e));
         }
     }
@@ -880,7 +878,7 @@ fn is_cue(e: &RunEvent) -> bool {
 
 /// Ok(true): settled. Ok(false): the deadline passed or the stream ended early (poll next).
 async fn follow_stream(
-    state: &AppState,
+    ctx: &McpContext,
     caller: &Caller,
     run_id: &str,
     deadline: Instant,
@@ -890,7 +888,7 @@ async fn follow_stream(
     let remaining = deadline.saturating_duration_since(Instant::now());
     let Ok(opened) = tokio::time::timeout(
         remaining,
-        Box::pin(state.host.stream_events(caller, run_id, None)),
+        Box::pin(ctx.host.stream_events(caller, run_id, None)),
     )
     .await
     else {
@@ -913,7 +911,7 @@ async fn follow_stream(
         match tokio::time::timeout(idle, stream.next()).await {
             Err(_) if recheck => {
                 recheck = false;
-                if Box::pin(state.host.get_run(caller, run_id))
+                if Box::pin(ctx.host.get_run(caller, run_id))
                     .await?
                     .status
                     .settles_blocking_wait()
@@ -934,7 +932,7 @@ async fn follow_stream(
                     return Ok(true);
                 }
                 if cue {
-                    let settled = Box::pin(state.host.get_run(caller, run_id))
+                    let settled = Box::pin(ctx.host.get_run(caller, run_id))
                         .await?
                         .status
                         .settles_blocking_wait();
@@ -949,7 +947,7 @@ async fn follow_stream(
 }
 
 async fn follow_poll(
-    state: &AppState,
+    ctx: &McpContext,
     caller: &Caller,
     run_id: &str,
     deadline: Instant,
@@ -965,7 +963,7 @@ async fn follow_poll(
         let secs = remaining.as_secs_f64().ceil().clamp(1.0, 30.0) as u32;
         match tokio::time::timeout(
             remaining,
-            Box::pin(state.host.poll_events(caller, run_id, after, secs)),
+            Box::pin(ctx.host.poll_events(caller, run_id, after, secs)),
         )
         .await
         {
@@ -989,7 +987,7 @@ async fn follow_poll(
 
 /// The answer for a settled (or capped) run: §3.5 table.
 fn outcome(
-    state: &AppState,
+    ctx: &McpContext,
     req: &McpRequest,
     tool: &ToolDef,
     args: &Value,
@@ -1001,17 +999,17 @@ fn outcome(
         return shaped_result(run, tool.shape());
     }
     if !run.status.awaits_client() {
-        return still_running(state, run);
+        return still_running(ctx, run);
     }
-    let open = open_interrupts(events, state.host.mapping());
+    let open = open_interrupts(events, ctx.host.mapping());
     let Some(first) = open.first() else {
-        return still_running(state, run);
+        return still_running(ctx, run);
     };
     let modes = Modes::of(&req.caps);
     let keys = wire_keys(tool, &open);
     let mut requests = Map::new();
     for (i, key) in open.iter().zip(&keys) {
-        let url = resolve_url(state, req, run, &i.node_id);
+        let url = resolve_url(ctx, req, run, &i.node_id);
         match input_request(i, modes, &url) {
             Ok(r) => {
                 requests.insert(key.clone(), r);
@@ -1020,17 +1018,17 @@ fn outcome(
             Err(nc) => return pending_result(run, Some((&nc.kind, &i.node_id))),
         }
     }
-    if round > state.cfg.mcp.mrtr_max_rounds {
+    if round > ctx.cfg.mcp.mrtr_max_rounds {
         let mut r = pending_result(run, None);
         r["content"][0]["text"] = json!(format!(
             "{{\"runId\":\"{}\",\"status\":\"{}\",\"message\":\"the run needs more than {} input rounds (mcp_mrtr_rounds_exceeded); continue it through tasks or REST\"}}",
             run.run_id,
             run.status.as_str(),
-            state.cfg.mcp.mrtr_max_rounds
+            ctx.cfg.mcp.mrtr_max_rounds
         ));
         return r;
     }
-    let token = state.mount.state_key.issue_keyed(
+    let token = ctx.state_key.issue_keyed(
         &req.caller,
         &tool.name,
         args,
@@ -1043,20 +1041,20 @@ fn outcome(
 }
 
 /// The answer for a run still going when the cap passed (see [`still_running_result`]).
-fn still_running(state: &AppState, run: &RunSnapshot) -> Value {
-    let task_id = state
+fn still_running(ctx: &McpContext, run: &RunSnapshot) -> Value {
+    let task_id = ctx
         .cfg
         .tasks
         .enabled
-        .then(|| state.host.mapping().task_ids.encode(&run.run_id));
+        .then(|| ctx.host.mapping().task_ids.encode(&run.run_id));
     still_running_result(run, task_id.as_deref())
 }
 
 /// Where a URL-mode elicitation points for non-credential interrupts: the REST resolve route,
 /// on this sidecar's advertised origin.
-fn resolve_url(state: &AppState, req: &McpRequest, run: &RunSnapshot, node: &str) -> String {
-    let mount = crate::discovery::server_url(&state.cfg, req.host.as_ref());
-    let origin = mount.strip_suffix(&state.cfg.mount.path).unwrap_or("");
+fn resolve_url(ctx: &McpContext, req: &McpRequest, run: &RunSnapshot, node: &str) -> String {
+    let mount = crate::discovery::server_url(&ctx.cfg, req.host.as_ref());
+    let origin = mount.strip_suffix(&ctx.cfg.mount.path).unwrap_or("");
     format!(
         "{origin}/runs/{}/interrupts/{}",
         crate::wire_id::project(&run.run_id),
@@ -1076,14 +1074,14 @@ pub fn resolve_key(interrupt_id: &str, resume: &Value) -> String {
 
 /// An MRTR retry (RFC 0208 mcp.mrtr verification order).
 async fn retry(
-    state: Arc<AppState>,
+    ctx: Arc<McpContext>,
     req: &McpRequest,
     tool: &Arc<ToolDef>,
     args: &Value,
     token: &Value,
     tasked: bool,
 ) -> Result<Response, McpError> {
-    let keys = &state.mount.state_key;
+    let keys = &ctx.state_key;
     let claims = keys
         .verify(token, &req.caller, &tool.name, args)
         .map_err(|r| McpError::InvalidParams(r.message()))?;
@@ -1095,7 +1093,7 @@ async fn retry(
             McpError::InvalidParams("Invalid params: inputResponses must be an object".into())
         })?;
     let refused = |why: &str| McpError::InvalidParams(format!("requestState refused: {why}"));
-    let run = state
+    let run = ctx
         .host
         .get_run(&req.caller, &claims.r)
         .await
@@ -1103,9 +1101,9 @@ async fn retry(
     let Some(answer) = responses.get(&claims.n) else {
         // MCP 2026-07-28 MRTR: re-ask when the required response is missing, never error.
         let (run, events) =
-            wait_settled(&state, &req.caller, &claims.r, Duration::ZERO, None).await?;
-        let result = outcome(&state, req, tool, args, &run, &events, claims.k);
-        return Ok(super::result_response(&state.cfg, &req.id, result));
+            wait_settled(&ctx, &req.caller, &claims.r, Duration::ZERO, None).await?;
+        let result = outcome(&ctx, req, tool, args, &run, &events, claims.k);
+        return Ok(super::result_response(&ctx.cfg, &req.id, result));
     };
     if !answer.get("action").is_some_and(Value::is_string) {
         return Err(McpError::InvalidParams(
@@ -1123,17 +1121,17 @@ async fn retry(
             ));
         }
         return Ok(super::result_response(
-            &state.cfg,
+            &ctx.cfg,
             &req.id,
             shaped_result(&run, tool.shape()),
         ));
     }
-    let page = state
+    let page = ctx
         .host
         .poll_events(&req.caller, &claims.r, None, 1)
         .await
         .map_err(|e| McpError::from_host(&e))?;
-    let open = open_interrupts(&page.events, state.host.mapping());
+    let open = open_interrupts(&page.events, ctx.host.mapping());
     // The token names the interrupt it asked about: `i` when the round keyed it by the
     // interrupt's own key, else the key is the interruptId itself.
     let target = claims.i.as_deref().unwrap_or(&claims.n);
@@ -1149,12 +1147,12 @@ async fn retry(
         ))
     })?;
     // The retry continues the run, so it owns it until its answer is delivered (§G.12).
-    let mut guard = RunGuard::new(state.dispatcher.clone(), state.host.clone());
+    let mut guard = RunGuard::new(ctx.dispatcher.clone(), ctx.host.clone());
     guard.own(&claims.r, &req.caller);
     match effect {
         Effect::Resolve(resume) => {
             let key = resolve_key(&interrupt.interrupt_id, &resume);
-            match state
+            match ctx
                 .host
                 .resolve_interrupt(&req.caller, &claims.r, &interrupt.node_id, &resume, &key)
                 .await
@@ -1177,20 +1175,20 @@ async fn retry(
         }
         Effect::CancelRun => {
             keys.consume(&claims);
-            let _ = state
+            let _ = ctx
                 .host
                 .cancel_run(&req.caller, &claims.r, Some("mcp-elicitation-cancelled"))
                 .await;
         }
     }
     if tasked {
-        let now = state.host.get_run(&req.caller, &claims.r).await.ok();
+        let now = ctx.host.get_run(&req.caller, &claims.r).await.ok();
         if now.as_ref().is_some_and(|r| !r.status.is_terminal()) {
-            return Ok(task_answer(&state, req, tool, &claims.r, RunStatus::Running, guard).await);
+            return Ok(task_answer(&ctx, req, tool, &claims.r, RunStatus::Running, guard).await);
         }
     }
     Ok(blocking_answer(
-        state.clone(),
+        ctx.clone(),
         req,
         tool.clone(),
         args.clone(),

@@ -2,6 +2,7 @@
 //! requests into the caller's own REST calls (RFC 0208 and RFC 0198, MCP 2026-07-28 Transports §Streamable HTTP; ext-tasks).
 
 mod call;
+mod context;
 mod elicit;
 pub mod error;
 mod origin;
@@ -24,7 +25,7 @@ use serde_json::{json, Map, Value};
 use crate::body::{empty, Response};
 use crate::config::Config;
 use crate::host::Caller;
-use crate::server::AppState;
+pub use context::{Lasting, McpContext};
 pub use error::McpError;
 pub use respond::{error_response, result_response};
 
@@ -33,32 +34,6 @@ pub const META_CAPS: &str = "io.modelcontextprotocol/clientCapabilities";
 pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 pub const META_SUBSCRIPTION: &str = "io.modelcontextprotocol/subscriptionId";
 pub const TASKS_EXT: &str = "io.modelcontextprotocol/tasks";
-
-/// Per-process state of the mount (caches and the requestState key).
-pub struct Mount {
-    pub(crate) tools: tools::Catalog,
-    pub(crate) state_key: Arc<request_state::Keys>,
-}
-
-impl Mount {
-    /// `previous` is the last generation's config and mount: its requestState keys are kept
-    /// when the key settings did not change, so a reload does not void MRTR rounds in flight.
-    pub fn new(cfg: &Config, previous: Option<(&Config, &Mount)>) -> Mount {
-        let state_key = match previous {
-            Some((old, m))
-                if old.mcp.request_state_key == cfg.mcp.request_state_key
-                    && old.mcp.request_state_ttl == cfg.mcp.request_state_ttl =>
-            {
-                m.state_key.clone()
-            }
-            _ => Arc::new(request_state::Keys::new(cfg)),
-        };
-        Mount {
-            tools: tools::Catalog::new(cfg),
-            state_key,
-        }
-    }
-}
 
 /// One parsed, validated MCP request.
 ///
@@ -142,22 +117,22 @@ impl McpRequest {
 
 /// Entry point for every request on the mount path: the request, then its access line
 /// (src/access.rs).
-pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response {
+pub async fn handle(ctx: Arc<McpContext>, req: Request<Incoming>) -> Response {
     if !crate::access::enabled() {
-        return serve(state, req, &mut crate::access::Names::new(false)).await;
+        return serve(ctx, req, &mut crate::access::Names::new(false)).await;
     }
     let started = std::time::Instant::now();
     let mut names = crate::access::Names::new(true);
-    let (resp, stats) = crate::access::scope(serve(state, req, &mut names)).await;
+    let (resp, stats) = crate::access::scope(serve(ctx, req, &mut names)).await;
     crate::access::log(names, resp, stats, started)
 }
 
 async fn serve(
-    state: Arc<AppState>,
+    ctx: Arc<McpContext>,
     req: Request<Incoming>,
     names: &mut crate::access::Names,
 ) -> Response {
-    let cfg = state.cfg.clone();
+    let cfg = ctx.cfg.clone();
     if req.method() != Method::POST {
         // MCP 2026-07-28 Transports §Streamable HTTP: a 2026-07-28-only server answers GET and DELETE with 405.
         let mut r = http::Response::new(empty());
@@ -167,13 +142,13 @@ async fn serve(
         return r;
     }
     if let Err(e) = origin::check(&cfg, req.headers()) {
-        state.metrics.request("-", e.label());
+        ctx.metrics.request("-", e.label());
         return error_response(&Value::Null, &e);
     }
     // With `auth.requireToken`, no Authorization is refused here, before any host call
     // (src/auth.rs), but after the Host/Origin check: a foreign Origin stays a 403.
     if let Some(refused) = crate::auth::refuse_unauthenticated(&cfg, &req) {
-        state.metrics.request("-", "unauthorized");
+        ctx.metrics.request("-", "unauthorized");
         return refused;
     }
     let (parts, body) = req.into_parts();
@@ -228,7 +203,7 @@ async fn serve(
         }
         Err(b) => {
             let (id, e) = *b;
-            state.metrics.request("-", e.label());
+            ctx.metrics.request("-", e.label());
             return error_response(&id, &e);
         }
     };
@@ -250,53 +225,53 @@ async fn serve(
     ) {
         parsed.caller.traceparent = Some(tp);
     }
-    tracing::Instrument::instrument(dispatch(state, parsed), span).await
+    tracing::Instrument::instrument(dispatch(ctx, parsed), span).await
 }
 
-async fn dispatch(state: Arc<AppState>, req: McpRequest) -> Response {
-    let tasks_on = state.cfg.tasks.enabled;
+async fn dispatch(ctx: Arc<McpContext>, req: McpRequest) -> Response {
+    let tasks_on = ctx.cfg.tasks.enabled;
     // Params are checked once the method exists and the capability it needs is declared
     // (-32601, then -32021, then -32602): a task method the mount does not serve, or one sent
     // without the Tasks extension, keeps its handler's answer.
     let checked = !req.method.starts_with("tasks/") || (tasks_on && req.declares_tasks());
     if checked {
         if let Err(e) = params::check(&req.method, &req.params) {
-            state.metrics.request(&req.method, e.label());
+            ctx.metrics.request(&req.method, e.label());
             return error_response(&req.id, &e);
         }
     }
     let res: Result<Response, McpError> = match req.method.as_str() {
-        "server/discover" => discover(&state, &req).await,
-        "tools/list" => tools::list(&state, &req).await,
+        "server/discover" => discover(&ctx, &req).await,
+        "tools/list" => tools::list(&ctx, &req).await,
         // The big handlers are boxed so their state machines are not part of every request's
         // future (tools/call with MRTR is kilobytes; a `tasks/get` needs none of it).
-        "tools/call" => return Box::pin(call::call(state, req)).await,
-        "tasks/get" if tasks_on => tasks::get(&state, &req).await,
-        "tasks/update" if tasks_on => tasks::update(&state, &req).await,
-        "tasks/cancel" if tasks_on => tasks::cancel(&state, &req).await,
-        "subscriptions/listen" => return Box::pin(tasks::listen(state, req)).await,
+        "tools/call" => return Box::pin(call::call(ctx, req)).await,
+        "tasks/get" if tasks_on => tasks::get(&ctx, &req).await,
+        "tasks/update" if tasks_on => tasks::update(&ctx, &req).await,
+        "tasks/cancel" if tasks_on => tasks::cancel(&ctx, &req).await,
+        "subscriptions/listen" => return Box::pin(tasks::listen(ctx, req)).await,
         // ext-tasks §Errors: tasks/result and tasks/list are removed → -32601, like
         // initialize, ping and every method this mount does not offer.
         other => Err(McpError::MethodNotFound(other.to_string())),
     };
     match res {
         Ok(r) => {
-            state.metrics.request(&req.method, "ok");
+            ctx.metrics.request(&req.method, "ok");
             r
         }
         Err(e) => {
-            state.metrics.request(&req.method, e.label());
+            ctx.metrics.request(&req.method, e.label());
             error_response(&req.id, &e)
         }
     }
 }
 
 /// `server/discover` (MCP 2026-07-28 server/discover, RFC 0208, server/discover).
-async fn discover(state: &AppState, req: &McpRequest) -> Result<Response, McpError> {
+async fn discover(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpError> {
     // The answer depends on nothing of the caller, but discovery is still authorized like any
     // mount request: the caller's credential must be one the host accepts (§3.1).
-    state.mount.tools.tools_for(state, &req.caller).await?;
-    let cfg = &state.cfg;
+    ctx.tools.tools_for(ctx, &req.caller).await?;
+    let cfg = &ctx.cfg;
     let mut caps = json!({ "tools": { "listChanged": false } });
     if cfg.tasks.enabled {
         // ext-tasks 0.2.2 enables its 2026-07-28 mode only on exactly `{}` (MCP 2026-07-28 server/discover).

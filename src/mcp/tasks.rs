@@ -14,10 +14,9 @@ use super::respond::{
     KeepaliveBody,
 };
 use super::watch::Signal;
-use super::{McpError, McpRequest, META_SUBSCRIPTION, TASKS_EXT};
+use super::{McpContext, McpError, McpRequest, META_SUBSCRIPTION, TASKS_EXT};
 use crate::body::Response;
 use crate::host::{open_interrupts, HostError, OpenInterrupt, RunSnapshot, RunStatus};
-use crate::server::AppState;
 use crate::sse::{keepalive_frame, message_frame};
 use crate::wire_id;
 use futures_util::FutureExt;
@@ -43,7 +42,7 @@ fn require_tasks(req: &McpRequest) -> Result<(), McpError> {
 /// another tenant's id, a missing run, another tenant's credential — is the same
 /// `-32602 "task not found"` (RFC 0208 §C, RFC 0208 §C).
 async fn read(
-    state: &AppState,
+    ctx: &McpContext,
     req: &McpRequest,
     task_id: Option<&Value>,
 ) -> Result<RunSnapshot, McpError> {
@@ -54,10 +53,10 @@ async fn read(
     // Only the exact id the mount issued names a task: another spelling of it (`%2F` for a
     // `~2F` mount, lower-case hex) is refused locally, like any malformed id, without touching
     // the host.
-    if state.host.mapping().task_ids.encode(&run_id) != wire {
+    if ctx.host.mapping().task_ids.encode(&run_id) != wire {
         return Err(McpError::TaskNotFound);
     }
-    let run = state
+    let run = ctx
         .host
         .get_run(&req.caller, &run_id)
         .await
@@ -71,33 +70,33 @@ async fn read(
 /// Open interrupts and the newest event time, read from the run's log (a read: nothing is
 /// appended, RFC 0198 §D).
 async fn interrupts_of(
-    state: &AppState,
+    ctx: &McpContext,
     req: &McpRequest,
     run: &RunSnapshot,
 ) -> Result<(Vec<OpenInterrupt>, Option<String>), McpError> {
-    let page = state
+    let page = ctx
         .host
         .poll_events(&req.caller, &run.run_id, None, 1)
         .await
         .map_err(|e| McpError::from_host_task_read(&e))?;
     let newest = page.events.iter().rev().find_map(|e| e.timestamp.clone());
-    Ok((open_interrupts(&page.events, state.host.mapping()), newest))
+    Ok((open_interrupts(&page.events, ctx.host.mapping()), newest))
 }
 
 /// The DetailedTask as `tasks/get` returns it now.
 async fn detailed(
-    state: &AppState,
+    ctx: &McpContext,
     req: &McpRequest,
     run: &RunSnapshot,
 ) -> Result<Map<String, Value>, McpError> {
-    let (t, requests) = task_parts(state, req, run).await?;
-    let shape = shape_of(state, req, run).await?;
+    let (t, requests) = task_parts(ctx, req, run).await?;
+    let shape = shape_of(ctx, req, run).await?;
     Ok(DetailedTask::shaped(
         run,
         &t,
-        state.cfg.tasks.poll_interval_ms,
+        ctx.cfg.tasks.poll_interval_ms,
         requests,
-        state.host.mapping().task_ids,
+        ctx.host.mapping().task_ids,
         shape,
     )
     .into_map())
@@ -108,28 +107,28 @@ async fn detailed(
 /// a completed run's result depends on it, so only then is the caller's catalog read (it is
 /// cached per caller, and usually warm from the call that started the run).
 async fn shape_of(
-    state: &AppState,
+    ctx: &McpContext,
     req: &McpRequest,
     run: &RunSnapshot,
 ) -> Result<Shape, McpError> {
     if !matches!(run.status, RunStatus::Completed) {
         return Ok(Shape::Run);
     }
-    let tools = state.mount.tools.tools_for(state, &req.caller).await?;
+    let tools = ctx.tools.tools_for(ctx, &req.caller).await?;
     Ok(tools.shape_of_workflow(&run.workflow_id))
 }
 
 /// What a DetailedTask needs besides the run: its times, and the open input requests of a
 /// run that waits on its client.
 async fn task_parts(
-    state: &AppState,
+    ctx: &McpContext,
     req: &McpRequest,
     run: &RunSnapshot,
 ) -> Result<(Times, Option<Map<String, Value>>), McpError> {
     let mut newest = None;
     let mut requests = None;
     if run.status.awaits_client() {
-        let (open, n) = interrupts_of(state, req, run).await?;
+        let (open, n) = interrupts_of(ctx, req, run).await?;
         newest = n;
         // A task's input travels through tasks/update, which only a Tasks client sends; one
         // that declared no elicitation mode still gets form requests it can answer.
@@ -153,27 +152,27 @@ async fn task_parts(
     Ok((times(run, newest.as_deref()), requests))
 }
 
-pub async fn get(state: &AppState, req: &McpRequest) -> Result<Response, McpError> {
+pub async fn get(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpError> {
     require_tasks(req)?;
-    let run = read(state, req, req.params.get("taskId")).await?;
-    let (t, requests) = task_parts(state, req, &run).await?;
-    let shape = shape_of(state, req, &run).await?;
+    let run = read(ctx, req, req.params.get("taskId")).await?;
+    let (t, requests) = task_parts(ctx, req, &run).await?;
+    let shape = shape_of(ctx, req, &run).await?;
     let mut task = DetailedTask::shaped(
         &run,
         &t,
-        state.cfg.tasks.poll_interval_ms,
+        ctx.cfg.tasks.poll_interval_ms,
         requests,
-        state.host.mapping().task_ids,
+        ctx.host.mapping().task_ids,
         shape,
     );
     task.result_type = Some("complete");
     // Written straight from the struct: the bytes `result_response` would write for the map.
-    Ok(object_result_response(&state.cfg, &req.id, &task))
+    Ok(object_result_response(&ctx.cfg, &req.id, &task))
 }
 
 /// Each key resolves its interrupt at most once; keys that are not open resolve nothing; the
 /// answer is always the empty ack (ext-tasks §tasks/update; RFC 0198 §E).
-pub async fn update(state: &AppState, req: &McpRequest) -> Result<Response, McpError> {
+pub async fn update(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpError> {
     require_tasks(req)?;
     let responses = req
         .params
@@ -183,9 +182,9 @@ pub async fn update(state: &AppState, req: &McpRequest) -> Result<Response, McpE
             McpError::InvalidParams("Invalid params: inputResponses must be an object".into())
         })?
         .clone();
-    let run = read(state, req, req.params.get("taskId")).await?;
+    let run = read(ctx, req, req.params.get("taskId")).await?;
     if run.status.awaits_client() && !responses.is_empty() {
-        let (open, _) = interrupts_of(state, req, &run).await?;
+        let (open, _) = interrupts_of(ctx, req, &run).await?;
         // Every open key's answer is read before any is applied: a refused update changes
         // nothing. Such a key asked an elicitation, so only an ElicitResult answers it.
         let mut effects = Vec::new();
@@ -202,13 +201,12 @@ pub async fn update(state: &AppState, req: &McpRequest) -> Result<Response, McpE
             let outcome = match effect {
                 Effect::Resolve(resume) => {
                     let k = resolve_key(&i.interrupt_id, &resume);
-                    state
-                        .host
+                    ctx.host
                         .resolve_interrupt(&req.caller, &run.run_id, &i.node_id, &resume, &k)
                         .await
                         .map(|_| ())
                 }
-                Effect::CancelRun => state
+                Effect::CancelRun => ctx
                     .host
                     .cancel_run(&req.caller, &run.run_id, Some("mcp-elicitation-cancelled"))
                     .await
@@ -232,11 +230,11 @@ pub async fn update(state: &AppState, req: &McpRequest) -> Result<Response, McpE
 }
 
 /// Cancels as cancelRun does; a terminal run is acknowledged and untouched (409 swallowed).
-pub async fn cancel(state: &AppState, req: &McpRequest) -> Result<Response, McpError> {
+pub async fn cancel(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpError> {
     require_tasks(req)?;
-    let run = read(state, req, req.params.get("taskId")).await?;
+    let run = read(ctx, req, req.params.get("taskId")).await?;
     if !run.status.is_terminal() {
-        match state.host.cancel_run(&req.caller, &run.run_id, None).await {
+        match ctx.host.cancel_run(&req.caller, &run.run_id, None).await {
             Ok(_) => {}
             Err(e) if resolves_nothing(&e) => {}
             Err(e) => return Err(McpError::from_host(&e)),
@@ -249,20 +247,20 @@ pub async fn cancel(state: &AppState, req: &McpRequest) -> Result<Response, McpE
 }
 
 /// `subscriptions/listen` with `notifications.taskIds` (MCP 2026-07-28 Subscriptions; ext-tasks §notifications/tasks).
-pub async fn listen(state: Arc<AppState>, req: McpRequest) -> Response {
-    match listen_inner(state.clone(), &req).await {
+pub async fn listen(ctx: Arc<McpContext>, req: McpRequest) -> Response {
+    match listen_inner(ctx.clone(), &req).await {
         Ok(r) => {
-            state.metrics.request("subscriptions/listen", "ok");
+            ctx.metrics.request("subscriptions/listen", "ok");
             r
         }
         Err(e) => {
-            state.metrics.request("subscriptions/listen", e.label());
+            ctx.metrics.request("subscriptions/listen", e.label());
             error_response(&req.id, &e)
         }
     }
 }
 
-async fn listen_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, McpError> {
+async fn listen_inner(ctx: Arc<McpContext>, req: &McpRequest) -> Result<Response, McpError> {
     let filter = match req.params.get("notifications") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(o)) => o.clone(),
@@ -288,11 +286,11 @@ async fn listen_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response
             ))
         }
     };
-    let tasks_on = state.cfg.tasks.enabled;
+    let tasks_on = ctx.cfg.tasks.enabled;
     if asked.is_some() && tasks_on {
         require_tasks(req)?;
     }
-    let max = state.cfg.tasks.max_listen_task_ids;
+    let max = ctx.cfg.tasks.max_listen_task_ids;
     if asked.as_ref().is_some_and(|a| a.len() > max) {
         return Err(McpError::InvalidParams(format!(
             "Invalid params: at most {max} taskIds per listen"
@@ -306,7 +304,7 @@ async fn listen_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response
             if readable.contains(id) {
                 continue;
             }
-            match read(&state, req, Some(&json!(id))).await {
+            match read(&ctx, req, Some(&json!(id))).await {
                 Ok(_) => readable.push(id.clone()),
                 Err(McpError::TaskNotFound) => {}
                 Err(e) => return Err(e),
@@ -323,10 +321,10 @@ async fn listen_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response
         "method": "notifications/subscriptions/acknowledged",
         "params": { "_meta": { META_SUBSCRIPTION: sub_id }, "notifications": ack_notifications },
     });
-    let Ok(slot) = state.gates.streams.clone().try_acquire_owned() else {
-        return Ok(crate::server::shed(true));
+    let Ok(slot) = ctx.streams.clone().try_acquire_owned() else {
+        return Err(McpError::Overloaded);
     };
-    let metrics = state.metrics.clone();
+    let metrics = ctx.metrics.clone();
     metrics.stream_opened();
     metrics.listen_opened();
     let on_close: Box<dyn FnOnce() + Send> = Box::new(move || {
@@ -344,14 +342,14 @@ async fn listen_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response
         let body = KeepaliveBody::new(
             ack,
             listen_final_frame(&sub_id),
-            state.cfg.mcp.sse_keepalive,
-            state.shutdown.clone(),
+            ctx.cfg.mcp.sse_keepalive,
+            ctx.shutdown.clone(),
             on_close,
         );
         return Ok(sse_response(body));
     }
     // The loop reads the id, the capabilities and the caller, never the params.
-    let listen = Listen::new(state.clone(), req.detached(false), readable, ack);
+    let listen = Listen::new(ctx.clone(), req.detached(false), readable, ack);
     let frames = futures_util::stream::unfold(listen, |mut l| async move {
         l.next_frame().await.map(|f| (f, l))
     });
@@ -369,7 +367,7 @@ fn listen_final_frame(sub_id: &Value) -> bytes::Bytes {
 /// own, and a client that goes away drops it, with its upstream watches, at once (issue 9:
 /// memory per open stream).
 struct Listen {
-    state: Arc<AppState>,
+    ctx: Arc<McpContext>,
     req: McpRequest,
     sub_id: Value,
     ids: Vec<String>,
@@ -388,7 +386,7 @@ struct Listen {
 }
 
 impl Listen {
-    fn new(state: Arc<AppState>, req: McpRequest, ids: Vec<String>, ack: bytes::Bytes) -> Listen {
+    fn new(ctx: Arc<McpContext>, req: McpRequest, ids: Vec<String>, ack: bytes::Bytes) -> Listen {
         // Each task wakes the listen through its shared upstream event stream
         // (RFC 0208, subscriptions/listen: driven by the host's event stream where it can be, polling
         // otherwise; watch.rs says why a stream is shared only per credential). Dropping the
@@ -396,10 +394,10 @@ impl Listen {
         // closes it.
         let mut watches = StreamMap::new();
         for id in &ids {
-            let sub = state.watchers.subscribe(&state.host, &req.caller, id);
+            let sub = ctx.watchers.subscribe(&ctx.host, &req.caller, id);
             watches.insert(id.clone(), sub.into_stream());
         }
-        let period = state.cfg.mcp.sse_keepalive;
+        let period = ctx.cfg.mcp.sse_keepalive;
         Listen {
             sub_id: req.id.clone(),
             due: ids.clone(),
@@ -408,12 +406,12 @@ impl Listen {
             last: HashMap::new(),
             done: Vec::new(),
             polled: Vec::new(),
-            shutdown: state.shutdown.clone(),
+            shutdown: ctx.shutdown.clone(),
             watches,
-            poll: tokio::time::interval(state.cfg.tasks.listen_poll_interval),
+            poll: tokio::time::interval(ctx.cfg.tasks.listen_poll_interval),
             keepalive: tokio::time::interval_at(tokio::time::Instant::now() + period, period),
             finished: false,
-            state,
+            ctx,
             req,
         }
     }
@@ -442,7 +440,7 @@ impl Listen {
                 // Boxed: the projection (two host reads) is large and only runs on a change,
                 // so it does not belong in the listen's own, long-lived state.
                 let projected = Box::pin(project_for_listen(
-                    &self.state,
+                    &self.ctx,
                     &self.req,
                     &id,
                     &self.sub_id,
@@ -501,19 +499,19 @@ impl Listen {
 /// else the `notifications/tasks` frame when status or lastUpdatedAt changed, and whether
 /// the task is terminal.
 async fn project_for_listen(
-    state: &AppState,
+    ctx: &McpContext,
     req: &McpRequest,
     id: &str,
     sub_id: &Value,
     last: &mut HashMap<String, (Value, Value)>,
 ) -> Option<(Option<bytes::Bytes>, bool)> {
-    let run = match read(state, req, Some(&json!(id))).await {
+    let run = match read(ctx, req, Some(&json!(id))).await {
         Ok(r) => r,
         Err(McpError::TaskNotFound) => return None,
         Err(_) => return Some((None, false)),
     };
     let terminal = run.status.is_terminal();
-    let Ok(mut task) = detailed(state, req, &run).await else {
+    let Ok(mut task) = detailed(ctx, req, &run).await else {
         return Some((None, false));
     };
     let key = (task["status"].clone(), task["lastUpdatedAt"].clone());

@@ -11,14 +11,13 @@ use futures_util::future::join_all;
 use serde_json::{json, Map, Value};
 
 use super::project::Shape;
-use super::{McpError, McpRequest};
+use super::{McpContext, McpError, McpRequest};
 use crate::body::Response;
 use crate::config::{
     Config, CreateTemplate, InputRequestKey, StaticTool, TaskSupport, ToolOverride, ToolSource,
     Tools,
 };
 use crate::host::{Caller, HostError};
-use crate::server::AppState;
 
 /// Node types that suspend a run on a client-answerable interrupt (§1.2).
 const SUSPENDING: [&str; 4] = [
@@ -184,47 +183,46 @@ impl Catalog {
     /// The caller's tools (cached per credential, coalesced).
     pub async fn tools_for(
         &self,
-        state: &AppState,
+        ctx: &McpContext,
         caller: &Caller,
     ) -> Result<Arc<ToolSet>, McpError> {
         let key = super::request_state::principal_of(caller);
         if let Some(hit) = self.cache.get(&key).await {
-            state.metrics.cache("tools", true);
+            ctx.metrics.cache("tools", true);
             return Ok(hit);
         }
-        state.metrics.cache("tools", false);
+        ctx.metrics.cache("tools", false);
         self.cache
-            .try_get_with(key, fetch(state, caller, &self.tools))
+            .try_get_with(key, fetch(ctx, caller, &self.tools))
             .await
             .map_err(|e: Arc<McpError>| (*e).clone())
     }
 }
 
-async fn fetch(state: &AppState, caller: &Caller, cfg: &Tools) -> Result<Arc<ToolSet>, McpError> {
+async fn fetch(ctx: &McpContext, caller: &Caller, cfg: &Tools) -> Result<Arc<ToolSet>, McpError> {
     let mut defs = match cfg.source {
         ToolSource::Static => {
             // A static catalog still authorizes the caller: the host must accept its
             // credential, so one cheap authenticated read (its own run list) comes first.
-            state
-                .host
+            ctx.host
                 .list_runs_probe(caller)
                 .await
                 .map_err(|e| McpError::from_host(&e))?;
             cfg.statics.iter().map(from_static).collect()
         }
-        ToolSource::Fixtures => fixture_tools(state, caller, &discovery(state).await?).await?,
-        ToolSource::ToolCatalog => catalog_tools(state, caller)
+        ToolSource::Fixtures => fixture_tools(ctx, caller, &discovery(ctx).await?).await?,
+        ToolSource::ToolCatalog => catalog_tools(ctx, caller)
             .await
             .map_err(|e| McpError::from_host(&e))?
             .into_iter()
             .map(|(name, fields)| from_descriptor(&name, fields))
             .collect(),
         ToolSource::Auto => {
-            let doc = discovery(state).await?;
+            let doc = discovery(ctx).await?;
             if advertises_catalog(&doc) {
                 let (catalog, fixtures) = futures_util::future::join(
-                    catalog_tools(state, caller),
-                    fixture_tools(state, caller, &doc),
+                    catalog_tools(ctx, caller),
+                    fixture_tools(ctx, caller, &doc),
                 )
                 .await;
                 match catalog {
@@ -240,7 +238,7 @@ async fn fetch(state: &AppState, caller: &Caller, cfg: &Tools) -> Result<Arc<Too
                     Err(e) => return Err(McpError::from_host(&e)),
                 }
             } else {
-                fixture_tools(state, caller, &doc).await?
+                fixture_tools(ctx, caller, &doc).await?
             }
         }
     };
@@ -274,9 +272,8 @@ async fn fetch(state: &AppState, caller: &Caller, cfg: &Tools) -> Result<Arc<Too
     Ok(Arc::new(ToolSet { sorted, by_name }))
 }
 
-async fn discovery(state: &AppState) -> Result<Value, McpError> {
-    state
-        .host
+async fn discovery(ctx: &McpContext) -> Result<Value, McpError> {
+    ctx.host
         .discovery()
         .await
         .map_err(|e| McpError::from_host(&e))
@@ -289,7 +286,7 @@ fn advertises_catalog(doc: &Value) -> bool {
 
 /// Discovery `fixtures[]`, each read with `GET /workflows/{id}` under the caller's credential.
 async fn fixture_tools(
-    state: &AppState,
+    ctx: &McpContext,
     caller: &Caller,
     doc: &Value,
 ) -> Result<Vec<ToolDef>, McpError> {
@@ -302,7 +299,7 @@ async fn fixture_tools(
                 .collect()
         })
         .unwrap_or_default();
-    let reads = join_all(ids.iter().map(|id| state.host.get_workflow(caller, id))).await;
+    let reads = join_all(ids.iter().map(|id| ctx.host.get_workflow(caller, id))).await;
     let mut defs = Vec::new();
     for (id, r) in ids.iter().zip(reads) {
         match r {
@@ -327,10 +324,10 @@ type Fields = Map<String, Value>;
 /// `GET /tools` under the caller's credential (the catalog is authorization-scoped): each
 /// descriptor's id and the MCP Tool fields it carries.
 async fn catalog_tools(
-    state: &AppState,
+    ctx: &McpContext,
     caller: &Caller,
 ) -> Result<Vec<(String, Fields)>, HostError> {
-    let v = state.host.list_tools(caller).await?;
+    let v = ctx.host.list_tools(caller).await?;
     let arr = v
         .as_array()
         .or_else(|| v.get("tools").and_then(Value::as_array))
@@ -659,7 +656,7 @@ pub fn validate_arguments(tool: &ToolDef, args: &Map<String, Value>) -> Result<(
 }
 
 /// `tools/list`.
-pub async fn list(state: &AppState, req: &McpRequest) -> Result<Response, McpError> {
+pub async fn list(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpError> {
     if let Some(c) = req.params.get("cursor") {
         if !c.is_null() {
             return Err(McpError::InvalidParams(
@@ -667,14 +664,14 @@ pub async fn list(state: &AppState, req: &McpRequest) -> Result<Response, McpErr
             ));
         }
     }
-    let set = state.mount.tools.tools_for(state, &req.caller).await?;
+    let set = ctx.tools.tools_for(ctx, &req.caller).await?;
     let result = json!({
         "resultType": "complete",
         "tools": set.sorted,
-        "ttlMs": state.cfg.mcp.tools_list_ttl.as_millis() as u64,
+        "ttlMs": ctx.cfg.mcp.tools_list_ttl.as_millis() as u64,
         "cacheScope": "private",
     });
-    Ok(super::result_response(&state.cfg, &req.id, result))
+    Ok(super::result_response(&ctx.cfg, &req.id, result))
 }
 
 #[cfg(test)]

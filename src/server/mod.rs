@@ -14,50 +14,38 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{watch, Semaphore};
 
 use crate::body::{full, Response};
 use crate::config::Config;
 use crate::host::HostClient;
-use crate::mcp::Mount;
+use crate::mcp::{Lasting, McpContext, McpError};
 use crate::ownership::CancelDispatcher;
 use crate::passthrough::Passthrough;
 use crate::telemetry::Metrics;
 
 /// Everything a request needs. One `AppState` is one configuration generation: a request
 /// keeps the generation it began with to its end, so a reload never changes a mapping under an
-/// in-flight request (issue 6). The dispatcher, metrics and shutdown signal are shared by all
-/// generations.
+/// in-flight request (issue 6). The mount's part is [`McpContext`]; the server holds it and
+/// imports the mount, never the reverse (docs/architecture.md).
 pub struct AppState {
+    /// The same configuration as `mcp.cfg`.
     pub cfg: Arc<Config>,
-    pub host: HostClient,
+    pub mcp: Arc<McpContext>,
     pub proxy: Passthrough,
-    pub mount: Mount,
-    pub dispatcher: CancelDispatcher,
-    pub metrics: Metrics,
-    /// Flips to true when shutdown begins (listen streams end with a final result).
-    pub shutdown: watch::Receiver<bool>,
-    /// Flips to true on SIGTERM, `shutdown.lameDuckMs` before `shutdown` (issue 20).
+    /// Flips to true on SIGTERM, `shutdown.lameDuckMs` before the shutdown (issue 20).
     pub lame_duck: watch::Receiver<bool>,
-    pub gates: Arc<Gates>,
-    /// The upstream event streams listens share (per credential and run, `mcp::watch`).
-    pub watchers: crate::mcp::watch::Watchers,
+    /// The request gate (`limits.maxConcurrentRequests`), sized at start: a reload does not
+    /// resize it.
+    pub requests: Arc<Semaphore>,
 }
 
 /// What outlives configuration generations.
 #[derive(Clone)]
 pub struct Shared {
-    pub dispatcher: CancelDispatcher,
-    pub metrics: Metrics,
-    pub shutdown: watch::Receiver<bool>,
+    pub mcp: Lasting,
     pub lame_duck: watch::Receiver<bool>,
-    pub gates: Arc<Gates>,
-}
-
-/// Load-shedding gates, sized at start (a reload does not resize them).
-pub struct Gates {
-    pub requests: Arc<tokio::sync::Semaphore>,
-    pub streams: Arc<tokio::sync::Semaphore>,
+    pub requests: Arc<Semaphore>,
 }
 
 impl AppState {
@@ -72,23 +60,17 @@ impl AppState {
             cfg.ownership.cancel_reason.clone(),
             metrics.clone(),
         );
-        let gates = Arc::new(Gates {
-            requests: Arc::new(tokio::sync::Semaphore::new(
-                cfg.limits.max_concurrent_requests,
-            )),
-            streams: Arc::new(tokio::sync::Semaphore::new(cfg.limits.max_streams)),
-        });
-        AppState::build(
-            cfg,
-            &Shared {
+        let shared = Shared {
+            mcp: Lasting {
                 dispatcher,
                 metrics,
                 shutdown,
-                lame_duck,
-                gates,
+                streams: Arc::new(Semaphore::new(cfg.limits.max_streams)),
             },
-            None,
-        )
+            lame_duck,
+            requests: Arc::new(Semaphore::new(cfg.limits.max_concurrent_requests)),
+        };
+        AppState::build(cfg, &shared, None)
     }
 
     /// Builds a generation; `previous` lends its requestState keys when they did not change,
@@ -100,29 +82,22 @@ impl AppState {
     ) -> anyhow::Result<Arc<AppState>> {
         let cfg = Arc::new(cfg);
         let proxy = Passthrough::new(&cfg)?;
-        let host = HostClient::new(&cfg, shared.metrics.clone(), proxy.client().clone())?;
-        let mount = Mount::new(&cfg, previous.map(|p| (&*p.cfg, &p.mount)));
+        let host = HostClient::new(&cfg, shared.mcp.metrics.clone(), proxy.client().clone())?;
+        let mcp = McpContext::new(cfg.clone(), host, &shared.mcp, previous.map(|p| &*p.mcp));
         Ok(Arc::new(AppState {
             cfg,
-            host,
+            mcp: Arc::new(mcp),
             proxy,
-            mount,
-            dispatcher: shared.dispatcher.clone(),
-            metrics: shared.metrics.clone(),
-            shutdown: shared.shutdown.clone(),
             lame_duck: shared.lame_duck.clone(),
-            gates: shared.gates.clone(),
-            watchers: Default::default(),
+            requests: shared.requests.clone(),
         }))
     }
 
     fn shared(&self) -> Shared {
         Shared {
-            dispatcher: self.dispatcher.clone(),
-            metrics: self.metrics.clone(),
-            shutdown: self.shutdown.clone(),
+            mcp: self.mcp.lasting(),
             lame_duck: self.lame_duck.clone(),
-            gates: self.gates.clone(),
+            requests: self.requests.clone(),
         }
     }
 }
@@ -166,7 +141,7 @@ impl Live {
             Ok(b) => b,
             Err(e) => {
                 let msg = format!("{}: cannot read the file: {e}", src.path.display());
-                old.metrics.config_reload("failure");
+                old.mcp.metrics.config_reload("failure");
                 tracing::error!(error = %msg, "configuration reload refused; the last good configuration keeps serving");
                 return Reload::Refused(msg);
             }
@@ -193,12 +168,12 @@ impl Live {
             Ok(next) => {
                 crate::telemetry::set_level(&next.cfg.logging.level);
                 self.current.store(next);
-                old.metrics.config_reload("success");
+                old.mcp.metrics.config_reload("success");
                 tracing::info!(path = %src.path.display(), "configuration reloaded");
                 Reload::Applied
             }
             Err(msg) => {
-                old.metrics.config_reload("failure");
+                old.mcp.metrics.config_reload("failure");
                 tracing::error!(error = %msg, "configuration reload refused; the last good configuration keeps serving");
                 Reload::Refused(msg)
             }
@@ -237,10 +212,10 @@ pub async fn route(state: Arc<AppState>, mut req: Request<Incoming>, peer: Socke
     let _permit = if admin {
         None
     } else {
-        match state.gates.requests.clone().try_acquire_owned() {
+        match state.requests.clone().try_acquire_owned() {
             Ok(p) => Some(p),
             Err(_) => {
-                state.metrics.request("-", "shed");
+                state.mcp.metrics.request("-", "shed");
                 return shed(path == state.cfg.mount.path);
             }
         }
@@ -249,7 +224,7 @@ pub async fn route(state: Arc<AppState>, mut req: Request<Incoming>, peer: Socke
         // Login discovery (src/auth.rs): the challenge of a 401 (or 403 insufficient_scope)
         // points to the protected-resource metadata; a no-op while `auth` is off.
         let host = req.headers().get(http::header::HOST).cloned();
-        let resp = crate::mcp::handle(state.clone(), req).await;
+        let resp = crate::mcp::handle(state.mcp.clone(), req).await;
         return crate::auth::challenge(&state.cfg, host.as_ref(), resp);
     }
     match (req.method(), path) {
@@ -261,7 +236,7 @@ pub async fn route(state: Arc<AppState>, mut req: Request<Incoming>, peer: Socke
             "shutting down: finish what you sent, send new requests elsewhere\n",
         ),
         (&Method::GET, "/readyz") => {
-            if state.host.ready(state.cfg.upstream.ready_timeout).await {
+            if state.mcp.host.ready(state.cfg.upstream.ready_timeout).await {
                 text(StatusCode::OK, "ready\n")
             } else {
                 text(
@@ -271,7 +246,7 @@ pub async fn route(state: Arc<AppState>, mut req: Request<Incoming>, peer: Socke
             }
         }
         (&Method::GET, "/metrics") => {
-            let mut r = text(StatusCode::OK, &state.metrics.render());
+            let mut r = text(StatusCode::OK, &state.mcp.metrics.render());
             r.headers_mut().insert(
                 http::header::CONTENT_TYPE,
                 http::HeaderValue::from_static(
@@ -290,20 +265,17 @@ pub async fn route(state: Arc<AppState>, mut req: Request<Incoming>, peer: Socke
     }
 }
 
-/// 503 with Retry-After: the sidecar is at its configured concurrency (issue 10).
-pub fn shed(mcp: bool) -> Response {
-    let mut r = if mcp {
-        crate::body::json(
-            StatusCode::SERVICE_UNAVAILABLE,
-            &serde_json::json!({"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"the sidecar is at capacity; retry later"}}),
-        )
-    } else {
-        crate::body::openwop_error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "sidecar_overloaded",
-            "the sidecar is at capacity; retry later",
-        )
-    };
+/// 503 with Retry-After: the sidecar is at its configured concurrency (issue 10). The mount
+/// answers its own way ([`McpError::Overloaded`]); everything else gets an OpenWOP error.
+fn shed(mcp: bool) -> Response {
+    if mcp {
+        return crate::mcp::error_response(&serde_json::Value::Null, &McpError::Overloaded);
+    }
+    let mut r = crate::body::openwop_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "sidecar_overloaded",
+        "the sidecar is at capacity; retry later",
+    );
     r.headers_mut().insert(
         http::header::RETRY_AFTER,
         http::HeaderValue::from_static("1"),
@@ -432,6 +404,7 @@ impl Server {
         let _ = self.task.await;
         let current = self.live.current();
         current
+            .mcp
             .dispatcher
             .drain(current.cfg.ownership.cancel_deadline)
             .await;
