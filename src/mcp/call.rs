@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
 use super::elicit::{effect_of, input_request, Effect, Modes};
+use super::method::Method;
 use super::project::{
     create_task_result, host_fault_error, is_host_fault, pending_result, shaped_result,
     still_running_result, times,
@@ -33,11 +34,11 @@ use crate::sse::message_frame;
 pub async fn call(ctx: Arc<McpContext>, req: McpRequest) -> Response {
     match call_inner(ctx.clone(), &req).await {
         Ok(r) => {
-            ctx.metrics.request("tools/call", "ok");
+            ctx.metrics.request(Method::ToolsCall.metric(), "ok");
             r
         }
         Err(e) => {
-            ctx.metrics.request("tools/call", e.label());
+            ctx.metrics.request(Method::ToolsCall.metric(), e.label());
             error_response(&req.id, &e)
         }
     }

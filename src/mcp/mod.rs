@@ -5,6 +5,7 @@ mod call;
 mod context;
 mod elicit;
 pub mod error;
+pub mod method;
 mod origin;
 mod params;
 pub mod project;
@@ -17,7 +18,7 @@ pub mod watch;
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use http::{HeaderMap, HeaderValue, Method, Request, StatusCode};
+use http::{HeaderMap, HeaderValue, Request, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use serde_json::{json, Map, Value};
@@ -25,8 +26,10 @@ use serde_json::{json, Map, Value};
 use crate::body::{empty, Response};
 use crate::config::Config;
 use crate::host::Caller;
+use crate::telemetry::MethodLabel;
 pub use context::{Lasting, McpContext};
 pub use error::McpError;
+use method::{Capability, Method};
 pub use respond::{error_response, result_response};
 
 pub const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
@@ -43,7 +46,10 @@ pub const TASKS_EXT: &str = "io.modelcontextprotocol/tasks";
 /// connection's 8 KB request-head buffer alive (docs/benchmarks.md §2, issue 10).
 pub struct McpRequest {
     pub id: Value,
+    /// The method name as sent.
     pub method: String,
+    /// The method, when the mount knows its name (`None`: answered `-32601`).
+    pub known: Option<Method>,
     pub params: Map<String, Value>,
     pub caps: Value,
     pub caller: Caller,
@@ -87,6 +93,7 @@ impl McpRequest {
         McpRequest {
             id: self.id.clone(),
             method: self.method.clone(),
+            known: self.known,
             params: if with_params {
                 self.params.clone()
             } else {
@@ -133,7 +140,7 @@ async fn serve(
     names: &mut crate::access::Names,
 ) -> Response {
     let cfg = ctx.cfg.clone();
-    if req.method() != Method::POST {
+    if req.method() != http::Method::POST {
         // MCP 2026-07-28 Transports §Streamable HTTP: a 2026-07-28-only server answers GET and DELETE with 405.
         let mut r = http::Response::new(empty());
         *r.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
@@ -142,13 +149,13 @@ async fn serve(
         return r;
     }
     if let Err(e) = origin::check(&cfg, req.headers()) {
-        ctx.metrics.request("-", e.label());
+        ctx.metrics.request(MethodLabel::UNREAD, e.label());
         return error_response(&Value::Null, &e);
     }
     // With `auth.requireToken`, no Authorization is refused here, before any host call
     // (src/auth.rs), but after the Host/Origin check: a foreign Origin stays a 403.
     if let Some(refused) = crate::auth::refuse_unauthenticated(&cfg, &req) {
-        ctx.metrics.request("-", "unauthorized");
+        ctx.metrics.request(MethodLabel::UNREAD, "unauthorized");
         return refused;
     }
     let (parts, body) = req.into_parts();
@@ -203,7 +210,7 @@ async fn serve(
         }
         Err(b) => {
             let (id, e) = *b;
-            ctx.metrics.request("-", e.label());
+            ctx.metrics.request(MethodLabel::UNREAD, e.label());
             return error_response(&id, &e);
         }
     };
@@ -229,38 +236,49 @@ async fn serve(
 }
 
 async fn dispatch(ctx: Arc<McpContext>, req: McpRequest) -> Response {
+    let label = method::metric_of(req.known);
+    let Some(method) = req.known else {
+        // ext-tasks §Errors: like initialize, ping and every name this mount does not know.
+        let e = McpError::MethodNotFound(req.method.clone());
+        ctx.metrics.request(label, e.label());
+        return error_response(&req.id, &e);
+    };
     let tasks_on = ctx.cfg.tasks.enabled;
     // Params are checked once the method exists and the capability it needs is declared
     // (-32601, then -32021, then -32602): a task method the mount does not serve, or one sent
     // without the Tasks extension, keeps its handler's answer.
-    let checked = !req.method.starts_with("tasks/") || (tasks_on && req.declares_tasks());
+    let checked = !method.of_tasks_extension() || (tasks_on && req.declares_tasks());
     if checked {
-        if let Err(e) = params::check(&req.method, &req.params) {
-            ctx.metrics.request(&req.method, e.label());
+        if let Err(e) = params::check(method, &req.params) {
+            ctx.metrics.request(label, e.label());
             return error_response(&req.id, &e);
         }
     }
-    let res: Result<Response, McpError> = match req.method.as_str() {
-        "server/discover" => discover(&ctx, &req).await,
-        "tools/list" => tools::list(&ctx, &req).await,
+    let not_found = || Err(McpError::MethodNotFound(req.method.clone()));
+    let res: Result<Response, McpError> = match method {
+        Method::ServerDiscover => discover(&ctx, &req).await,
+        Method::ToolsList => tools::list(&ctx, &req).await,
         // The big handlers are boxed so their state machines are not part of every request's
         // future (tools/call with MRTR is kilobytes; a `tasks/get` needs none of it).
-        "tools/call" => return Box::pin(call::call(ctx, req)).await,
-        "tasks/get" if tasks_on => tasks::get(&ctx, &req).await,
-        "tasks/update" if tasks_on => tasks::update(&ctx, &req).await,
-        "tasks/cancel" if tasks_on => tasks::cancel(&ctx, &req).await,
-        "subscriptions/listen" => return Box::pin(tasks::listen(ctx, req)).await,
-        // ext-tasks §Errors: tasks/result and tasks/list are removed → -32601, like
-        // initialize, ping and every method this mount does not offer.
-        other => Err(McpError::MethodNotFound(other.to_string())),
+        Method::ToolsCall => return Box::pin(call::call(ctx, req)).await,
+        Method::TasksGet | Method::TasksUpdate | Method::TasksCancel if !tasks_on => not_found(),
+        Method::TasksGet => tasks::get(&ctx, &req).await,
+        Method::TasksUpdate => tasks::update(&ctx, &req).await,
+        Method::TasksCancel => tasks::cancel(&ctx, &req).await,
+        Method::SubscriptionsListen => return Box::pin(tasks::listen(ctx, req)).await,
+        // ext-tasks §Errors: tasks/result and tasks/list are removed → -32601; prompts and
+        // resources are not offered.
+        Method::PromptsGet | Method::ResourcesRead | Method::TasksResult | Method::TasksList => {
+            not_found()
+        }
     };
     match res {
         Ok(r) => {
-            ctx.metrics.request(&req.method, "ok");
+            ctx.metrics.request(label, "ok");
             r
         }
         Err(e) => {
-            ctx.metrics.request(&req.method, e.label());
+            ctx.metrics.request(label, e.label());
             error_response(&req.id, &e)
         }
     }
@@ -272,10 +290,21 @@ async fn discover(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpErr
     // mount request: the caller's credential must be one the host accepts (§3.1).
     ctx.tools.tools_for(ctx, &req.caller).await?;
     let cfg = &ctx.cfg;
-    let mut caps = json!({ "tools": { "listChanged": false } });
-    if cfg.tasks.enabled {
-        // ext-tasks 0.2.2 enables its 2026-07-28 mode only on exactly `{}` (MCP 2026-07-28 server/discover).
-        caps["extensions"] = json!({ TASKS_EXT: {} });
+    // Each capability once, in the order of the methods that serve it.
+    let mut caps = Map::new();
+    for m in Method::ALL {
+        match m.capability() {
+            Some(Capability::Tools) => {
+                caps.entry("tools")
+                    .or_insert_with(|| json!({ "listChanged": false }));
+            }
+            // ext-tasks 0.2.2 enables its 2026-07-28 mode only on exactly `{}` (MCP 2026-07-28 server/discover).
+            Some(Capability::Tasks) if cfg.tasks.enabled => {
+                caps.entry("extensions")
+                    .or_insert_with(|| json!({ TASKS_EXT: {} }));
+            }
+            Some(Capability::Tasks) | None => {}
+        }
     }
     let result = json!({
         "resultType": "complete",
@@ -593,27 +622,20 @@ fn parse_envelope_inner(
         }
         _ => {}
     }
-    // The body value Mcp-Name mirrors: required for these methods when the body carries it.
-    let named = match method.as_str() {
-        "tools/call" | "prompts/get" => params.get("name").and_then(Value::as_str),
-        "resources/read" => params.get("uri").and_then(Value::as_str),
-        "tasks/get" | "tasks/update" | "tasks/cancel" => {
-            params.get("taskId").and_then(Value::as_str)
-        }
-        _ => None,
-    };
-    if named.is_some() && !is_notification && headers.get("mcp-name").is_none() {
+    // The body value Mcp-Name mirrors (src/mcp/method.rs): required when the body carries it,
+    // for the methods whose rule says so; compared whenever the header is sent.
+    let known = Method::from_name(&method);
+    let rule = method::name_rule_of(known, &method);
+    let mirrored = rule.and_then(|r| params.get(r.member).and_then(Value::as_str));
+    let required = rule.is_some_and(|r| r.required) && mirrored.is_some();
+    if required && !is_notification && headers.get("mcp-name").is_none() {
         return Err((
             id_for_errors,
             McpError::HeaderMismatch(format!("the Mcp-Name header is required for {method}")),
         ));
     }
     if let Some(raw) = headers.get("mcp-name") {
-        let expected = match method.as_str() {
-            m if m.starts_with("tasks/") => params.get("taskId").and_then(Value::as_str),
-            _ => named,
-        };
-        if let Some(exp) = expected {
+        if let Some(exp) = mirrored {
             let got = decode_header_cow(raw);
             if got.as_deref() != Some(exp) {
                 let shown = got.unwrap_or(Cow::Borrowed("<undecodable>"));
@@ -662,6 +684,7 @@ fn parse_envelope_inner(
     Ok(Parsed::Request(Box::new(McpRequest {
         id: id.unwrap_or(Value::Null),
         method,
+        known,
         params,
         caps: caps.unwrap_or_else(|| json!({})),
         caller,

@@ -8,6 +8,7 @@ use serde_json::{json, Map, Value};
 
 use super::call::resolve_key;
 use super::elicit::{effect_of, input_request, Effect, Modes};
+use super::method::Method;
 use super::project::{times, DetailedTask, Shape, Times};
 use super::respond::{
     bare_result_response, error_response, object_result_response, sse_response, FramesBody,
@@ -250,11 +251,13 @@ pub async fn cancel(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpE
 pub async fn listen(ctx: Arc<McpContext>, req: McpRequest) -> Response {
     match listen_inner(ctx.clone(), &req).await {
         Ok(r) => {
-            ctx.metrics.request("subscriptions/listen", "ok");
+            ctx.metrics
+                .request(Method::SubscriptionsListen.metric(), "ok");
             r
         }
         Err(e) => {
-            ctx.metrics.request("subscriptions/listen", e.label());
+            ctx.metrics
+                .request(Method::SubscriptionsListen.metric(), e.label());
             error_response(&req.id, &e)
         }
     }

@@ -38,7 +38,10 @@ pub(super) async fn route(
         match state.requests.clone().try_acquire_owned() {
             Ok(p) => Some(p),
             Err(_) => {
-                state.mcp.metrics.request("-", "shed");
+                state
+                    .mcp
+                    .metrics
+                    .request(crate::telemetry::MethodLabel::UNREAD, "shed");
                 return shed(path == state.cfg.mount.path);
             }
         }
