@@ -1,11 +1,15 @@
 //! The MCP 2026-07-28 server mount: a stateless streamable-HTTP endpoint that turns MCP
 //! requests into the caller's own REST calls (RFC 0208 and RFC 0198, MCP 2026-07-28 Transports §Streamable HTTP; ext-tasks).
 
+mod answer;
 mod call;
 mod context;
+mod create;
 mod elicit;
 pub mod error;
+mod follow;
 pub mod method;
+mod mrtr;
 mod origin;
 mod params;
 pub mod project;

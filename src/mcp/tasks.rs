@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use super::call::resolve_key;
+use super::elicit::resolve_key;
 use super::elicit::{effect_of, input_request, Effect, Modes};
 use super::method::Method;
 use super::project::{times, DetailedTask, Shape, Times};
