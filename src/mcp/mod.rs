@@ -8,6 +8,7 @@ mod create;
 mod elicit;
 pub mod error;
 mod follow;
+mod listen;
 pub mod method;
 mod mrtr;
 mod origin;
@@ -269,7 +270,7 @@ async fn dispatch(ctx: Arc<McpContext>, req: McpRequest) -> Response {
         Method::TasksGet => tasks::get(&ctx, &req).await,
         Method::TasksUpdate => tasks::update(&ctx, &req).await,
         Method::TasksCancel => tasks::cancel(&ctx, &req).await,
-        Method::SubscriptionsListen => return Box::pin(tasks::listen(ctx, req)).await,
+        Method::SubscriptionsListen => return Box::pin(listen::listen(ctx, req)).await,
         // ext-tasks §Errors: tasks/result and tasks/list are removed → -32601; prompts and
         // resources are not offered.
         Method::PromptsGet | Method::ResourcesRead | Method::TasksResult | Method::TasksList => {
