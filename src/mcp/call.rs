@@ -200,7 +200,7 @@ fn check_param_headers(
             (Some(v), Some(r)) => (v, r),
         };
         // The one strict decoder Mcp-Name uses: canonical padding, standard alphabet, UTF-8.
-        let Some(got) = super::decode_header_value(raw) else {
+        let Some(got) = super::envelope::decode_header_value(raw) else {
             return Err(McpError::HeaderMismatch(format!(
                 "{shown} is not a valid value (invalid characters, or a =?base64?…?= sentinel \
                  that is not strict Base64 of UTF-8)"
