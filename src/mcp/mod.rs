@@ -17,6 +17,7 @@ mod params;
 pub mod project;
 pub mod request_state;
 mod respond;
+mod schema;
 mod tasks;
 mod tools;
 pub mod watch;
