@@ -483,7 +483,7 @@ fn from_descriptor(name: &str, fields: Fields) -> ToolDef {
     // client without `elicitation` up front would break the many that never declare it, so
     // the capability is not required here: a run that does suspend on an interrupt the
     // client cannot answer gets the tool result that names the interrupt and where to
-    // resolve it, and the run waits (call.rs `pending_result`, the "cannot be carried" case).
+    // resolve it, and the run waits (answer.rs `outcome`, the "cannot be carried" case).
     ToolDef::new(name, wire, variables, false)
 }
 
