@@ -7,10 +7,9 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 use super::answer::{blocking_answer, task_answer};
-use super::create::{reconcile_lost_create, PendingCreate};
+use super::create::{create_run, Created};
 use super::method::Method;
 use super::mrtr::{answer_ahead, gather_arguments, retry};
-use super::request_state::random_id;
 use super::respond::error_response;
 use super::schema::validate_arguments;
 use super::tools::ToolDef;
@@ -111,37 +110,9 @@ async fn call_inner(ctx: Arc<McpContext>, req: &McpRequest) -> Result<Response, 
     }
 
     let mut guard = RunGuard::new(ctx.dispatcher.clone(), ctx.host.clone());
-    let key = random_id(24);
-    let mut templates = vec![&ctx.cfg.tools.create_run];
-    if let Some(t) = &tool.create_run {
-        templates.push(t);
-    }
-    // A client that goes away while createRun is in flight drops this future before the
-    // run id is known (hyper drops the handler): the pending guard then finds the run by its
-    // Idempotency-Key and cancels it (RFC 0198 §G.12; docs/hardening.md F2).
-    let mut pending = PendingCreate::new(&ctx, &req.caller, &tool.workflow_id, &args, &key);
-    let result = ctx
-        .host
-        .create_run(&req.caller, &tool.workflow_id, &args, &templates, &key)
-        .await;
-    pending.disarm();
-    let created = match result {
-        Ok(c) => c,
-        // host.errors may turn a refused createRun into a tool error the model can act on.
-        Err(e) if e.class().is_tool_error() => {
-            let text = json!({ "workflowId": tool.workflow_id, "error": { "code": e.code(), "message": McpError::from_host(&e).to_error_object()["message"] } });
-            let result = json!({ "resultType": "complete", "content": [{ "type": "text", "text": text.to_string() }], "isError": true });
-            return Ok(super::result_response(&ctx.cfg, &req.id, result));
-        }
-        Err(e) => {
-            if e.ambiguous() {
-                // The host may have created the run although no usable answer came back.
-                // Replaying the same Idempotency-Key finds it (or creates it) so it can be
-                // cancelled: the client is told the call failed, so no run may outlive it.
-                reconcile_lost_create(&ctx, &req.caller, &tool.workflow_id, &args, &key);
-            }
-            return Err(McpError::from_host(&e));
-        }
+    let created = match create_run(&ctx, req, &tool, &args).await? {
+        Created::Run(c) => c,
+        Created::ToolError(answer) => return Ok(answer),
     };
     // RFC 0198 §G.12: from here until the answer's last byte, this request owns the run.
     guard.own(&created.run_id, &req.caller);
