@@ -60,25 +60,48 @@ struct MetricsInner {
     /// strings nor SipHashes them in `Family::get_or_create` (docs/benchmarks.md, finding 1c).
     /// The families stay the source of truth for rendering: a cached handle is a clone of
     /// the family's own metric (prometheus-client metrics share their state on clone).
-    request_handles: [RwLock<Vec<(&'static str, Counter)>>; KNOWN_METHODS.len()],
+    request_handles: [RwLock<Vec<(&'static str, Counter)>>; MethodLabel::SLOTS],
     upstream_handles: [RwLock<Vec<(UpstreamStatus, Histogram)>>; Operation::ALL.len()],
 }
 
-/// MCP methods whose request counters are cached. Any other method name (an unknown method
-/// answered `-32601`) counts under the one label [`OTHER_METHOD`]: the name comes from the
-/// client, and a label per name would let any caller grow the registry without bound.
-const OTHER_METHOD: &str = "other";
-const KNOWN_METHODS: [&str; 9] = [
-    "tasks/get",
-    "tools/call",
-    "tools/list",
-    "tasks/update",
-    "tasks/cancel",
-    "subscriptions/listen",
-    "server/discover",
-    "-",
-    OTHER_METHOD,
-];
+/// The `method` label of a request counter and the slot its handles are cached in. The mount
+/// derives one per served method from its `enum Method` (src/mcp/method.rs), so no method can
+/// be forgotten here; the two constants below label the requests without one. Every label is
+/// a `&'static str` the sidecar names: a label per client-sent name would let any caller grow
+/// the registry without bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MethodLabel {
+    slot: usize,
+    name: &'static str,
+}
+
+impl MethodLabel {
+    /// How many labels have cached handles.
+    pub const SLOTS: usize = 16;
+    /// A request refused before its method was read (shed, Origin, body, envelope).
+    pub const UNREAD: MethodLabel = MethodLabel { slot: 0, name: "-" };
+    /// Every method the mount does not serve (answered `-32601`), whatever name was sent.
+    pub const OTHER: MethodLabel = MethodLabel {
+        slot: 1,
+        name: "other",
+    };
+    /// The first slot free for the mount's own methods.
+    pub const FIRST_FREE: usize = 2;
+
+    /// A label in `slot` (below [`MethodLabel::SLOTS`]; checked where it is built at compile time).
+    pub const fn new(slot: usize, name: &'static str) -> MethodLabel {
+        assert!(slot < MethodLabel::SLOTS);
+        MethodLabel { slot, name }
+    }
+
+    pub const fn slot(self) -> usize {
+        self.slot
+    }
+
+    pub const fn name(self) -> &'static str {
+        self.name
+    }
+}
 
 /// The `status` label of a host call: the HTTP status, or the transport failure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,13 +199,9 @@ impl Metrics {
         }
     }
 
-    pub fn request(&self, method: &str, outcome: &'static str) {
-        let i = KNOWN_METHODS
-            .iter()
-            .position(|m| *m == method)
-            .unwrap_or(KNOWN_METHODS.len() - 1);
-        let method = KNOWN_METHODS[i];
-        let slot = &self.inner.request_handles[i];
+    pub fn request(&self, method: MethodLabel, outcome: &'static str) {
+        let slot = &self.inner.request_handles[method.slot];
+        let method = method.name;
         if let Some((_, c)) = read(slot).iter().find(|(o, _)| *o == outcome) {
             c.inc();
             return;
@@ -419,13 +438,15 @@ mod tests {
     #[test]
     fn request_counts_survive_the_handle_cache_and_client_method_names_stay_bounded() {
         let m = Metrics::new();
+        let get = MethodLabel::new(MethodLabel::FIRST_FREE, "tasks/get");
         for _ in 0..3 {
-            m.request("tasks/get", "ok");
+            m.request(get, "ok");
         }
-        m.request("tasks/get", "task_not_found");
-        // Unknown methods count under one `other` label, whatever name the client sent.
-        m.request("nope/x", "method_not_found");
-        m.request("nope/y", "method_not_found");
+        m.request(get, "task_not_found");
+        // Unknown methods count under one `other` label, whatever name the client sent
+        // (src/mcp/method.rs maps every unknown name to it).
+        m.request(MethodLabel::OTHER, "method_not_found");
+        m.request(MethodLabel::OTHER, "method_not_found");
         let text = m.render();
         assert_eq!(
             line(

@@ -1,8 +1,12 @@
 //! Open interrupts → `elicitation/create` input requests (RFC 0208 mcp.mrtr), and
 //! ElicitResults → REST resume values.
 
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use base64::Engine;
 use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
 
+use super::request_state::stable_json;
 use crate::host::OpenInterrupt;
 
 /// The elicitation modes a request declared (`{}` means form only, MCP 2026-07-28 Basic §_meta).
@@ -240,6 +244,17 @@ pub fn effect_of(i: &OpenInterrupt, answer: &Value) -> Result<Effect, String> {
         "cancel" => Ok(Effect::CancelRun),
         _ => Err("ElicitResult.action is accept | decline | cancel".to_string()),
     }
+}
+
+/// A key that makes a retried resolve of the same answer idempotent at the host (§1.9): an
+/// `Effect::Resolve` sent twice, by an MRTR retry or a tasks/update, is one resolution.
+pub(super) fn resolve_key(interrupt_id: &str, resume: &Value) -> String {
+    let mut h = Sha256::new();
+    h.update(b"resolve\0");
+    h.update(interrupt_id.as_bytes());
+    h.update(b"\0");
+    h.update(stable_json(resume).as_bytes());
+    B64.encode(h.finalize())
 }
 
 #[cfg(test)]

@@ -55,6 +55,10 @@ pub enum McpError {
     ForbiddenOrigin,
     /// A Host outside the allow-list while `mount.enforceHost` is on (403).
     ForbiddenHost,
+    /// The sidecar is at its configured concurrency (`limits.maxConcurrentRequests`, or
+    /// `limits.maxStreams` for a listen): 503 with `Retry-After: 1` (issue 10). Answered with
+    /// `id: null` wherever it is raised (see [`McpError::echoes_id`]).
+    Overloaded,
 }
 
 impl McpError {
@@ -75,6 +79,7 @@ impl McpError {
             | McpError::ForbiddenOrigin
             | McpError::ForbiddenHost => StatusCode::FORBIDDEN,
             McpError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            McpError::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -96,6 +101,7 @@ impl McpError {
             McpError::RateLimited { .. } => "rate_limited",
             McpError::ForbiddenOrigin => "forbidden_origin",
             McpError::ForbiddenHost => "forbidden_host",
+            McpError::Overloaded => "shed",
         }
     }
 
@@ -152,6 +158,11 @@ impl McpError {
             ),
             McpError::ForbiddenOrigin => (INVALID_REQUEST, "Origin not allowed".into(), None),
             McpError::ForbiddenHost => (INVALID_REQUEST, "Host not allowed".into(), None),
+            McpError::Overloaded => (
+                INTERNAL_ERROR,
+                "the sidecar is at capacity; retry later".into(),
+                None,
+            ),
         };
         let mut o = json!({ "code": code, "message": message });
         if let Some(d) = data {
@@ -175,8 +186,18 @@ impl McpError {
             McpError::RateLimited {
                 retry_after: Some(r),
             } => vec![(http::header::RETRY_AFTER, r.clone())],
+            McpError::Overloaded => {
+                vec![(http::header::RETRY_AFTER, HeaderValue::from_static("1"))]
+            }
             _ => vec![],
         }
+    }
+
+    /// Whether the answer carries the request's id. A shed answer is the same bytes whichever
+    /// gate refused: the server's request gate refuses before the body is read, so it has no
+    /// id to echo, and the mount's stream gate answers alike.
+    pub fn echoes_id(&self) -> bool {
+        !matches!(self, McpError::Overloaded)
     }
 
     /// Maps a host failure through its configured class (host.errors rules; the defaults are

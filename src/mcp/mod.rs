@@ -1,22 +1,30 @@
 //! The MCP 2026-07-28 server mount: a stateless streamable-HTTP endpoint that turns MCP
 //! requests into the caller's own REST calls (RFC 0208 and RFC 0198, MCP 2026-07-28 Transports §Streamable HTTP; ext-tasks).
 
+mod answer;
 mod call;
+mod context;
+mod create;
 mod elicit;
+mod envelope;
 pub mod error;
+mod follow;
+mod listen;
+pub mod method;
+mod mrtr;
 mod origin;
 mod params;
 pub mod project;
 pub mod request_state;
 mod respond;
+mod schema;
 mod tasks;
 mod tools;
 pub mod watch;
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
-use http::{HeaderMap, HeaderValue, Method, Request, StatusCode};
+use http::{HeaderMap, HeaderValue, Request, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use serde_json::{json, Map, Value};
@@ -24,8 +32,13 @@ use serde_json::{json, Map, Value};
 use crate::body::{empty, Response};
 use crate::config::Config;
 use crate::host::Caller;
-use crate::server::AppState;
+use crate::telemetry::MethodLabel;
+pub use context::{Lasting, McpContext};
+#[doc(hidden)]
+pub use envelope::parse_envelope_for_fuzz;
+use envelope::{parse_envelope, too_deep, Parsed};
 pub use error::McpError;
+use method::{Capability, Method};
 pub use respond::{error_response, result_response};
 
 pub const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
@@ -34,41 +47,18 @@ pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 pub const META_SUBSCRIPTION: &str = "io.modelcontextprotocol/subscriptionId";
 pub const TASKS_EXT: &str = "io.modelcontextprotocol/tasks";
 
-/// Per-process state of the mount (caches and the requestState key).
-pub struct Mount {
-    pub(crate) tools: tools::Catalog,
-    pub(crate) state_key: Arc<request_state::Keys>,
-}
-
-impl Mount {
-    /// `previous` is the last generation's config and mount: its requestState keys are kept
-    /// when the key settings did not change, so a reload does not void MRTR rounds in flight.
-    pub fn new(cfg: &Config, previous: Option<(&Config, &Mount)>) -> Mount {
-        let state_key = match previous {
-            Some((old, m))
-                if old.mcp.request_state_key == cfg.mcp.request_state_key
-                    && old.mcp.request_state_ttl == cfg.mcp.request_state_ttl =>
-            {
-                m.state_key.clone()
-            }
-            _ => Arc::new(request_state::Keys::new(cfg)),
-        };
-        Mount {
-            tools: tools::Catalog::new(cfg),
-            state_key,
-        }
-    }
-}
-
 /// One parsed, validated MCP request.
 ///
 /// It holds no `HeaderMap` and no `HeaderValue` that shares hyper's read buffer: what the
-/// handlers need from the headers is decided or copied once in [`parse_envelope`], so a
+/// handlers need from the headers is decided or copied once in `envelope::parse_envelope`, so a
 /// request moved into a long-lived task (a listen loop, an SSE answer) does not keep the
 /// connection's 8 KB request-head buffer alive (docs/benchmarks.md §2, issue 10).
 pub struct McpRequest {
     pub id: Value,
+    /// The method name as sent.
     pub method: String,
+    /// The method, when the mount knows its name (`None`: answered `-32601`).
+    pub known: Option<Method>,
     pub params: Map<String, Value>,
     pub caps: Value,
     pub caller: Caller,
@@ -112,6 +102,7 @@ impl McpRequest {
         McpRequest {
             id: self.id.clone(),
             method: self.method.clone(),
+            known: self.known,
             params: if with_params {
                 self.params.clone()
             } else {
@@ -142,23 +133,23 @@ impl McpRequest {
 
 /// Entry point for every request on the mount path: the request, then its access line
 /// (src/access.rs).
-pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response {
+pub async fn handle(ctx: Arc<McpContext>, req: Request<Incoming>) -> Response {
     if !crate::access::enabled() {
-        return serve(state, req, &mut crate::access::Names::new(false)).await;
+        return serve(ctx, req, &mut crate::access::Names::new(false)).await;
     }
     let started = std::time::Instant::now();
     let mut names = crate::access::Names::new(true);
-    let (resp, stats) = crate::access::scope(serve(state, req, &mut names)).await;
+    let (resp, stats) = crate::access::scope(serve(ctx, req, &mut names)).await;
     crate::access::log(names, resp, stats, started)
 }
 
 async fn serve(
-    state: Arc<AppState>,
+    ctx: Arc<McpContext>,
     req: Request<Incoming>,
     names: &mut crate::access::Names,
 ) -> Response {
-    let cfg = state.cfg.clone();
-    if req.method() != Method::POST {
+    let cfg = ctx.cfg.clone();
+    if req.method() != http::Method::POST {
         // MCP 2026-07-28 Transports §Streamable HTTP: a 2026-07-28-only server answers GET and DELETE with 405.
         let mut r = http::Response::new(empty());
         *r.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
@@ -167,13 +158,13 @@ async fn serve(
         return r;
     }
     if let Err(e) = origin::check(&cfg, req.headers()) {
-        state.metrics.request("-", e.label());
+        ctx.metrics.request(MethodLabel::UNREAD, e.label());
         return error_response(&Value::Null, &e);
     }
     // With `auth.requireToken`, no Authorization is refused here, before any host call
     // (src/auth.rs), but after the Host/Origin check: a foreign Origin stays a 403.
     if let Some(refused) = crate::auth::refuse_unauthenticated(&cfg, &req) {
-        state.metrics.request("-", "unauthorized");
+        ctx.metrics.request(MethodLabel::UNREAD, "unauthorized");
         return refused;
     }
     let (parts, body) = req.into_parts();
@@ -228,7 +219,7 @@ async fn serve(
         }
         Err(b) => {
             let (id, e) = *b;
-            state.metrics.request("-", e.label());
+            ctx.metrics.request(MethodLabel::UNREAD, e.label());
             return error_response(&id, &e);
         }
     };
@@ -250,57 +241,79 @@ async fn serve(
     ) {
         parsed.caller.traceparent = Some(tp);
     }
-    tracing::Instrument::instrument(dispatch(state, parsed), span).await
+    tracing::Instrument::instrument(dispatch(ctx, parsed), span).await
 }
 
-async fn dispatch(state: Arc<AppState>, req: McpRequest) -> Response {
-    let tasks_on = state.cfg.tasks.enabled;
+async fn dispatch(ctx: Arc<McpContext>, req: McpRequest) -> Response {
+    let label = method::metric_of(req.known);
+    let Some(method) = req.known else {
+        // ext-tasks §Errors: like initialize, ping and every name this mount does not know.
+        let e = McpError::MethodNotFound(req.method.clone());
+        ctx.metrics.request(label, e.label());
+        return error_response(&req.id, &e);
+    };
+    let tasks_on = ctx.cfg.tasks.enabled;
     // Params are checked once the method exists and the capability it needs is declared
     // (-32601, then -32021, then -32602): a task method the mount does not serve, or one sent
     // without the Tasks extension, keeps its handler's answer.
-    let checked = !req.method.starts_with("tasks/") || (tasks_on && req.declares_tasks());
+    let checked = !method.of_tasks_extension() || (tasks_on && req.declares_tasks());
     if checked {
-        if let Err(e) = params::check(&req.method, &req.params) {
-            state.metrics.request(&req.method, e.label());
+        if let Err(e) = params::check(method, &req.params) {
+            ctx.metrics.request(label, e.label());
             return error_response(&req.id, &e);
         }
     }
-    let res: Result<Response, McpError> = match req.method.as_str() {
-        "server/discover" => discover(&state, &req).await,
-        "tools/list" => tools::list(&state, &req).await,
+    let not_found = || Err(McpError::MethodNotFound(req.method.clone()));
+    let res: Result<Response, McpError> = match method {
+        Method::ServerDiscover => discover(&ctx, &req).await,
+        Method::ToolsList => tools::list(&ctx, &req).await,
         // The big handlers are boxed so their state machines are not part of every request's
         // future (tools/call with MRTR is kilobytes; a `tasks/get` needs none of it).
-        "tools/call" => return Box::pin(call::call(state, req)).await,
-        "tasks/get" if tasks_on => tasks::get(&state, &req).await,
-        "tasks/update" if tasks_on => tasks::update(&state, &req).await,
-        "tasks/cancel" if tasks_on => tasks::cancel(&state, &req).await,
-        "subscriptions/listen" => return Box::pin(tasks::listen(state, req)).await,
-        // ext-tasks §Errors: tasks/result and tasks/list are removed → -32601, like
-        // initialize, ping and every method this mount does not offer.
-        other => Err(McpError::MethodNotFound(other.to_string())),
+        Method::ToolsCall => return Box::pin(call::call(ctx, req)).await,
+        Method::TasksGet | Method::TasksUpdate | Method::TasksCancel if !tasks_on => not_found(),
+        Method::TasksGet => tasks::get(&ctx, &req).await,
+        Method::TasksUpdate => tasks::update(&ctx, &req).await,
+        Method::TasksCancel => tasks::cancel(&ctx, &req).await,
+        Method::SubscriptionsListen => return Box::pin(listen::listen(ctx, req)).await,
+        // ext-tasks §Errors: tasks/result and tasks/list are removed → -32601; prompts and
+        // resources are not offered.
+        Method::PromptsGet | Method::ResourcesRead | Method::TasksResult | Method::TasksList => {
+            not_found()
+        }
     };
     match res {
         Ok(r) => {
-            state.metrics.request(&req.method, "ok");
+            ctx.metrics.request(label, "ok");
             r
         }
         Err(e) => {
-            state.metrics.request(&req.method, e.label());
+            ctx.metrics.request(label, e.label());
             error_response(&req.id, &e)
         }
     }
 }
 
 /// `server/discover` (MCP 2026-07-28 server/discover, RFC 0208, server/discover).
-async fn discover(state: &AppState, req: &McpRequest) -> Result<Response, McpError> {
+async fn discover(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpError> {
     // The answer depends on nothing of the caller, but discovery is still authorized like any
     // mount request: the caller's credential must be one the host accepts (§3.1).
-    state.mount.tools.tools_for(state, &req.caller).await?;
-    let cfg = &state.cfg;
-    let mut caps = json!({ "tools": { "listChanged": false } });
-    if cfg.tasks.enabled {
-        // ext-tasks 0.2.2 enables its 2026-07-28 mode only on exactly `{}` (MCP 2026-07-28 server/discover).
-        caps["extensions"] = json!({ TASKS_EXT: {} });
+    ctx.tools.tools_for(ctx, &req.caller).await?;
+    let cfg = &ctx.cfg;
+    // Each capability once, in the order of the methods that serve it.
+    let mut caps = Map::new();
+    for m in Method::ALL {
+        match m.capability() {
+            Some(Capability::Tools) => {
+                caps.entry("tools")
+                    .or_insert_with(|| json!({ "listChanged": false }));
+            }
+            // ext-tasks 0.2.2 enables its 2026-07-28 mode only on exactly `{}` (MCP 2026-07-28 server/discover).
+            Some(Capability::Tasks) if cfg.tasks.enabled => {
+                caps.entry("extensions")
+                    .or_insert_with(|| json!({ TASKS_EXT: {} }));
+            }
+            Some(Capability::Tasks) | None => {}
+        }
     }
     let result = json!({
         "resultType": "complete",
@@ -316,625 +329,4 @@ async fn discover(state: &AppState, req: &McpRequest) -> Result<Response, McpErr
 
 pub fn server_info(cfg: &Config) -> Value {
     json!({ "name": cfg.mcp.server_name, "version": cfg.mcp.server_version })
-}
-
-enum Parsed {
-    Request(Box<McpRequest>),
-    Notification,
-}
-
-/// A request body as the envelope checks need it, read in one pass without building a
-/// `Value` tree of the whole message: the top-level members the checks look at are kept
-/// (strings borrowed from the body where they have no escapes), `params` as the `Value`
-/// handlers read. Every other member is still parsed into a `Value` and dropped, so exactly
-/// the bodies `serde_json::from_slice::<Value>` refuses are a parse error here too (a
-/// `serde::de::IgnoredAny` would let a lone surrogate escape through).
-enum Body<'a> {
-    Object(Envelope<'a>),
-    Batch,
-    Other,
-}
-
-#[derive(Default)]
-struct Envelope<'a> {
-    /// `Some` only when `jsonrpc` is a string.
-    jsonrpc: Option<Cow<'a, str>>,
-    /// `Some(Value::Null)` for an explicit `"id": null`, `None` when the member is absent.
-    id: Option<Value>,
-    /// `Some` only when `method` is a string.
-    method: Option<Cow<'a, str>>,
-    params: Option<Value>,
-}
-
-/// A member that counts only when it is a string; any other value is parsed (and so
-/// validated) as a `Value` and forgotten.
-struct StrOrNot<'a>(Option<Cow<'a, str>>);
-
-impl<'de> serde::Deserialize<'de> for StrOrNot<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = StrOrNot<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("any JSON value")
-            }
-            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
-                Ok(StrOrNot(Some(Cow::Borrowed(s))))
-            }
-            fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
-                Ok(StrOrNot(Some(Cow::Owned(s.to_owned()))))
-            }
-            fn visit_string<E>(self, s: String) -> Result<Self::Value, E> {
-                Ok(StrOrNot(Some(Cow::Owned(s))))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(StrOrNot(None))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(StrOrNot(None))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(StrOrNot(None))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(StrOrNot(None))
-            }
-            fn visit_unit<E>(self) -> Result<Self::Value, E> {
-                Ok(StrOrNot(None))
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                m: A,
-            ) -> Result<Self::Value, A::Error> {
-                use serde::Deserialize;
-                Value::deserialize(serde::de::value::MapAccessDeserializer::new(m))?;
-                Ok(StrOrNot(None))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                s: A,
-            ) -> Result<Self::Value, A::Error> {
-                use serde::Deserialize;
-                Value::deserialize(serde::de::value::SeqAccessDeserializer::new(s))?;
-                Ok(StrOrNot(None))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Body<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Body<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("any JSON value")
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(Body::Other)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(Body::Other)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(Body::Other)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(Body::Other)
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-                Ok(Body::Other)
-            }
-            fn visit_unit<E>(self) -> Result<Self::Value, E> {
-                Ok(Body::Other)
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                s: A,
-            ) -> Result<Self::Value, A::Error> {
-                use serde::Deserialize;
-                Value::deserialize(serde::de::value::SeqAccessDeserializer::new(s))?;
-                Ok(Body::Batch)
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut m: A,
-            ) -> Result<Self::Value, A::Error> {
-                // A repeated member replaces the earlier one, as in a `Value` map.
-                let mut e = Envelope::default();
-                while let Some(StrOrNot(k)) = m.next_key::<StrOrNot<'de>>()? {
-                    match k.as_deref().unwrap_or("") {
-                        "jsonrpc" => e.jsonrpc = m.next_value::<StrOrNot<'de>>()?.0,
-                        "id" => e.id = Some(m.next_value()?),
-                        "method" => e.method = m.next_value::<StrOrNot<'de>>()?.0,
-                        "params" => e.params = Some(m.next_value()?),
-                        _ => {
-                            m.next_value::<Value>()?;
-                        }
-                    }
-                }
-                Ok(Body::Object(e))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// The transport checks, in the order that keeps codes unambiguous (issue 3, spec/README.md):
-/// JSON → request object → `_meta` → headers vs body → revision → notification.
-type EnvelopeError = Box<(Value, McpError)>;
-
-fn parse_envelope(
-    cfg: &Config,
-    headers: &HeaderMap,
-    bytes: &[u8],
-) -> Result<Parsed, EnvelopeError> {
-    parse_envelope_inner(cfg, headers, bytes).map_err(Box::new)
-}
-
-/// The envelope parser without a server, for the fuzz targets and property tests only:
-/// `Ok(Some(request))`, `Ok(None)` for a notification, or the error and the id it is sent with.
-#[doc(hidden)]
-#[allow(clippy::result_large_err)]
-pub fn parse_envelope_for_fuzz(
-    cfg: &Config,
-    headers: &HeaderMap,
-    bytes: &[u8],
-) -> Result<Option<McpRequest>, (Value, McpError)> {
-    match parse_envelope_inner(cfg, headers, bytes)? {
-        Parsed::Request(r) => Ok(Some(*r)),
-        Parsed::Notification => Ok(None),
-    }
-}
-
-// A refused envelope is the cold path; boxing each early return would only add noise.
-#[allow(clippy::result_large_err)]
-fn parse_envelope_inner(
-    cfg: &Config,
-    headers: &HeaderMap,
-    bytes: &[u8],
-) -> Result<Parsed, (Value, McpError)> {
-    let obj = match serde_json::from_slice::<Body<'_>>(bytes) {
-        Err(_) => return Err((Value::Null, McpError::Parse)),
-        Ok(Body::Object(o)) => o,
-        Ok(Body::Batch) => {
-            return Err((
-                Value::Null,
-                McpError::InvalidRequest(
-                    "batches are not supported: send one JSON-RPC message per POST".into(),
-                ),
-            ))
-        }
-        Ok(Body::Other) => {
-            return Err((
-                Value::Null,
-                McpError::InvalidRequest("expected a JSON-RPC request object".into()),
-            ))
-        }
-    };
-    let id = obj.id;
-    // MCP: a request id is a string or an integer; JSON-RPC 2.0 §5: when the id cannot be
-    // detected (as here, for a fractional number or an integer beyond 64 bits, which
-    // serde_json reads as a float) the error's id is null, in every refusal alike.
-    let id_for_errors = match &id {
-        Some(i) if i.is_string() || i.is_i64() || i.is_u64() => i.clone(),
-        _ => Value::Null,
-    };
-    if obj.jsonrpc.as_deref() != Some("2.0") {
-        return Err((
-            id_for_errors,
-            McpError::InvalidRequest("jsonrpc must be \"2.0\"".into()),
-        ));
-    }
-    let Some(method) = obj.method.map(Cow::into_owned) else {
-        return Err((
-            id_for_errors,
-            McpError::InvalidRequest("method must be a string (responses are not accepted)".into()),
-        ));
-    };
-    if let Some(i) = &id {
-        if !(i.is_string() || i.is_i64() || i.is_u64()) {
-            return Err((
-                Value::Null,
-                McpError::InvalidRequest("id must be a string or an integer".into()),
-            ));
-        }
-    }
-    let is_notification = id.is_none();
-    // Moved out of the parsed body, not copied: the envelope is not needed after this.
-    let mut params = match obj.params {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(p)) => p,
-        Some(_) if is_notification => Map::new(),
-        Some(_) => {
-            return Err((
-                id_for_errors,
-                McpError::MetaMissing("params must be an object carrying _meta".into()),
-            ))
-        }
-    };
-    // Moved out of `_meta`, not copied (a null is left behind; nothing reads it there).
-    let caps = params
-        .get_mut("_meta")
-        .and_then(Value::as_object_mut)
-        .and_then(|m| m.get_mut(META_CAPS))
-        .map(Value::take);
-    let meta = params.get("_meta").and_then(Value::as_object);
-    let body_version = meta
-        .and_then(|m| m.get(META_VERSION))
-        .and_then(Value::as_str);
-    if !is_notification {
-        if body_version.is_none() {
-            return Err((
-                id_for_errors,
-                McpError::MetaMissing(format!(
-                    "Invalid params: _meta[\"{META_VERSION}\"] is required"
-                )),
-            ));
-        }
-        if !caps.as_ref().is_some_and(Value::is_object) {
-            return Err((
-                id_for_errors,
-                McpError::MetaMissing(format!(
-                    "Invalid params: _meta[\"{META_CAPS}\"] is required and must be an object"
-                )),
-            ));
-        }
-    }
-    let header = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
-    let header_version = header("mcp-protocol-version");
-    match (&header_version, &body_version) {
-        (None, _) if !is_notification => {
-            return Err((
-                id_for_errors,
-                McpError::HeaderMismatch("the MCP-Protocol-Version header is required".into()),
-            ))
-        }
-        (Some(h), Some(b)) if h != b => {
-            return Err((
-                id_for_errors,
-                McpError::HeaderMismatch(format!(
-                    "MCP-Protocol-Version '{h}' != _meta protocolVersion '{b}'"
-                )),
-            ))
-        }
-        _ => {}
-    }
-    match header("mcp-method") {
-        Some(m) if m != method => {
-            return Err((
-                id_for_errors,
-                McpError::HeaderMismatch(format!("Mcp-Method '{m}' != body method '{method}'")),
-            ));
-        }
-        // MCP 2026-07-28 Transports §Request headers: Mcp-Method is required on every request (its absence is a
-        // header failure like a mismatch; notifications have no header rules).
-        None if !is_notification => {
-            return Err((
-                id_for_errors,
-                McpError::HeaderMismatch("the Mcp-Method header is required".into()),
-            ));
-        }
-        _ => {}
-    }
-    // The body value Mcp-Name mirrors: required for these methods when the body carries it.
-    let named = match method.as_str() {
-        "tools/call" | "prompts/get" => params.get("name").and_then(Value::as_str),
-        "resources/read" => params.get("uri").and_then(Value::as_str),
-        "tasks/get" | "tasks/update" | "tasks/cancel" => {
-            params.get("taskId").and_then(Value::as_str)
-        }
-        _ => None,
-    };
-    if named.is_some() && !is_notification && headers.get("mcp-name").is_none() {
-        return Err((
-            id_for_errors,
-            McpError::HeaderMismatch(format!("the Mcp-Name header is required for {method}")),
-        ));
-    }
-    if let Some(raw) = headers.get("mcp-name") {
-        let expected = match method.as_str() {
-            m if m.starts_with("tasks/") => params.get("taskId").and_then(Value::as_str),
-            _ => named,
-        };
-        if let Some(exp) = expected {
-            let got = decode_header_cow(raw);
-            if got.as_deref() != Some(exp) {
-                let shown = got.unwrap_or(Cow::Borrowed("<undecodable>"));
-                return Err((
-                    id_for_errors,
-                    McpError::HeaderMismatch(format!("Mcp-Name '{shown}' != body '{exp}'")),
-                ));
-            }
-        }
-    }
-    let version = header_version.or(body_version);
-    if let Some(v) = version {
-        if !cfg.mcp.revisions.iter().any(|r| r == v) {
-            return Err((
-                id_for_errors,
-                McpError::UnsupportedVersion {
-                    requested: Some(v.to_string()),
-                    supported: cfg.mcp.revisions.clone(),
-                },
-            ));
-        }
-    }
-    if is_notification {
-        return Ok(Parsed::Notification);
-    }
-    // Every header value kept is an owned copy (see McpRequest).
-    let caller = Caller {
-        authorization: headers.get(http::header::AUTHORIZATION).map(owned_value),
-        traceparent: meta
-            .and_then(|m| m.get("traceparent"))
-            .and_then(Value::as_str)
-            .filter(|t| valid_traceparent(t))
-            .and_then(|t| http::HeaderValue::from_str(t).ok())
-            .or_else(|| {
-                headers
-                    .get("traceparent")
-                    .filter(|t| t.to_str().is_ok_and(valid_traceparent))
-                    .map(owned_value)
-            }),
-        tracestate: meta
-            .and_then(|m| m.get("tracestate"))
-            .and_then(Value::as_str)
-            .and_then(|t| http::HeaderValue::from_str(t).ok())
-            .or_else(|| headers.get("tracestate").map(owned_value)),
-    };
-    Ok(Parsed::Request(Box::new(McpRequest {
-        id: id.unwrap_or(Value::Null),
-        method,
-        params,
-        caps: caps.unwrap_or_else(|| json!({})),
-        caller,
-        wants_sse: first_accept_is_sse(headers),
-        accepts_sse: any_accept_is_sse(headers),
-        host: headers.get(http::header::HOST).map(owned_value),
-        param_headers: param_headers_of(headers),
-    })))
-}
-
-/// A copy of a header value in its own allocation: a clone would share (and keep alive) the
-/// buffer hyper parsed the request head from.
-fn owned_value(v: &HeaderValue) -> HeaderValue {
-    let mut o = HeaderValue::from_bytes(v.as_bytes()).unwrap_or_else(|_| v.clone());
-    o.set_sensitive(v.is_sensitive());
-    o
-}
-
-/// The `Mcp-Param-*` headers, names and values copied (see McpRequest).
-fn param_headers_of(headers: &HeaderMap) -> HeaderMap {
-    let mut out = HeaderMap::new();
-    for (k, v) in headers {
-        if k.as_str().starts_with("mcp-param-") {
-            if let Ok(name) = http::HeaderName::from_bytes(k.as_str().as_bytes()) {
-                out.append(name, owned_value(v));
-            }
-        }
-    }
-    out
-}
-
-fn is_event_stream(entry: &str) -> bool {
-    entry
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .eq_ignore_ascii_case("text/event-stream")
-}
-
-/// The first `Accept` entry is `text/event-stream` (§3.2).
-fn first_accept_is_sse(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(http::header::ACCEPT)
-        .iter()
-        .next()
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(',').next())
-        .is_some_and(is_event_stream)
-}
-
-/// Any `Accept` entry allows `text/event-stream`.
-fn any_accept_is_sse(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(http::header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(is_event_stream)
-}
-
-/// Nesting depth check before parsing (objects and arrays, outside strings): deep JSON is
-/// refused before it costs a recursive parse. `Some(limit)` when `bytes` nests deeper.
-fn too_deep(bytes: &[u8], limit: usize) -> Option<usize> {
-    let (mut depth, mut in_str, mut esc) = (0usize, false, false);
-    for &b in bytes {
-        if in_str {
-            match (esc, b) {
-                (true, _) => esc = false,
-                (false, b'\\') => esc = true,
-                (false, b'"') => in_str = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_str = true,
-            b'{' | b'[' => {
-                depth += 1;
-                if depth > limit {
-                    return Some(limit);
-                }
-            }
-            b'}' | b']' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    None
-}
-
-/// RFC 0207 / W3C: a malformed traceparent is ignored (a new trace), never refused.
-fn valid_traceparent(t: &str) -> bool {
-    let p: Vec<&str> = t.split('-').collect();
-    p.len() == 4
-        && p[0].len() == 2
-        && p[1].len() == 32
-        && p[2].len() == 16
-        && p[3].len() == 2
-        && p.iter().all(|s| s.bytes().all(|b| b.is_ascii_hexdigit()))
-}
-
-/// Decodes the `=?base64?…?=` sentinel of MCP 2026-07-28 Transports §Request headers.
-pub(super) fn decode_header_value(v: &http::HeaderValue) -> Option<String> {
-    decode_header_cow(v).map(Cow::into_owned)
-}
-
-/// [`decode_header_value`], borrowing the header when it is not a sentinel.
-fn decode_header_cow(v: &http::HeaderValue) -> Option<Cow<'_, str>> {
-    let s = std::str::from_utf8(v.as_bytes()).ok()?;
-    if let Some(inner) = s
-        .strip_prefix("=?base64?")
-        .and_then(|r| r.strip_suffix("?="))
-    {
-        use base64::Engine;
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(inner)
-            .ok()?;
-        return String::from_utf8(bytes).ok().map(Cow::Owned);
-    }
-    Some(Cow::Borrowed(s))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn headers(method: &str, name: Option<&str>) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert(
-            "mcp-protocol-version",
-            HeaderValue::from_static("2026-07-28"),
-        );
-        h.insert("mcp-method", HeaderValue::from_str(method).unwrap());
-        if let Some(n) = name {
-            h.insert("mcp-name", HeaderValue::from_str(n).unwrap());
-        }
-        h
-    }
-
-    const META: &str = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}},"progressToken":7}"#;
-
-    #[allow(clippy::result_large_err)]
-    fn parse(h: &HeaderMap, body: &str) -> Result<Option<McpRequest>, (Value, McpError)> {
-        parse_envelope_for_fuzz(&Config::defaults(), h, body.as_bytes())
-    }
-
-    #[test]
-    fn a_request_is_read_with_its_params_capabilities_and_progress_token() {
-        let body = format!(
-            r#"{{"params":{{"taskId":"t~2F1","_meta":{META}}},"method":"tasks\/get","id":"a","jsonrpc":"2.0"}}"#
-        );
-        let r = parse(&headers("tasks/get", Some("t~2F1")), &body)
-            .unwrap()
-            .unwrap();
-        assert_eq!(r.id, json!("a"));
-        assert_eq!(r.method, "tasks/get");
-        assert_eq!(r.str_param("taskId"), Some("t~2F1"));
-        assert!(r.declares_tasks());
-        assert_eq!(r.progress_token(), Some(json!(7)));
-    }
-
-    #[test]
-    fn a_repeated_member_counts_with_its_last_value_as_in_a_json_object() {
-        let body = format!(
-            r#"{{"jsonrpc":"1.0","jsonrpc":"2.0","id":1,"method":5,"method":"tools/list","params":{{"_meta":{META}}}}}"#
-        );
-        let r = parse(&headers("tools/list", None), &body).unwrap().unwrap();
-        assert_eq!((r.id, r.method.as_str()), (json!(1), "tools/list"));
-        let body = format!(
-            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","method":{{}},"params":{{"_meta":{META}}}}}"#
-        );
-        let Err((id, McpError::InvalidRequest(m))) = parse(&headers("tools/list", None), &body)
-        else {
-            panic!("a method that ends up an object was accepted");
-        };
-        assert_eq!(
-            (id, m.starts_with("method must be a string")),
-            (json!(1), true)
-        );
-    }
-
-    #[test]
-    fn an_explicit_null_id_is_an_invalid_request_not_a_notification() {
-        let body = format!(
-            r#"{{"jsonrpc":"2.0","id":null,"method":"tools/list","params":{{"_meta":{META}}}}}"#
-        );
-        let Err((id, McpError::InvalidRequest(m))) = parse(&headers("tools/list", None), &body)
-        else {
-            panic!("id null was not refused");
-        };
-        assert_eq!(
-            (id, m.as_str()),
-            (Value::Null, "id must be a string or an integer")
-        );
-    }
-
-    #[test]
-    fn every_body_serde_json_refuses_is_a_parse_error_wherever_the_fault_sits() {
-        // Lone surrogates and broken JSON in members the envelope does not read, in a batch
-        // and in a non-string jsonrpc are still parse errors (-32700), never a later check.
-        for body in [
-            r#"{"jsonrpc":"2.0","x":"\ud800","id":1,"method":"tools/list"}"#,
-            r#"{"jsonrpc":{"a":"\udc00"},"id":1,"method":"tools/list"}"#,
-            r#"[{"jsonrpc":"2.0"},"\ud800"]"#,
-            r#"[1,2"#,
-            r#"{"jsonrpc":"2.0","id":1} x"#,
-            r#""\ud800""#,
-            r#"{"jsonrpc":"2.0","id":1e999,"method":"tools/list"}"#,
-        ] {
-            assert!(
-                matches!(
-                    parse(&headers("tools/list", None), body),
-                    Err((Value::Null, McpError::Parse))
-                ),
-                "{body}"
-            );
-            assert!(serde_json::from_str::<Value>(body).is_err(), "{body}");
-        }
-        let batch = parse(&headers("tools/list", None), r#"[{"jsonrpc":"2.0"}]"#);
-        assert!(
-            matches!(batch, Err((Value::Null, McpError::InvalidRequest(m))) if m.starts_with("batches"))
-        );
-        for scalar in ["1", "\"x\"", "null", "true", "1.5"] {
-            let r = parse(&headers("tools/list", None), scalar);
-            assert!(
-                matches!(r, Err((Value::Null, McpError::InvalidRequest(ref m))) if m == "expected a JSON-RPC request object"),
-                "{scalar}"
-            );
-        }
-    }
-
-    #[test]
-    fn a_non_integer_id_is_answered_with_id_null() {
-        for id in ["1.5", "18446744073709551616", "true", "[1]", "{}"] {
-            let body = format!(
-                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list","params":{{"_meta":{META}}}}}"#
-            );
-            let r = parse(&headers("tools/list", None), &body);
-            assert!(
-                matches!(r, Err((Value::Null, McpError::InvalidRequest(ref m))) if m == "id must be a string or an integer"),
-                "{id}"
-            );
-        }
-        // An integer id is echoed in every refusal, a string id too.
-        let body = r#"{"jsonrpc":"2.0","id":-3,"method":"tools/list"}"#;
-        assert!(matches!(
-            parse(&headers("tools/list", None), body),
-            Err((id, McpError::MetaMissing(_))) if id == json!(-3)
-        ));
-    }
 }

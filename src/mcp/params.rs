@@ -12,6 +12,7 @@
 
 use serde_json::{Map, Value};
 
+use super::method::Method;
 use super::McpError;
 
 fn invalid(message: String) -> McpError {
@@ -32,24 +33,16 @@ fn type_of(v: &Value) -> &'static str {
 
 /// Checks `params` for `method`; methods without params of their own (`server/discover`) and
 /// methods this mount does not serve pass.
-pub fn check(method: &str, params: &Map<String, Value>) -> Result<(), McpError> {
-    let served = [
-        "server/discover",
-        "tools/list",
-        "tools/call",
-        "tasks/get",
-        "tasks/update",
-        "tasks/cancel",
-        "subscriptions/listen",
-    ];
-    if !served.contains(&method) {
+pub fn check(method: Method, params: &Map<String, Value>) -> Result<(), McpError> {
+    if !method.served() {
         // Not found comes first (-32601), whatever the params hold.
         return Ok(());
     }
     check_meta(params)?;
     match method {
-        "tools/list" => optional(params, "cursor", "a string", Value::is_string),
-        "tools/call" => {
+        Method::ServerDiscover => Ok(()),
+        Method::ToolsList => optional(params, "cursor", "a string", Value::is_string),
+        Method::ToolsCall => {
             match params.get("name") {
                 Some(Value::String(_)) => {}
                 None | Some(Value::Null) => return Err(invalid("name is required".into())),
@@ -65,12 +58,12 @@ pub fn check(method: &str, params: &Map<String, Value>) -> Result<(), McpError> 
             // refused: not a string"), in its documented order.
             input_responses(params)
         }
-        "tasks/get" | "tasks/cancel" => task_id(params),
+        Method::TasksGet | Method::TasksCancel => task_id(params),
         // ext-tasks `tasks/update`: a key that names no outstanding request is ignored
         // whatever it holds (the official suite sends `{"unknown-key": {"ignored": true}}` and
         // expects the ack), so only the map itself is checked here; the answer to an
         // outstanding key is checked by the handler, which knows the open keys.
-        "tasks/update" => {
+        Method::TasksUpdate => {
             task_id(params)?;
             match params.get("inputResponses") {
                 Some(Value::Object(_)) => Ok(()),
@@ -81,8 +74,10 @@ pub fn check(method: &str, params: &Map<String, Value>) -> Result<(), McpError> 
                 ))),
             }
         }
-        "subscriptions/listen" => listen(params),
-        _ => Ok(()),
+        Method::SubscriptionsListen => listen(params),
+        Method::PromptsGet | Method::ResourcesRead | Method::TasksResult | Method::TasksList => {
+            Ok(())
+        }
     }
 }
 

@@ -100,6 +100,7 @@ pub fn json_rpc_error(id: &Value, error: Value) -> Response {
 
 /// A JSON-RPC error with its HTTP status and headers.
 pub fn error_response(id: &Value, e: &McpError) -> Response {
+    let id = if e.echoes_id() { id } else { &Value::Null };
     let mut r = crate::body::json(e.http_status(), &envelope_error(id, e));
     for (k, v) in e.headers() {
         r.headers_mut().insert(k, v);

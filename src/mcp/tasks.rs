@@ -1,27 +1,16 @@
-//! The Tasks extension: `tasks/get`, `tasks/update`, `tasks/cancel` and `subscriptions/listen`
-//! (ext-tasks, RFC 0198 §B–§F; RFC 0208, subscriptions/listen; RFC 0208 §C).
-
-use std::collections::HashMap;
-use std::sync::Arc;
+//! The Tasks extension: `tasks/get`, `tasks/update` and `tasks/cancel` (ext-tasks, RFC 0198
+//! §B–§F; RFC 0208 §C); `subscriptions/listen` is `listen.rs`.
 
 use serde_json::{json, Map, Value};
 
-use super::call::resolve_key;
+use super::elicit::resolve_key;
 use super::elicit::{effect_of, input_request, Effect, Modes};
 use super::project::{times, DetailedTask, Shape, Times};
-use super::respond::{
-    bare_result_response, error_response, object_result_response, sse_response, FramesBody,
-    KeepaliveBody,
-};
-use super::watch::Signal;
-use super::{McpError, McpRequest, META_SUBSCRIPTION, TASKS_EXT};
+use super::respond::{bare_result_response, object_result_response};
+use super::{McpContext, McpError, McpRequest, TASKS_EXT};
 use crate::body::Response;
 use crate::host::{open_interrupts, HostError, OpenInterrupt, RunSnapshot, RunStatus};
-use crate::server::AppState;
-use crate::sse::{keepalive_frame, message_frame};
 use crate::wire_id;
-use futures_util::FutureExt;
-use tokio_stream::{StreamExt, StreamMap};
 
 /// A host refusal that leaves the task as it was: acknowledged, not surfaced (RFC 0198 §E:
 /// ineligible approver, lost race, invalid value, already terminal).
@@ -29,7 +18,7 @@ fn resolves_nothing(e: &HostError) -> bool {
     e.class().leaves_task_unchanged()
 }
 
-fn require_tasks(req: &McpRequest) -> Result<(), McpError> {
+pub(super) fn require_tasks(req: &McpRequest) -> Result<(), McpError> {
     if req.declares_tasks() {
         Ok(())
     } else {
@@ -42,8 +31,8 @@ fn require_tasks(req: &McpRequest) -> Result<(), McpError> {
 /// Reads the run behind a taskId. Every way of not being able to read it — malformed id,
 /// another tenant's id, a missing run, another tenant's credential — is the same
 /// `-32602 "task not found"` (RFC 0208 §C, RFC 0208 §C).
-async fn read(
-    state: &AppState,
+pub(super) async fn read(
+    ctx: &McpContext,
     req: &McpRequest,
     task_id: Option<&Value>,
 ) -> Result<RunSnapshot, McpError> {
@@ -54,10 +43,10 @@ async fn read(
     // Only the exact id the mount issued names a task: another spelling of it (`%2F` for a
     // `~2F` mount, lower-case hex) is refused locally, like any malformed id, without touching
     // the host.
-    if state.host.mapping().task_ids.encode(&run_id) != wire {
+    if ctx.host.mapping().task_ids.encode(&run_id) != wire {
         return Err(McpError::TaskNotFound);
     }
-    let run = state
+    let run = ctx
         .host
         .get_run(&req.caller, &run_id)
         .await
@@ -71,33 +60,33 @@ async fn read(
 /// Open interrupts and the newest event time, read from the run's log (a read: nothing is
 /// appended, RFC 0198 §D).
 async fn interrupts_of(
-    state: &AppState,
+    ctx: &McpContext,
     req: &McpRequest,
     run: &RunSnapshot,
 ) -> Result<(Vec<OpenInterrupt>, Option<String>), McpError> {
-    let page = state
+    let page = ctx
         .host
         .poll_events(&req.caller, &run.run_id, None, 1)
         .await
         .map_err(|e| McpError::from_host_task_read(&e))?;
     let newest = page.events.iter().rev().find_map(|e| e.timestamp.clone());
-    Ok((open_interrupts(&page.events, state.host.mapping()), newest))
+    Ok((open_interrupts(&page.events, ctx.host.mapping()), newest))
 }
 
 /// The DetailedTask as `tasks/get` returns it now.
-async fn detailed(
-    state: &AppState,
+pub(super) async fn detailed(
+    ctx: &McpContext,
     req: &McpRequest,
     run: &RunSnapshot,
 ) -> Result<Map<String, Value>, McpError> {
-    let (t, requests) = task_parts(state, req, run).await?;
-    let shape = shape_of(state, req, run).await?;
+    let (t, requests) = task_parts(ctx, req, run).await?;
+    let shape = shape_of(ctx, req, run).await?;
     Ok(DetailedTask::shaped(
         run,
         &t,
-        state.cfg.tasks.poll_interval_ms,
+        ctx.cfg.tasks.poll_interval_ms,
         requests,
-        state.host.mapping().task_ids,
+        ctx.host.mapping().task_ids,
         shape,
     )
     .into_map())
@@ -108,28 +97,28 @@ async fn detailed(
 /// a completed run's result depends on it, so only then is the caller's catalog read (it is
 /// cached per caller, and usually warm from the call that started the run).
 async fn shape_of(
-    state: &AppState,
+    ctx: &McpContext,
     req: &McpRequest,
     run: &RunSnapshot,
 ) -> Result<Shape, McpError> {
     if !matches!(run.status, RunStatus::Completed) {
         return Ok(Shape::Run);
     }
-    let tools = state.mount.tools.tools_for(state, &req.caller).await?;
+    let tools = ctx.tools.tools_for(ctx, &req.caller).await?;
     Ok(tools.shape_of_workflow(&run.workflow_id))
 }
 
 /// What a DetailedTask needs besides the run: its times, and the open input requests of a
 /// run that waits on its client.
 async fn task_parts(
-    state: &AppState,
+    ctx: &McpContext,
     req: &McpRequest,
     run: &RunSnapshot,
 ) -> Result<(Times, Option<Map<String, Value>>), McpError> {
     let mut newest = None;
     let mut requests = None;
     if run.status.awaits_client() {
-        let (open, n) = interrupts_of(state, req, run).await?;
+        let (open, n) = interrupts_of(ctx, req, run).await?;
         newest = n;
         // A task's input travels through tasks/update, which only a Tasks client sends; one
         // that declared no elicitation mode still gets form requests it can answer.
@@ -153,27 +142,27 @@ async fn task_parts(
     Ok((times(run, newest.as_deref()), requests))
 }
 
-pub async fn get(state: &AppState, req: &McpRequest) -> Result<Response, McpError> {
+pub async fn get(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpError> {
     require_tasks(req)?;
-    let run = read(state, req, req.params.get("taskId")).await?;
-    let (t, requests) = task_parts(state, req, &run).await?;
-    let shape = shape_of(state, req, &run).await?;
+    let run = read(ctx, req, req.params.get("taskId")).await?;
+    let (t, requests) = task_parts(ctx, req, &run).await?;
+    let shape = shape_of(ctx, req, &run).await?;
     let mut task = DetailedTask::shaped(
         &run,
         &t,
-        state.cfg.tasks.poll_interval_ms,
+        ctx.cfg.tasks.poll_interval_ms,
         requests,
-        state.host.mapping().task_ids,
+        ctx.host.mapping().task_ids,
         shape,
     );
     task.result_type = Some("complete");
     // Written straight from the struct: the bytes `result_response` would write for the map.
-    Ok(object_result_response(&state.cfg, &req.id, &task))
+    Ok(object_result_response(&ctx.cfg, &req.id, &task))
 }
 
 /// Each key resolves its interrupt at most once; keys that are not open resolve nothing; the
 /// answer is always the empty ack (ext-tasks §tasks/update; RFC 0198 §E).
-pub async fn update(state: &AppState, req: &McpRequest) -> Result<Response, McpError> {
+pub async fn update(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpError> {
     require_tasks(req)?;
     let responses = req
         .params
@@ -183,9 +172,9 @@ pub async fn update(state: &AppState, req: &McpRequest) -> Result<Response, McpE
             McpError::InvalidParams("Invalid params: inputResponses must be an object".into())
         })?
         .clone();
-    let run = read(state, req, req.params.get("taskId")).await?;
+    let run = read(ctx, req, req.params.get("taskId")).await?;
     if run.status.awaits_client() && !responses.is_empty() {
-        let (open, _) = interrupts_of(state, req, &run).await?;
+        let (open, _) = interrupts_of(ctx, req, &run).await?;
         // Every open key's answer is read before any is applied: a refused update changes
         // nothing. Such a key asked an elicitation, so only an ElicitResult answers it.
         let mut effects = Vec::new();
@@ -202,13 +191,12 @@ pub async fn update(state: &AppState, req: &McpRequest) -> Result<Response, McpE
             let outcome = match effect {
                 Effect::Resolve(resume) => {
                     let k = resolve_key(&i.interrupt_id, &resume);
-                    state
-                        .host
+                    ctx.host
                         .resolve_interrupt(&req.caller, &run.run_id, &i.node_id, &resume, &k)
                         .await
                         .map(|_| ())
                 }
-                Effect::CancelRun => state
+                Effect::CancelRun => ctx
                     .host
                     .cancel_run(&req.caller, &run.run_id, Some("mcp-elicitation-cancelled"))
                     .await
@@ -232,11 +220,11 @@ pub async fn update(state: &AppState, req: &McpRequest) -> Result<Response, McpE
 }
 
 /// Cancels as cancelRun does; a terminal run is acknowledged and untouched (409 swallowed).
-pub async fn cancel(state: &AppState, req: &McpRequest) -> Result<Response, McpError> {
+pub async fn cancel(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpError> {
     require_tasks(req)?;
-    let run = read(state, req, req.params.get("taskId")).await?;
+    let run = read(ctx, req, req.params.get("taskId")).await?;
     if !run.status.is_terminal() {
-        match state.host.cancel_run(&req.caller, &run.run_id, None).await {
+        match ctx.host.cancel_run(&req.caller, &run.run_id, None).await {
             Ok(_) => {}
             Err(e) if resolves_nothing(&e) => {}
             Err(e) => return Err(McpError::from_host(&e)),
@@ -246,282 +234,4 @@ pub async fn cancel(state: &AppState, req: &McpRequest) -> Result<Response, McpE
         &req.id,
         json!({ "resultType": "complete" }),
     ))
-}
-
-/// `subscriptions/listen` with `notifications.taskIds` (MCP 2026-07-28 Subscriptions; ext-tasks §notifications/tasks).
-pub async fn listen(state: Arc<AppState>, req: McpRequest) -> Response {
-    match listen_inner(state.clone(), &req).await {
-        Ok(r) => {
-            state.metrics.request("subscriptions/listen", "ok");
-            r
-        }
-        Err(e) => {
-            state.metrics.request("subscriptions/listen", e.label());
-            error_response(&req.id, &e)
-        }
-    }
-}
-
-async fn listen_inner(state: Arc<AppState>, req: &McpRequest) -> Result<Response, McpError> {
-    let filter = match req.params.get("notifications") {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(o)) => o.clone(),
-        Some(_) => {
-            return Err(McpError::InvalidParams(
-                "Invalid params: notifications must be an object".into(),
-            ))
-        }
-    };
-    let asked: Option<Vec<String>> = match filter.get("taskIds") {
-        None | Some(Value::Null) => None,
-        Some(Value::Array(a)) => Some(
-            a.iter()
-                .map(|v| v.as_str().map(str::to_string))
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| {
-                    McpError::InvalidParams("Invalid params: taskIds must be strings".into())
-                })?,
-        ),
-        Some(_) => {
-            return Err(McpError::InvalidParams(
-                "Invalid params: taskIds must be an array".into(),
-            ))
-        }
-    };
-    let tasks_on = state.cfg.tasks.enabled;
-    if asked.is_some() && tasks_on {
-        require_tasks(req)?;
-    }
-    let max = state.cfg.tasks.max_listen_task_ids;
-    if asked.as_ref().is_some_and(|a| a.len() > max) {
-        return Err(McpError::InvalidParams(format!(
-            "Invalid params: at most {max} taskIds per listen"
-        )));
-    }
-    // Only ids the caller can read are acknowledged; the others are left out exactly like a
-    // nonexistent id and never notified (RFC 0208, subscriptions/listen).
-    let mut readable: Vec<String> = Vec::new();
-    if tasks_on {
-        for id in asked.iter().flatten() {
-            if readable.contains(id) {
-                continue;
-            }
-            match read(&state, req, Some(&json!(id))).await {
-                Ok(_) => readable.push(id.clone()),
-                Err(McpError::TaskNotFound) => {}
-                Err(e) => return Err(e),
-            }
-        }
-    }
-    let sub_id = req.id.clone();
-    let mut ack_notifications = Map::new();
-    if asked.is_some() && tasks_on {
-        ack_notifications.insert("taskIds".into(), json!(readable));
-    }
-    let ack = json!({
-        "jsonrpc": "2.0",
-        "method": "notifications/subscriptions/acknowledged",
-        "params": { "_meta": { META_SUBSCRIPTION: sub_id }, "notifications": ack_notifications },
-    });
-    let Ok(slot) = state.gates.streams.clone().try_acquire_owned() else {
-        return Ok(crate::server::shed(true));
-    };
-    let metrics = state.metrics.clone();
-    metrics.stream_opened();
-    metrics.listen_opened();
-    let on_close: Box<dyn FnOnce() + Send> = Box::new(move || {
-        drop(slot);
-        metrics.stream_closed();
-        metrics.listen_closed();
-    });
-    // The ack is the first message: nothing goes on a subscription before it.
-    let ack = message_frame(&ack.to_string());
-    if readable.is_empty() {
-        // Nothing to follow: the stream carries only keep-alives until the client leaves, and
-        // the listen's result when the sidecar shuts down. The body does that by itself, with
-        // no task and no channel, so an idle listen costs as little as it can (issue 10:
-        // 10,000 open listens in ≤ 100 MB).
-        let body = KeepaliveBody::new(
-            ack,
-            listen_final_frame(&sub_id),
-            state.cfg.mcp.sse_keepalive,
-            state.shutdown.clone(),
-            on_close,
-        );
-        return Ok(sse_response(body));
-    }
-    // The loop reads the id, the capabilities and the caller, never the params.
-    let listen = Listen::new(state.clone(), req.detached(false), readable, ack);
-    let frames = futures_util::stream::unfold(listen, |mut l| async move {
-        l.next_frame().await.map(|f| (f, l))
-    });
-    Ok(sse_response(FramesBody::new(Box::pin(frames), on_close)))
-}
-
-/// The result that ends a listen (RFC 0198 §G.14: never notifications/cancelled).
-fn listen_final_frame(sub_id: &Value) -> bytes::Bytes {
-    let end = json!({ "jsonrpc": "2.0", "id": sub_id, "result": { "resultType": "complete", "_meta": { META_SUBSCRIPTION: sub_id } } });
-    message_frame(&end.to_string())
-}
-
-/// A listen that follows tasks: its frames are produced one at a time as the connection asks
-/// for them (the body polls `next_frame`), so a listen costs no task and no channel of its
-/// own, and a client that goes away drops it, with its upstream watches, at once (issue 9:
-/// memory per open stream).
-struct Listen {
-    state: Arc<AppState>,
-    req: McpRequest,
-    sub_id: Value,
-    ids: Vec<String>,
-    /// The acknowledgement, sent before anything else on the subscription.
-    ack: Option<bytes::Bytes>,
-    last: HashMap<String, (Value, Value)>,
-    done: Vec<String>,
-    polled: Vec<String>,
-    /// Tasks to re-project before the next wait; every task once right after the ack.
-    due: Vec<String>,
-    shutdown: tokio::sync::watch::Receiver<bool>,
-    watches: StreamMap<String, std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Signal> + Send>>>,
-    poll: tokio::time::Interval,
-    keepalive: tokio::time::Interval,
-    finished: bool,
-}
-
-impl Listen {
-    fn new(state: Arc<AppState>, req: McpRequest, ids: Vec<String>, ack: bytes::Bytes) -> Listen {
-        // Each task wakes the listen through its shared upstream event stream
-        // (RFC 0208, subscriptions/listen: driven by the host's event stream where it can be, polling
-        // otherwise; watch.rs says why a stream is shared only per credential). Dropping the
-        // map, however the listen ends, releases them; the last listen leaving a stream
-        // closes it.
-        let mut watches = StreamMap::new();
-        for id in &ids {
-            let sub = state.watchers.subscribe(&state.host, &req.caller, id);
-            watches.insert(id.clone(), sub.into_stream());
-        }
-        let period = state.cfg.mcp.sse_keepalive;
-        Listen {
-            sub_id: req.id.clone(),
-            due: ids.clone(),
-            ids,
-            ack: Some(ack),
-            last: HashMap::new(),
-            done: Vec::new(),
-            polled: Vec::new(),
-            shutdown: state.shutdown.clone(),
-            watches,
-            poll: tokio::time::interval(state.cfg.tasks.listen_poll_interval),
-            keepalive: tokio::time::interval_at(tokio::time::Instant::now() + period, period),
-            finished: false,
-            state,
-            req,
-        }
-    }
-
-    /// The listen's result, after which the stream ends (RFC 0198 §G.14: never
-    /// notifications/cancelled).
-    fn finish(&mut self) -> bytes::Bytes {
-        self.finished = true;
-        listen_final_frame(&self.sub_id)
-    }
-
-    /// The next frame for the client; `None` once the listen's result has been sent.
-    async fn next_frame(&mut self) -> Option<bytes::Bytes> {
-        if self.finished {
-            return None;
-        }
-        if let Some(ack) = self.ack.take() {
-            return Some(ack);
-        }
-        loop {
-            while !self.due.is_empty() {
-                let id = self.due.remove(0);
-                if self.done.contains(&id) {
-                    continue;
-                }
-                // Boxed: the projection (two host reads) is large and only runs on a change,
-                // so it does not belong in the listen's own, long-lived state.
-                let projected = Box::pin(project_for_listen(
-                    &self.state,
-                    &self.req,
-                    &id,
-                    &self.sub_id,
-                    &mut self.last,
-                ))
-                .await;
-                match projected {
-                    None => self.done.push(id),
-                    Some((frame, terminal)) => {
-                        if terminal {
-                            self.done.push(id);
-                        }
-                        if frame.is_some() {
-                            return frame;
-                        }
-                    }
-                }
-            }
-            if !self.ids.is_empty() && self.done.len() >= self.ids.len() {
-                // Every listed task is terminal: end with the listen's result.
-                return Some(self.finish());
-            }
-            // A finished task needs no more wake-ups: let its stream go now.
-            for id in &self.done {
-                self.watches.remove(id);
-            }
-            tokio::select! {
-                Some((id, signal)) = self.watches.next(), if !self.watches.is_empty() => {
-                    let mut woken = vec![(id, signal)];
-                    // A replayed log arrives as a burst: one re-projection per burst.
-                    while let Some(Some(more)) = self.watches.next().now_or_never() {
-                        woken.push(more);
-                    }
-                    for (id, signal) in woken {
-                        if signal == Signal::Lost {
-                            self.watches.remove(&id);
-                            self.polled.push(id.clone());
-                        }
-                        if !self.due.contains(&id) {
-                            self.due.push(id);
-                        }
-                    }
-                },
-                _ = self.poll.tick() => {
-                    let again = self.polled.iter().filter(|i| !self.done.contains(i)).cloned();
-                    self.due.extend(again.collect::<Vec<_>>());
-                }
-                _ = self.keepalive.tick() => return Some(keepalive_frame()),
-                _ = self.shutdown.changed() => return Some(self.finish()),
-            }
-        }
-    }
-}
-
-/// Re-projects one task: `None` when it is no longer readable (it is dropped silently),
-/// else the `notifications/tasks` frame when status or lastUpdatedAt changed, and whether
-/// the task is terminal.
-async fn project_for_listen(
-    state: &AppState,
-    req: &McpRequest,
-    id: &str,
-    sub_id: &Value,
-    last: &mut HashMap<String, (Value, Value)>,
-) -> Option<(Option<bytes::Bytes>, bool)> {
-    let run = match read(state, req, Some(&json!(id))).await {
-        Ok(r) => r,
-        Err(McpError::TaskNotFound) => return None,
-        Err(_) => return Some((None, false)),
-    };
-    let terminal = run.status.is_terminal();
-    let Ok(mut task) = detailed(state, req, &run).await else {
-        return Some((None, false));
-    };
-    let key = (task["status"].clone(), task["lastUpdatedAt"].clone());
-    if last.get(id) == Some(&key) {
-        return Some((None, terminal));
-    }
-    last.insert(id.to_string(), key);
-    task.insert("_meta".into(), json!({ META_SUBSCRIPTION: sub_id }));
-    let n = json!({ "jsonrpc": "2.0", "method": "notifications/tasks", "params": task });
-    Some((Some(message_frame(&n.to_string())), terminal))
 }

@@ -11,14 +11,15 @@ use futures_util::future::join_all;
 use serde_json::{json, Map, Value};
 
 use super::project::Shape;
-use super::{McpError, McpRequest};
+use super::schema::ParamHeader;
+use super::schema::{param_headers_of, variables_of_schema};
+use super::{McpContext, McpError, McpRequest};
 use crate::body::Response;
 use crate::config::{
     Config, CreateTemplate, InputRequestKey, StaticTool, TaskSupport, ToolOverride, ToolSource,
     Tools,
 };
 use crate::host::{Caller, HostError};
-use crate::server::AppState;
 
 /// Node types that suspend a run on a client-answerable interrupt (§1.2).
 const SUSPENDING: [&str; 4] = [
@@ -53,14 +54,6 @@ pub struct ToolDef {
     /// The arguments its inputSchema mirrors into `Mcp-Param-*` headers (`x-mcp-header`),
     /// filled in once the catalog entry is final (after any operator override).
     pub param_headers: Vec<ParamHeader>,
-}
-
-/// One `x-mcp-header` annotation (MCP 2026-07-28 Transports §Request headers): the argument at `path` (property names
-/// from the root, through `properties` only) travels as `Mcp-Param-{header}`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ParamHeader {
-    pub path: Vec<String>,
-    pub header: String,
 }
 
 impl ToolDef {
@@ -112,33 +105,6 @@ impl ToolDef {
     }
 }
 
-/// Variables as a JSON Schema names them (for validation of static or overridden schemas).
-fn variables_of_schema(schema: &Value) -> Vec<Variable> {
-    let required: Vec<String> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| {
-            r.iter()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    schema
-        .get("properties")
-        .and_then(Value::as_object)
-        .map(|p| {
-            p.iter()
-                .map(|(k, v)| Variable {
-                    name: k.clone(),
-                    ty: v.get("type").and_then(Value::as_str).map(str::to_string),
-                    required: required.contains(k),
-                    has_default: v.get("default").is_some(),
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 #[derive(Debug, Default)]
 pub struct ToolSet {
     pub sorted: Vec<Value>,
@@ -184,47 +150,46 @@ impl Catalog {
     /// The caller's tools (cached per credential, coalesced).
     pub async fn tools_for(
         &self,
-        state: &AppState,
+        ctx: &McpContext,
         caller: &Caller,
     ) -> Result<Arc<ToolSet>, McpError> {
         let key = super::request_state::principal_of(caller);
         if let Some(hit) = self.cache.get(&key).await {
-            state.metrics.cache("tools", true);
+            ctx.metrics.cache("tools", true);
             return Ok(hit);
         }
-        state.metrics.cache("tools", false);
+        ctx.metrics.cache("tools", false);
         self.cache
-            .try_get_with(key, fetch(state, caller, &self.tools))
+            .try_get_with(key, fetch(ctx, caller, &self.tools))
             .await
             .map_err(|e: Arc<McpError>| (*e).clone())
     }
 }
 
-async fn fetch(state: &AppState, caller: &Caller, cfg: &Tools) -> Result<Arc<ToolSet>, McpError> {
+async fn fetch(ctx: &McpContext, caller: &Caller, cfg: &Tools) -> Result<Arc<ToolSet>, McpError> {
     let mut defs = match cfg.source {
         ToolSource::Static => {
             // A static catalog still authorizes the caller: the host must accept its
             // credential, so one cheap authenticated read (its own run list) comes first.
-            state
-                .host
+            ctx.host
                 .list_runs_probe(caller)
                 .await
                 .map_err(|e| McpError::from_host(&e))?;
             cfg.statics.iter().map(from_static).collect()
         }
-        ToolSource::Fixtures => fixture_tools(state, caller, &discovery(state).await?).await?,
-        ToolSource::ToolCatalog => catalog_tools(state, caller)
+        ToolSource::Fixtures => fixture_tools(ctx, caller, &discovery(ctx).await?).await?,
+        ToolSource::ToolCatalog => catalog_tools(ctx, caller)
             .await
             .map_err(|e| McpError::from_host(&e))?
             .into_iter()
             .map(|(name, fields)| from_descriptor(&name, fields))
             .collect(),
         ToolSource::Auto => {
-            let doc = discovery(state).await?;
+            let doc = discovery(ctx).await?;
             if advertises_catalog(&doc) {
                 let (catalog, fixtures) = futures_util::future::join(
-                    catalog_tools(state, caller),
-                    fixture_tools(state, caller, &doc),
+                    catalog_tools(ctx, caller),
+                    fixture_tools(ctx, caller, &doc),
                 )
                 .await;
                 match catalog {
@@ -240,7 +205,7 @@ async fn fetch(state: &AppState, caller: &Caller, cfg: &Tools) -> Result<Arc<Too
                     Err(e) => return Err(McpError::from_host(&e)),
                 }
             } else {
-                fixture_tools(state, caller, &doc).await?
+                fixture_tools(ctx, caller, &doc).await?
             }
         }
     };
@@ -274,9 +239,8 @@ async fn fetch(state: &AppState, caller: &Caller, cfg: &Tools) -> Result<Arc<Too
     Ok(Arc::new(ToolSet { sorted, by_name }))
 }
 
-async fn discovery(state: &AppState) -> Result<Value, McpError> {
-    state
-        .host
+async fn discovery(ctx: &McpContext) -> Result<Value, McpError> {
+    ctx.host
         .discovery()
         .await
         .map_err(|e| McpError::from_host(&e))
@@ -289,7 +253,7 @@ fn advertises_catalog(doc: &Value) -> bool {
 
 /// Discovery `fixtures[]`, each read with `GET /workflows/{id}` under the caller's credential.
 async fn fixture_tools(
-    state: &AppState,
+    ctx: &McpContext,
     caller: &Caller,
     doc: &Value,
 ) -> Result<Vec<ToolDef>, McpError> {
@@ -302,7 +266,7 @@ async fn fixture_tools(
                 .collect()
         })
         .unwrap_or_default();
-    let reads = join_all(ids.iter().map(|id| state.host.get_workflow(caller, id))).await;
+    let reads = join_all(ids.iter().map(|id| ctx.host.get_workflow(caller, id))).await;
     let mut defs = Vec::new();
     for (id, r) in ids.iter().zip(reads) {
         match r {
@@ -327,10 +291,10 @@ type Fields = Map<String, Value>;
 /// `GET /tools` under the caller's credential (the catalog is authorization-scoped): each
 /// descriptor's id and the MCP Tool fields it carries.
 async fn catalog_tools(
-    state: &AppState,
+    ctx: &McpContext,
     caller: &Caller,
 ) -> Result<Vec<(String, Fields)>, HostError> {
-    let v = state.host.list_tools(caller).await?;
+    let v = ctx.host.list_tools(caller).await?;
     let arr = v
         .as_array()
         .or_else(|| v.get("tools").and_then(Value::as_array))
@@ -519,147 +483,12 @@ fn from_descriptor(name: &str, fields: Fields) -> ToolDef {
     // client without `elicitation` up front would break the many that never declare it, so
     // the capability is not required here: a run that does suspend on an interrupt the
     // client cannot answer gets the tool result that names the interrupt and where to
-    // resolve it, and the run waits (call.rs `pending_result`, the "cannot be carried" case).
+    // resolve it, and the run waits (answer.rs `outcome`, the "cannot be carried" case).
     ToolDef::new(name, wire, variables, false)
 }
 
-/// The `x-mcp-header` annotations of an input schema, or why they are invalid (MCP 2026-07-28
-/// §1.2): each is a non-empty RFC 9110 token, unique case-insensitively, on a `string`,
-/// `integer` or `boolean` property reachable from the root through `properties` keys only
-/// (never under `items`, `oneOf`/`anyOf`/`allOf`/`not`, `if`/`then`/`else`, `$defs`, …).
-pub fn param_headers_of(schema: &Value) -> Result<Vec<ParamHeader>, String> {
-    let mut out = Vec::new();
-    walk_schema(schema, Some(&mut Vec::new()), &mut out)?;
-    let mut seen = std::collections::HashSet::new();
-    for h in &out {
-        if !seen.insert(h.header.to_ascii_lowercase()) {
-            return Err(format!(
-                "'{}' is used twice (header names are case-insensitive)",
-                h.header
-            ));
-        }
-    }
-    Ok(out)
-}
-
-/// `path` is `Some` while the node is reachable from the root through `properties` only.
-fn walk_schema(
-    node: &Value,
-    path: Option<&mut Vec<String>>,
-    out: &mut Vec<ParamHeader>,
-) -> Result<(), String> {
-    let Some(obj) = node.as_object() else {
-        if let Some(a) = node.as_array() {
-            for v in a {
-                walk_schema(v, None, out)?;
-            }
-        }
-        return Ok(());
-    };
-    let mut path = path;
-    if let Some(h) = obj.get("x-mcp-header") {
-        let at = match path.as_deref() {
-            Some(p) if !p.is_empty() => p.join("."),
-            Some(_) => return Err("it is on the schema root, not on a property".into()),
-            None => {
-                return Err(
-                    "it is on a property not reachable from the root through `properties` only"
-                        .into(),
-                )
-            }
-        };
-        let Some(name) = h.as_str().filter(|n| is_token(n)) else {
-            return Err(format!(
-                "property {at}: {h} is not a non-empty RFC 9110 token"
-            ));
-        };
-        match obj.get("type").and_then(Value::as_str) {
-            Some("string" | "integer" | "boolean") => {}
-            other => {
-                return Err(format!(
-                    "property {at}: type {} (only string, integer or boolean may be mirrored)",
-                    other.map_or_else(|| "unspecified".to_string(), str::to_string)
-                ))
-            }
-        }
-        out.push(ParamHeader {
-            path: path.as_deref().cloned().unwrap_or_default(),
-            header: name.to_string(),
-        });
-    }
-    for (k, v) in obj {
-        match k.as_str() {
-            // Instance data, not subschemas.
-            "enum" | "const" | "default" | "examples" | "x-mcp-header" => {}
-            "properties" => {
-                let Some(props) = v.as_object() else { continue };
-                for (name, sub) in props {
-                    match path.as_deref_mut() {
-                        Some(p) => {
-                            p.push(name.clone());
-                            let r = walk_schema(sub, Some(p), out);
-                            p.pop();
-                            r?;
-                        }
-                        None => walk_schema(sub, None, out)?,
-                    }
-                }
-            }
-            _ => walk_schema(v, None, out)?,
-        }
-    }
-    Ok(())
-}
-
-/// RFC 9110 §5.6.2 `token` (which also rules out CR/LF and spaces).
-fn is_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-}
-
-/// Checks arguments against the tool's variables before any run exists (§3.5 step 2).
-pub fn validate_arguments(tool: &ToolDef, args: &Map<String, Value>) -> Result<(), String> {
-    for v in &tool.variables {
-        match args.get(&v.name) {
-            None | Some(Value::Null) => {
-                if v.required && !v.has_default {
-                    return Err(format!(
-                        "Invalid arguments for tool {}: missing required '{}'",
-                        tool.name, v.name
-                    ));
-                }
-            }
-            Some(val) => {
-                let ok = match v.ty.as_deref() {
-                    Some("string") => val.is_string(),
-                    Some("number") => val.is_number(),
-                    Some("integer") => {
-                        val.is_i64()
-                            || val.is_u64()
-                            || val.as_f64().is_some_and(|f| f.fract() == 0.0)
-                    }
-                    Some("boolean") => val.is_boolean(),
-                    Some("object") => val.is_object(),
-                    Some("array") => val.is_array(),
-                    _ => true,
-                };
-                if !ok {
-                    return Err(format!(
-                        "Invalid arguments for tool {}: '{}' must be of type {}",
-                        tool.name,
-                        v.name,
-                        v.ty.as_deref().unwrap_or("any")
-                    ));
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
 /// `tools/list`.
-pub async fn list(state: &AppState, req: &McpRequest) -> Result<Response, McpError> {
+pub async fn list(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpError> {
     if let Some(c) = req.params.get("cursor") {
         if !c.is_null() {
             return Err(McpError::InvalidParams(
@@ -667,103 +496,20 @@ pub async fn list(state: &AppState, req: &McpRequest) -> Result<Response, McpErr
             ));
         }
     }
-    let set = state.mount.tools.tools_for(state, &req.caller).await?;
+    let set = ctx.tools.tools_for(ctx, &req.caller).await?;
     let result = json!({
         "resultType": "complete",
         "tools": set.sorted,
-        "ttlMs": state.cfg.mcp.tools_list_ttl.as_millis() as u64,
+        "ttlMs": ctx.cfg.mcp.tools_list_ttl.as_millis() as u64,
         "cacheScope": "private",
     });
-    Ok(super::result_response(&state.cfg, &req.id, result))
+    Ok(super::result_response(&ctx.cfg, &req.id, result))
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::schema::validate_arguments;
     use super::*;
-
-    #[test]
-    fn x_mcp_header_marks_are_read_through_properties_only() {
-        let ok = json!({"type": "object", "properties": {
-            "region": {"type": "string", "x-mcp-header": "Region"},
-            "n": {"type": "integer", "x-mcp-header": "N", "default": {"x-mcp-header": 1}},
-            "opts": {"type": "object", "properties": {
-                "dry": {"type": "boolean", "x-mcp-header": "Dry-Run"}}}}});
-        let got = param_headers_of(&ok).unwrap();
-        let paths: Vec<_> = got
-            .iter()
-            .map(|h| (h.path.join("."), h.header.as_str()))
-            .collect();
-        assert_eq!(
-            paths,
-            vec![
-                ("region".into(), "Region"),
-                ("n".into(), "N"),
-                ("opts.dry".into(), "Dry-Run")
-            ]
-        );
-        assert_eq!(
-            param_headers_of(&json!({"type": "object"})).unwrap(),
-            vec![]
-        );
-    }
-
-    #[test]
-    fn an_invalid_x_mcp_header_mark_is_named() {
-        let prop = |p: Value| json!({"type": "object", "properties": {"a": p}});
-        for (schema, why) in [
-            (
-                prop(json!({"type": "number", "x-mcp-header": "A"})),
-                "type number",
-            ),
-            (
-                prop(json!({"type": "object", "x-mcp-header": "A"})),
-                "type object",
-            ),
-            (
-                prop(json!({"type": "array", "x-mcp-header": "A"})),
-                "type array",
-            ),
-            (prop(json!({"x-mcp-header": "A"})), "type unspecified"),
-            (
-                prop(json!({"type": "string", "x-mcp-header": ""})),
-                "not a non-empty",
-            ),
-            (
-                prop(json!({"type": "string", "x-mcp-header": "A B"})),
-                "token",
-            ),
-            (
-                prop(json!({"type": "string", "x-mcp-header": "A\r\nX: y"})),
-                "token",
-            ),
-            (prop(json!({"type": "string", "x-mcp-header": 7})), "token"),
-            (
-                json!({"type": "object", "properties": {
-                    "a": {"type": "string", "x-mcp-header": "Region"},
-                    "b": {"type": "string", "x-mcp-header": "region"}}}),
-                "used twice",
-            ),
-            (
-                prop(json!({"type": "array", "items": {"type": "string", "x-mcp-header": "A"}})),
-                "not reachable",
-            ),
-            (
-                json!({"oneOf": [{"properties": {"a": {"type": "string", "x-mcp-header": "A"}}}]}),
-                "not reachable",
-            ),
-            (
-                json!({"$defs": {"d": {"type": "string", "x-mcp-header": "A"}}}),
-                "not reachable",
-            ),
-            (
-                json!({"type": "string", "x-mcp-header": "A"}),
-                "schema root",
-            ),
-        ] {
-            let err = param_headers_of(&schema).unwrap_err();
-            assert!(err.contains(why), "{schema}: {err:?} lacks {why:?}");
-        }
-    }
 
     #[test]
     fn workflow_variables_become_the_input_schema() {

@@ -139,6 +139,79 @@ async fn listener_serves_tls_and_picks_up_a_new_certificate() {
     env.shutdown().await;
 }
 
+/// Issue 10 on the TLS listener, as on the plain one (tests/it/limits.rs): a client that
+/// connects and never sends a byte, or completes the handshake and then sends nothing, gets no
+/// more time than a slow request head (`limits.headerReadTimeoutMs`), not a fixed handshake
+/// allowance.
+#[tokio::test]
+async fn a_silent_tls_client_is_closed_within_the_header_read_timeout() {
+    use tokio::io::AsyncReadExt;
+    let dir = tmpdir("silent");
+    let ca1 = ca("ca-silent");
+    let (c1, k1) = leaf(&ca1);
+    let cert = write(&dir, "tls.crt", &c1);
+    let key = write(&dir, "tls.key", &k1);
+    let env = env_with(|c| {
+        c.tls = Some((cert.clone(), key.clone()));
+        c.limits.header_read_timeout = Duration::from_millis(300);
+    })
+    .await;
+    let addr = env.url.strip_prefix("http://").unwrap().to_string();
+    let mut buf = [0u8; 64];
+    // Not a byte, not even a ClientHello.
+    let started = std::time::Instant::now();
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+        .await
+        .expect("the sidecar closed the silent connection")
+        .unwrap_or(0);
+    assert_eq!(n, 0);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    // A complete handshake, then no request.
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca1.der().clone()).unwrap();
+    let client = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(client))
+        .connect(
+            rustls::pki_types::ServerName::try_from("localhost").unwrap(),
+            tcp,
+        )
+        .await
+        .expect("the handshake completes");
+    let started = std::time::Instant::now();
+    let n = tokio::time::timeout(Duration::from_secs(5), tls.read(&mut buf))
+        .await
+        .expect("the sidecar closed the connection that sent no request")
+        .unwrap_or(0);
+    assert_eq!(n, 0);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    // A client that does send its request is served as before.
+    let base = env.url.replace("http://", "https://");
+    let r = client_trusting(&ca1)
+        .get(format!("{base}/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    env.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A TLS terminator requiring a client certificate from `ca`, in front of `upstream`,
 /// offering `alpn` (none: it selects no protocol).
 async fn mtls_terminator(

@@ -1,0 +1,246 @@
+//! Following a run to a settled state: the host's event stream drives the wait, long-poll
+//! takes over when it cannot be opened or breaks (issue 3), and `notifications/progress` is
+//! emitted from the events read on the way.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+use super::respond::Notes;
+use super::{McpContext, McpError};
+use crate::host::{bears_on_interrupts, open_interrupts, Caller, HostError, RunEvent, RunSnapshot};
+use crate::sse::message_frame;
+
+/// `notifications/progress` for a request that sent `_meta.progressToken`: one per
+/// `node.completed` event of its run, `progress` = the number of nodes completed so far (it
+/// strictly increases; the total is not known up front), `message` = the node. Sent on the
+/// request's own SSE stream before its result (MCP 2026-07-28 Transports §Sending Messages).
+pub(super) struct Progress {
+    notes: Arc<Notes>,
+    token: Value,
+    done: std::sync::atomic::AtomicU64,
+}
+
+impl Progress {
+    pub(super) fn new(notes: Arc<Notes>, token: Value) -> Progress {
+        Progress {
+            notes,
+            token,
+            done: Default::default(),
+        }
+    }
+
+    fn seen(&self, ev: &RunEvent) {
+        if ev.kind != "node.completed" {
+            return;
+        }
+        let n = self.done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let node = ev
+            .node_id
+            .clone()
+            .or_else(|| {
+                ev.payload
+                    .get("nodeId")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .unwrap_or_default();
+        let note = json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/progress",
+            "params": { "progressToken": self.token, "progress": n, "message": format!("node {node} completed") },
+        });
+        // Progress is advisory: a full queue (a slow reader) drops it rather than stall the run.
+        self.notes.push(message_frame(&note.to_string()));
+    }
+}
+
+/// What a blocking wait has read of the run's event log: the events [`open_interrupts`] reads
+/// (the answer is built from them) and the position to resume from. Other events are counted,
+/// not held: a call blocked on a chatty run stays the same size (issue 9).
+#[derive(Default)]
+struct EventLog {
+    kept: Vec<RunEvent>,
+    /// The sequence of the last event read, kept or not.
+    last: Option<i64>,
+    /// The last event read was terminal.
+    ended: bool,
+}
+
+impl EventLog {
+    fn push(&mut self, ev: RunEvent) {
+        self.last = Some(ev.sequence);
+        self.ended = ev.is_terminal();
+        if self.ended || bears_on_interrupts(&ev.kind) {
+            self.kept.push(ev);
+        }
+    }
+}
+
+/// Follows the run until it is terminal or waits on something, or `cap` passes. The host's
+/// event stream drives the wait (each lifecycle event is a cue to re-read the run); when the
+/// stream cannot be opened or breaks, the long-poll endpoint takes over (issue 3: "wait on the
+/// run's event stream, poll as fallback").
+pub(super) async fn wait_settled(
+    ctx: &McpContext,
+    caller: &Caller,
+    run_id: &str,
+    cap: Duration,
+    progress: Option<&Progress>,
+) -> Result<(RunSnapshot, Vec<RunEvent>), McpError> {
+    let deadline = Instant::now() + cap;
+    let mut log = EventLog::default();
+    let settled = if cap.is_zero() {
+        false
+    } else {
+        match follow_stream(ctx, caller, run_id, deadline, &mut log, progress).await {
+            Ok(settled) => settled,
+            Err(e) if is_fatal(&e) => return Err(McpError::from_host(&e)),
+            Err(_) => false,
+        }
+    };
+    if !settled {
+        let after = log.last;
+        follow_poll(ctx, caller, run_id, deadline, after, &mut log, progress).await?;
+    }
+    let run = Box::pin(ctx.host.get_run(caller, run_id))
+        .await
+        .map_err(|e| McpError::from_host(&e))?;
+    if run.status.awaits_client() && open_interrupts(&log.kept, ctx.host.mapping()).is_empty() {
+        // The snapshot moved ahead of the events we read: read the rest of the log once.
+        let after = log.last;
+        if let Ok(page) = Box::pin(ctx.host.poll_events(caller, run_id, after, 1)).await {
+            page.events.into_iter().for_each(|e| log.push(e));
+        }
+    }
+    Ok((run, log.kept))
+}
+
+/// Errors that no fallback can fix: the caller is not allowed, or the run is not there.
+fn is_fatal(e: &HostError) -> bool {
+    matches!(e.status().map(|s| s.as_u16()), Some(401 | 403 | 404))
+}
+
+/// Events after which the run may have reached a state the blocking call stops at.
+fn is_cue(e: &RunEvent) -> bool {
+    e.is_terminal()
+        || matches!(
+            e.kind.as_str(),
+            "node.suspended"
+                | "run.paused"
+                | "run.suspended"
+                | "run.waiting"
+                | "interrupt.requested"
+        )
+}
+
+/// Ok(true): settled. Ok(false): the deadline passed or the stream ended early (poll next).
+async fn follow_stream(
+    ctx: &McpContext,
+    caller: &Caller,
+    run_id: &str,
+    deadline: Instant,
+    log: &mut EventLog,
+    progress: Option<&Progress>,
+) -> Result<bool, HostError> {
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    let Ok(opened) = tokio::time::timeout(
+        remaining,
+        Box::pin(ctx.host.stream_events(caller, run_id, None)),
+    )
+    .await
+    else {
+        return Ok(false);
+    };
+    let mut stream = opened?;
+    // A host may publish an event before its snapshot shows the new status; a cue that did
+    // not settle is re-checked when the stream goes quiet.
+    let mut recheck = false;
+    loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Ok(false);
+        }
+        let idle = if recheck {
+            remaining.min(Duration::from_millis(250))
+        } else {
+            remaining
+        };
+        match tokio::time::timeout(idle, stream.next()).await {
+            Err(_) if recheck => {
+                recheck = false;
+                if Box::pin(ctx.host.get_run(caller, run_id))
+                    .await?
+                    .status
+                    .settles_blocking_wait()
+                {
+                    return Ok(true);
+                }
+            }
+            Err(_) => return Ok(false),
+            Ok(Err(e)) => return Err(e),
+            Ok(Ok(None)) => return Ok(log.ended),
+            Ok(Ok(Some(ev))) => {
+                let cue = is_cue(&ev);
+                if let Some(p) = progress {
+                    p.seen(&ev);
+                }
+                log.push(ev);
+                if log.ended {
+                    return Ok(true);
+                }
+                if cue {
+                    let settled = Box::pin(ctx.host.get_run(caller, run_id))
+                        .await?
+                        .status
+                        .settles_blocking_wait();
+                    if settled {
+                        return Ok(true);
+                    }
+                    recheck = true;
+                }
+            }
+        }
+    }
+}
+
+async fn follow_poll(
+    ctx: &McpContext,
+    caller: &Caller,
+    run_id: &str,
+    deadline: Instant,
+    mut after: Option<i64>,
+    log: &mut EventLog,
+    progress: Option<&Progress>,
+) -> Result<(), McpError> {
+    loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Ok(());
+        }
+        let secs = remaining.as_secs_f64().ceil().clamp(1.0, 30.0) as u32;
+        match tokio::time::timeout(
+            remaining,
+            Box::pin(ctx.host.poll_events(caller, run_id, after, secs)),
+        )
+        .await
+        {
+            Err(_) => return Ok(()),
+            Ok(Err(e)) => return Err(McpError::from_host(&e)),
+            Ok(Ok(page)) => {
+                if let Some(last) = page.events.last() {
+                    after = Some(last.sequence);
+                }
+                if let Some(p) = progress {
+                    page.events.iter().for_each(|e| p.seen(e));
+                }
+                page.events.into_iter().for_each(|e| log.push(e));
+                if page.is_terminal || page.status.settles_blocking_wait() {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,299 @@
+//! The accept loop: sockets, optional TLS, the first-byte and head timeouts, the lame duck's
+//! GOAWAY and `Connection: close`, and the drain.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use http::Request;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+use super::reload::Live;
+use super::route::route;
+use crate::body::Response;
+
+/// The service future as hyper stores it: boxed (see `accept_loop`).
+type RouteFuture =
+    Pin<Box<dyn std::future::Future<Output = Result<Response, std::convert::Infallible>> + Send>>;
+
+/// A peer that vanished without FIN or RST is noticed when data it never acknowledges (an SSE
+/// keep-alive, the answer) has waited `dead_peer` (TCP_USER_TIMEOUT), or by TCP keepalive
+/// probes on an idle connection; either way the connection errors, the response body is
+/// dropped and an owned run is cancelled (RFC 0198 §G.12, issue 5 "silent peer").
+fn tune_socket(stream: &TcpStream, dead_peer: Duration) {
+    let sock = socket2::SockRef::from(stream);
+    let ka = socket2::TcpKeepalive::new()
+        .with_time(dead_peer.min(Duration::from_secs(30)))
+        .with_interval(Duration::from_secs(5))
+        .with_retries(3);
+    let _ = sock.set_tcp_keepalive(&ka);
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let _ = sock.set_tcp_user_timeout(Some(dead_peer));
+}
+
+/// Drives one connection to its end. On the lame duck an HTTP/2 connection gets GOAWAY (its
+/// streams in flight finish; new ones go to a new connection); on shutdown every connection is
+/// shut down gracefully (hyper: an idle HTTP/1.1 connection closes at once, a busy one after
+/// its answer; HTTP/2 sends GOAWAY and waits for its streams).
+macro_rules! drive_connection {
+    ($conn:expr, $h2:expr, $lame:expr, $stop:expr) => {{
+        let conn = $conn;
+        tokio::pin!(conn);
+        let h2: Arc<AtomicBool> = $h2;
+        let mut lame: watch::Receiver<bool> = $lame;
+        let mut stop: watch::Receiver<bool> = $stop;
+        let mut goaway_sent = false;
+        let mut stopping = false;
+        // graceful_shutdown is called once per connection.
+        let mut shut = false;
+        loop {
+            tokio::select! {
+                r = conn.as_mut() => {
+                    if let Err(e) = r {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                    break;
+                }
+                _ = lame.wait_for(|l| *l), if !goaway_sent && !stopping => {
+                    goaway_sent = true;
+                    if h2.load(Ordering::Relaxed) {
+                        shut = true;
+                        conn.as_mut().graceful_shutdown();
+                    }
+                }
+                _ = stop.wait_for(|s| *s), if !stopping => {
+                    stopping = true;
+                    if !shut {
+                        shut = true;
+                        conn.as_mut().graceful_shutdown();
+                    }
+                }
+            }
+        }
+    }};
+}
+
+/// Waits for the connection's first byte, bounded by `limit`. The protocol sniffing of the
+/// auto builder reads the first bytes with no timer, and hyper's header read timeout only
+/// starts after it: a client that connects and never sends a byte would hold its connection
+/// for ever. It gets the same time as a slow head (limits.headerReadTimeoutMs; issue 10).
+/// `peek` (not `readable`, which may report readiness spuriously) waits for an actual byte or
+/// the end of the stream. `false`: close the connection (silent, failed, or draining: a
+/// connection that has not asked for anything yet is simply closed).
+async fn first_byte(stream: &TcpStream, limit: Duration, stop: &mut watch::Receiver<bool>) -> bool {
+    let mut first = [0u8; 1];
+    tokio::select! {
+        r = tokio::time::timeout(limit, stream.peek(&mut first)) => match r {
+            Ok(Ok(_)) => true,
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "connection failed before its first byte");
+                false
+            }
+            Err(_) => {
+                tracing::debug!("no request within the header read timeout; closing");
+                false
+            }
+        },
+        _ = stop.wait_for(|s| *s) => false,
+    }
+}
+
+/// The decrypted side of a TLS connection, with the first-byte bound [`first_byte`] gives a
+/// plain connection: a client that completes the handshake and then sends nothing is cut when
+/// `deadline` passes, before the auto builder's untimed protocol sniffing could hold it.
+struct FirstByteDeadline<S> {
+    inner: S,
+    /// `None` once a byte has arrived.
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<S> FirstByteDeadline<S> {
+    fn new(inner: S, limit: Duration) -> Self {
+        FirstByteDeadline {
+            inner,
+            deadline: Some(Box::pin(tokio::time::sleep(limit))),
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for FirstByteDeadline<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let Some(deadline) = self.deadline.as_mut() else {
+            return r;
+        };
+        match r {
+            Poll::Ready(Ok(())) if buf.filled().len() > before => self.deadline = None,
+            Poll::Pending if deadline.as_mut().poll(cx).is_ready() => {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "no request within the header read timeout",
+                )));
+            }
+            _ => {}
+        }
+        r
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for FirstByteDeadline<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+pub(super) async fn accept_loop(
+    listener: TcpListener,
+    live: Arc<Live>,
+    tls: Option<Arc<crate::tls::ServerTls>>,
+    mut shutdown: watch::Receiver<bool>,
+    lame_duck: watch::Receiver<bool>,
+) {
+    let dead_peer = live.current().cfg.mount.dead_peer_timeout;
+    // Every connection task holds a clone; the drain is over when the last one is dropped.
+    let (alive_tx, mut alive_rx) = tokio::sync::mpsc::channel::<()>(1);
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // A client that trickles its request head cannot pin a connection (issue 10).
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(live.current().cfg.limits.header_read_timeout);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(x) => x,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                tune_socket(&stream, dead_peer);
+                let head_timeout = live.current().cfg.limits.header_read_timeout;
+                // Set by the first HTTP/2 request: only HTTP/2 gets GOAWAY on the lame duck.
+                let h2 = Arc::new(AtomicBool::new(false));
+                let svc = service(live.clone(), peer, h2.clone(), lame_duck.clone());
+                let alive = alive_tx.clone();
+                let lame = lame_duck.clone();
+                let builder = builder.clone();
+                let mut stop = shutdown.clone();
+                let tls = tls.as_ref().map(|t| t.acceptor());
+                // Everything per connection (the first byte, the handshake) runs on the
+                // connection's own task, bounded, so a slow or silent client never holds up
+                // the accept loop.
+                tokio::spawn(async move {
+                    let _alive = alive;
+                    if !first_byte(&stream, head_timeout, &mut stop).await {
+                        return;
+                    }
+                    let Some(acceptor) = tls else {
+                        let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc).into_owned();
+                        drive_connection!(conn, h2, lame, stop);
+                        return;
+                    };
+                    // The handshake gets the time a request head gets (a silent client after
+                    // its ClientHello is as slow as a trickled head), and so does the first
+                    // decrypted byte.
+                    let tls = match tokio::time::timeout(head_timeout, acceptor.accept(stream)).await {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(e)) => return tracing::debug!(error = %e, "TLS handshake failed"),
+                        Err(_) => return tracing::debug!("TLS handshake timed out"),
+                    };
+                    let io = TokioIo::new(FirstByteDeadline::new(tls, head_timeout));
+                    let conn = builder.serve_connection_with_upgrades(io, svc).into_owned();
+                    drive_connection!(conn, h2, lame, stop);
+                });
+            }
+            _ = shutdown.changed() => break,
+        }
+    }
+    drop(listener);
+    drop(alive_tx);
+    let drain = live.current().cfg.shutdown.drain_timeout;
+    tokio::select! {
+        _ = alive_rx.recv() => tracing::info!("all connections drained"),
+        _ = tokio::time::sleep(drain) => tracing::warn!(?drain, "drain deadline reached; cutting the remaining connections"),
+    }
+}
+
+/// The service of one connection: each request pins the generation current when it arrives.
+fn service(
+    live: Arc<Live>,
+    peer: SocketAddr,
+    h2: Arc<AtomicBool>,
+    lame_duck: watch::Receiver<bool>,
+) -> impl hyper::service::Service<
+    Request<Incoming>,
+    Response = Response,
+    Error = std::convert::Infallible,
+    Future = RouteFuture,
+> + Clone {
+    service_fn(move |req: Request<Incoming>| {
+        let st = live.current();
+        let version = req.version();
+        if version == http::Version::HTTP_2 {
+            h2.store(true, Ordering::Relaxed);
+        }
+        let lame = lame_duck.clone();
+        // Boxed: hyper keeps room for the service future in every HTTP/1.1 connection and
+        // every HTTP/2 stream task for their whole life, so an inline `route` future
+        // (kilobytes) would cost that much per idle connection and per open stream
+        // (docs/benchmarks.md §2, issue 10).
+        Box::pin(async move {
+            let mut resp = route(st, req, peer).await;
+            // Lame duck: this answer is the connection's last (RFC 9112 §9.6), so the peer's
+            // next request opens a connection the balancer routes to a replica that is not
+            // stopping. Checked when the answer is ready, so a request that began before
+            // SIGTERM gets it too.
+            if version < http::Version::HTTP_2 && *lame.borrow() {
+                resp.headers_mut().insert(
+                    http::header::CONNECTION,
+                    http::HeaderValue::from_static("close"),
+                );
+            }
+            Ok(resp)
+        }) as RouteFuture
+    })
+}
