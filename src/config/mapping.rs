@@ -90,7 +90,7 @@ impl ErrorClass {
     }
 
     /// A refused createRun becomes an `isError` CallToolResult the model can act on
-    /// (src/mcp/call.rs).
+    /// (src/mcp/create.rs).
     pub fn is_tool_error(self) -> bool {
         use ErrorClass::*;
         match self {

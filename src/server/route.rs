@@ -51,7 +51,7 @@ pub(super) async fn route(
         // points to the protected-resource metadata; a no-op while `auth` is off.
         let host = req.headers().get(http::header::HOST).cloned();
         // Boxed: the mount's future is kilobytes; inline, every request's route future (the
-        // passthrough's too) was that size and was copied whole when listen.rs boxed it (issue 21).
+        // passthrough's too) was that size, copied whole when listen.rs boxed it (issue 21).
         let resp = Box::pin(crate::mcp::handle(state.mcp.clone(), req)).await;
         return crate::auth::challenge(&state.cfg, host.as_ref(), resp);
     }

@@ -1,0 +1,347 @@
+//! A RunSnapshot read straight from the host's answer bytes, without a `serde_json::Value`
+//! tree when the mapped fields are top-level members (issue 21: `tasks/get` reads one of these
+//! per poll). Kept apart from `types.rs`: a hand-written `serde` visitor, and its proof that it
+//! reads exactly what [`RunSnapshot::from_json`] reads.
+
+use serde_json::Value;
+
+use super::types::RunSnapshot;
+use crate::config::Mapping;
+
+impl RunSnapshot {
+    /// A RunSnapshot straight from the host's answer bytes: `Ok(None)` when the body is JSON
+    /// but not a RunSnapshot (what [`RunSnapshot::from_json`] says of its `Value`), `Err` when
+    /// it is not JSON at all (what `serde_json::from_slice::<Value>` refuses; an empty body is
+    /// JSON `null` here, as for the other host answers).
+    ///
+    /// With the fields mapped to top-level members (the OpenWOP v2 defaults, and any mapping
+    /// whose pointers are one plain segment each) the document is read in one pass without a
+    /// `Value` tree: the string fields are taken as they are read, `error`, `variables` and
+    /// `inputs` become `Value`s, and every other member is parsed and dropped without
+    /// allocating. Any other mapping goes through `Value` and [`RunSnapshot::from_json`].
+    /// Both accept and refuse the same bytes and give the same snapshot: a member counts with
+    /// its last value when it is repeated, a string field holds only a string, and a string
+    /// `serde_json` refuses (a lone surrogate escape) is refused anywhere in the document
+    /// (issue 21: `tasks/get` reads one of these per poll).
+    pub fn from_slice(bytes: &[u8], m: &Mapping) -> Result<Option<RunSnapshot>, serde_json::Error> {
+        if bytes.is_empty() {
+            return Ok(None);
+        }
+        let f = &m.fields;
+        let ptrs = [
+            f.run_id.as_str(),
+            &f.workflow_id,
+            &f.status,
+            &f.current_node_id,
+            &f.started_at,
+            &f.completed_at,
+            &f.error,
+            &f.variables,
+            &f.inputs,
+        ];
+        let mut names = [""; 9];
+        for (n, p) in names.iter_mut().zip(ptrs) {
+            match p.strip_prefix('/') {
+                Some(k) if !k.contains(['/', '~']) => *n = k,
+                _ => {
+                    let v: Value = serde_json::from_slice(bytes)?;
+                    return Ok(RunSnapshot::from_json(v, m));
+                }
+            }
+        }
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        let top = serde::de::DeserializeSeed::deserialize(Members(&names), &mut de)?;
+        de.end()?;
+        let Some(mut got) = top else {
+            return Ok(None);
+        };
+        let Some(run_id) = got.strs[RUN_ID].as_deref() else {
+            return Ok(None);
+        };
+        let Ok(run_id) = crate::wire_id::unproject(run_id) else {
+            return Ok(None);
+        };
+        let Some(status) = got.strs[STATUS].as_deref().map(|s| m.status(s)) else {
+            return Ok(None);
+        };
+        let [_, workflow_id, _, current_node_id, started_at, completed_at] = got.strs;
+        let [error, variables, inputs] = std::mem::take(&mut got.docs);
+        Ok(Some(RunSnapshot {
+            run_id,
+            workflow_id: workflow_id.unwrap_or_default(),
+            status,
+            current_node_id,
+            started_at,
+            completed_at,
+            error: error.filter(|e| !e.is_null()),
+            variables,
+            inputs,
+        }))
+    }
+}
+
+const RUN_ID: usize = 0;
+const STATUS: usize = 2;
+/// The first of the `Value` fields (error, variables, inputs) in [`RunSnapshot::from_slice`]'s order.
+const FIRST_DOC: usize = 6;
+
+/// The top-level members of a RunSnapshot document as [`RunSnapshot::from_slice`] reads them.
+#[derive(Default)]
+struct Read {
+    /// runId, workflowId, status, currentNodeId, startedAt, completedAt: `Some` only when
+    /// the member's (last) value is a string.
+    strs: [Option<String>; FIRST_DOC],
+    /// error, variables, inputs.
+    docs: [Option<Value>; 3],
+}
+
+/// Reads the document with the member names of the mapped fields (one per field, in
+/// [`RunSnapshot::from_slice`]'s order; several fields may name the same member); `None`
+/// when the document is not an object.
+struct Members<'n>(&'n [&'n str; 9]);
+
+impl<'de> serde::de::DeserializeSeed<'de> for Members<'_> {
+    type Value = Option<Read>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Option<Read>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Members<'_> {
+    type Value = Option<Read>;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Self::Value, A::Error> {
+        while s.next_element::<Skip>()?.is_some() {}
+        Ok(None)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+        let mut r = Read::default();
+        while let Some(Key(k)) = m.next_key::<Key<'de>>()? {
+            let hits = self.0.map(|n| n == k);
+            if !hits.contains(&true) {
+                m.next_value::<Skip>()?;
+            } else if hits[FIRST_DOC..].contains(&true) {
+                // A `Value` field: parsed whole; a string field naming the same member reads
+                // the string out of it.
+                let v: Value = m.next_value()?;
+                for (i, hit) in hits.iter().enumerate() {
+                    if !hit {
+                        continue;
+                    }
+                    match i.checked_sub(FIRST_DOC) {
+                        Some(d) => r.docs[d] = Some(v.clone()),
+                        None => r.strs[i] = v.as_str().map(str::to_string),
+                    }
+                }
+            } else {
+                let s = m.next_value::<StrOrSkip<'de>>()?.0;
+                for (slot, hit) in r.strs.iter_mut().zip(hits) {
+                    if hit {
+                        *slot = s.as_deref().map(str::to_string);
+                    }
+                }
+            }
+        }
+        Ok(Some(r))
+    }
+}
+
+/// A member name, borrowed from the body unless it has escapes.
+struct Key<'a>(std::borrow::Cow<'a, str>);
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Borrowed(s)))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Owned(s.to_owned())))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// A member value that counts only when it is a string (borrowed unless escaped); any other
+/// value is parsed like [`Skip`] and forgotten.
+struct StrOrSkip<'a>(Option<std::borrow::Cow<'a, str>>);
+
+impl<'de> serde::Deserialize<'de> for StrOrSkip<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = StrOrSkip<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
+                Ok(StrOrSkip(Some(std::borrow::Cow::Borrowed(s))))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+                Ok(StrOrSkip(Some(std::borrow::Cow::Owned(s.to_owned()))))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(StrOrSkip(None))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(StrOrSkip(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(StrOrSkip(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(StrOrSkip(None))
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(StrOrSkip(None))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                s: A,
+            ) -> Result<Self::Value, A::Error> {
+                SkipV.visit_seq(s).map(|_| StrOrSkip(None))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                m: A,
+            ) -> Result<Self::Value, A::Error> {
+                SkipV.visit_map(m).map(|_| StrOrSkip(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Any JSON value, parsed and checked exactly as `Value` would be (strings are decoded, so a
+/// lone surrogate escape is refused; numbers are read the same way) but kept nowhere, so
+/// nothing is allocated for it.
+struct Skip;
+
+struct SkipV;
+
+impl<'de> serde::de::Visitor<'de> for SkipV {
+    type Value = Skip;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_unit<E>(self) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Skip, A::Error> {
+        while s.next_element::<Skip>()?.is_some() {}
+        Ok(Skip)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Skip, A::Error> {
+        while m.next_entry::<Skip, Skip>()?.is_some() {}
+        Ok(Skip)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Skip {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(SkipV)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `from_slice` reads exactly what `from_json` of the parsed `Value` reads, and refuses
+    /// exactly the bytes `serde_json::from_slice::<Value>` refuses, with the default mapping
+    /// (read in one pass) and with mappings it hands to `Value` (nested or escaped pointers).
+    #[test]
+    fn a_snapshot_read_from_bytes_is_the_snapshot_read_from_its_value() {
+        let docs = [
+            r#"{"runId":"acme/r-1","workflowId":"w","status":"running","owner":{"sub":"a","x":[1,2.5,null,true]},"eventLogSchemaVersion":3,"startedAt":"2026-01-01T00:00:00Z","inputs":{"delayMs":60000},"variables":{}}"#,
+            r#"{"runId":"acme~2Fr-1","status":"completed","completedAt":"t","error":null,"variables":{"text":"hi"}}"#,
+            r#"{"runId":"acme/r-1","status":"failed","error":{"code":"internal_error","message":"boom"}}"#,
+            // Repeated members count with their last value; a non-string last value is none.
+            r#"{"runId":"x/r-0","runId":"acme/r-1","status":"running","status":"paused","startedAt":"a","startedAt":5}"#,
+            // Escaped names and values, a non-string id or status, missing members.
+            r#"{"run\u0049d":"acme/r-1","runId":"acme\/r-1","status":"waiting-input","currentNodeId":"g\u00e9"}"#,
+            r#"{"runId":7,"status":"running"}"#,
+            r#"{"runId":"acme/r-1"}"#,
+            r#"{"runId":"acme~ZZr-1","status":"running"}"#,
+            r#"[1,{"runId":"acme/r-1"}]"#,
+            r#""acme/r-1""#,
+            "null",
+            "",
+            // Not JSON, or strings serde_json refuses, anywhere in the document.
+            r#"{"runId":"acme/r-1","status":"running","x":"\ud800"}"#,
+            r#"{"runId":"acme/r-1","status":"running","x":{"\udc00":1}}"#,
+            r#"{"runId":"acme/r-1","status":"running"} x"#,
+            r#"{"runId":"acme/r-1","status":"running","n":1e999}"#,
+            r#"{"runId":"acme/r-1","status":"running""#,
+        ];
+        let mut nested = Mapping::default();
+        nested.fields.status = "/state/name".into();
+        nested.fields.variables = "/out/vars".into();
+        let mut shared = Mapping::default();
+        shared.fields.started_at = "/time".into();
+        shared.fields.completed_at = "/time".into();
+        shared.fields.variables = "/data".into();
+        shared.fields.inputs = "/data".into();
+        let docs_nested = [
+            r#"{"runId":"acme/r-1","state":{"name":"running"},"out":{"vars":{"a":1}}}"#,
+            r#"{"runId":"acme/r-1","time":"t","data":{"a":1},"status":"running"}"#,
+            r#"{"runId":"acme/r-1","time":{"not":"a string"},"data":"s","status":"running"}"#,
+        ];
+        for m in [Mapping::default(), nested, shared] {
+            for d in docs.iter().chain(&docs_nested) {
+                let want = if d.is_empty() {
+                    Ok(RunSnapshot::from_json(Value::Null, &m))
+                } else {
+                    serde_json::from_str::<Value>(d).map(|v| RunSnapshot::from_json(v, &m))
+                };
+                let got = RunSnapshot::from_slice(d.as_bytes(), &m);
+                match (want, got) {
+                    (Ok(w), Ok(g)) => assert_eq!(format!("{w:?}"), format!("{g:?}"), "{d}"),
+                    (Err(w), Err(g)) => assert_eq!(w.to_string(), g.to_string(), "{d}"),
+                    (w, g) => panic!("{d}: from_json {w:?}, from_slice {g:?}"),
+                }
+            }
+        }
+    }
+}
