@@ -835,8 +835,9 @@ async fn a_drop_after_create_run_answered_cancels_the_run() {
 
 /// Finding F2 (soak): when the client goes away while the sidecar's `POST /runs` is in flight,
 /// hyper drops the request's future inside `host.create_run(..).await`, before
-/// `RunGuard::own` (src/mcp/call.rs); the host still creates the run, nobody owns it, and it is
-/// never cancelled. Fixed: the request's Idempotency-Key finds the run and it is cancelled.
+/// `RunGuard::own` (then in src/mcp/call.rs); the host still creates the run, nobody owns it, and
+/// it was never cancelled. Fixed (src/mcp/create.rs): the request's Idempotency-Key finds the run
+/// and it is cancelled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn f2_a_drop_while_create_run_is_in_flight_cancels_the_run() {
     let status = drop_during_create(Duration::from_millis(600), Duration::from_millis(200)).await;
