@@ -5,6 +5,7 @@
 //! OpenWOP v2 as the default, so that no route string is scattered through the handlers.
 
 pub mod auth;
+pub mod catalog;
 mod ctx;
 mod explain;
 mod host;
@@ -31,6 +32,7 @@ pub use raw::RawConfig;
 pub use routes::{Operation, Route, Routes};
 pub use secret::Secret;
 
+pub use catalog::{CatalogMapping, JsonPointer, NextPage};
 pub use limits::Limits;
 pub use listener::Shutdown;
 pub use mcp::Mcp;

@@ -7,6 +7,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
+use super::catalog::{CatalogMapping, RawCatalog};
 use super::ctx::{loc, word_at, Ctx};
 use super::ConfigError;
 
@@ -94,6 +95,8 @@ pub struct Tools {
     pub statics: Vec<StaticTool>,
     pub overrides: HashMap<String, ToolOverride>,
     pub create_run: CreateTemplate,
+    /// How the listTools answer is read (`tools.catalog`), compiled once per generation.
+    pub catalog: std::sync::Arc<CatalogMapping>,
 }
 
 impl Tools {
@@ -139,6 +142,10 @@ pub struct RawTools {
     #[serde(default)]
     pub overrides: BTreeMap<String, RawToolOverride>,
     pub create_run: Option<RawCreateTemplate>,
+    /// Where the entries of the host's tool catalog (the listTools answer) and their fields
+    /// are, and how its pages follow one another (default: OpenWOP v2 `GET /tools`).
+    #[serde(default)]
+    pub catalog: RawCatalog,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -267,6 +274,7 @@ impl RawTools {
             statics,
             overrides,
             create_run: template(cx, &self.create_run, "tools")?.unwrap_or_default(),
+            catalog: std::sync::Arc::new(self.catalog.normalise(cx)?),
         })
     }
 }

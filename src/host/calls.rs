@@ -46,9 +46,17 @@ impl HostClient {
         .await
     }
 
-    pub async fn list_tools(&self, caller: &Caller) -> Result<Value, HostError> {
+    /// The request target of a listTools page: the route's, with `query` merged in (a page
+    /// token; none for the first page).
+    pub fn list_tools_target(&self, query: &[(&str, &str)]) -> String {
+        self.target(Operation::ListTools, &[], query)
+    }
+
+    /// One page of the tool catalog, at `target` ([`HostClient::list_tools_target`], or a
+    /// next link checked by [`HostClient::same_origin_target`]).
+    pub async fn list_tools(&self, caller: &Caller, target: &str) -> Result<Value, HostError> {
         self.send_json(Operation::ListTools, || {
-            self.request(Operation::ListTools, &[], &[], Some(caller))
+            self.request_to(Operation::ListTools, target.to_string(), Some(caller))
         })
         .await
     }

@@ -91,6 +91,14 @@ impl HostClient {
         })
     }
 
+    /// The path and query of `link` (a URL a host answer named: absolute, or relative to the
+    /// request target `base` it came in), when it is on the upstream's origin (RFC 6454:
+    /// scheme, host and port). The request carries the caller's credential, so a link to any
+    /// other origin is refused, with the reason.
+    pub fn same_origin_target(&self, base: &str, link: &str) -> Result<String, String> {
+        super::link::resolve(&self.scheme, &self.authority, base, link)
+    }
+
     pub fn mapping(&self) -> &Mapping {
         &self.mapping
     }
@@ -140,6 +148,18 @@ impl HostClient {
         query: &[(&str, &str)],
         caller: Option<&Caller>,
     ) -> Result<Request<Body>, BadTarget> {
+        self.request_to(op, self.target(op, params, query), caller)
+    }
+
+    /// The path and query of `op`'s request: the upstream URL's path, the route template
+    /// filled with wire-form parts, then `query` (merged with a query the template already
+    /// has, e.g. `/jobTypes?api-version=2026-01-01`, with `&`: RFC 3986 §3.4 allows one `?`).
+    pub(super) fn target(
+        &self,
+        op: Operation,
+        params: &[(&str, &str)],
+        query: &[(&str, &str)],
+    ) -> String {
         let route = self.routes.get(op);
         let mut target = String::with_capacity(self.prefix.len() + route.template.len() + 64);
         target.push_str(&self.prefix);
@@ -155,12 +175,28 @@ impl HostClient {
                 }
             }
         }
-        for (i, (k, v)) in query.iter().enumerate() {
-            target.push(if i == 0 { '?' } else { '&' });
-            target.push_str(k);
-            target.push('=');
-            encode_query_into(&mut target, v);
+        if !query.is_empty() {
+            let mut sep = if target.contains('?') { '&' } else { '?' };
+            for (k, v) in query {
+                target.push(sep);
+                sep = '&';
+                target.push_str(k);
+                target.push('=');
+                encode_query_into(&mut target, v);
+            }
         }
+        target
+    }
+
+    /// [`HostClient::request`] for a target already built: a route's, or one a host answer
+    /// named (a catalog page's next link, resolved by [`HostClient::same_origin_target`]).
+    pub(super) fn request_to(
+        &self,
+        op: Operation,
+        target: String,
+        caller: Option<&Caller>,
+    ) -> Result<Request<Body>, BadTarget> {
+        let route = self.routes.get(op);
         let pq = PathAndQuery::from_maybe_shared(Bytes::from(target)).map_err(|_| BadTarget)?;
         let mut parts = http::uri::Parts::default();
         parts.scheme = Some(self.scheme.clone());

@@ -11,6 +11,7 @@ mod client;
 mod error;
 mod events;
 pub mod h2pool;
+mod link;
 mod snapshot;
 mod types;
 

@@ -3,6 +3,7 @@
 
 mod answer;
 mod call;
+mod catalog;
 mod context;
 mod create;
 mod elicit;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use futures_util::future::join_all;
 use serde_json::{json, Map, Value};
 
+use super::catalog::CatalogEntry;
 use super::project::Shape;
 use super::schema::ParamHeader;
 use super::schema::{param_headers_of, variables_of_schema};
@@ -178,17 +179,17 @@ async fn fetch(ctx: &McpContext, caller: &Caller, cfg: &Tools) -> Result<Arc<Too
             cfg.statics.iter().map(from_static).collect()
         }
         ToolSource::Fixtures => fixture_tools(ctx, caller, &discovery(ctx).await?).await?,
-        ToolSource::ToolCatalog => catalog_tools(ctx, caller)
+        ToolSource::ToolCatalog => catalog_tools(ctx, caller, cfg)
             .await
             .map_err(|e| McpError::from_host(&e))?
             .into_iter()
-            .map(|(name, fields)| from_descriptor(&name, fields))
+            .map(from_descriptor)
             .collect(),
         ToolSource::Auto => {
             let doc = discovery(ctx).await?;
             if advertises_catalog(&doc) {
                 let (catalog, fixtures) = futures_util::future::join(
-                    catalog_tools(ctx, caller),
+                    catalog_tools(ctx, caller, cfg),
                     fixture_tools(ctx, caller, &doc),
                 )
                 .await;
@@ -285,67 +286,48 @@ async fn fixture_tools(
     Ok(defs)
 }
 
-/// The MCP Tool fields a ToolDescriptor carries, copied as the host wrote them.
-type Fields = Map<String, Value>;
-
-/// `GET /tools` under the caller's credential (the catalog is authorization-scoped): each
-/// descriptor's id and the MCP Tool fields it carries.
+/// The host's tool catalog (`tools.catalog`, src/mcp/catalog.rs), under the caller's
+/// credential. Each entry's fields are the MCP Tool's own (MCP 2026-07-28 `Tool`): `title`,
+/// `description`, `inputSchema`, `outputSchema` and `annotations`, each verbatim, so a JSON
+/// Schema 2020-12 document (`$schema`, `$defs`, `$anchor`, `$ref`, `if`/`then`/`else`,
+/// `allOf`/`anyOf`, `additionalProperties: false`) reaches the client as the host wrote it.
 async fn catalog_tools(
     ctx: &McpContext,
     caller: &Caller,
-) -> Result<Vec<(String, Fields)>, HostError> {
-    let v = ctx.host.list_tools(caller).await?;
-    let arr = v
-        .as_array()
-        .or_else(|| v.get("tools").and_then(Value::as_array))
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    Ok(arr.iter().filter_map(descriptor_fields).collect())
+    cfg: &Tools,
+) -> Result<Vec<CatalogEntry>, HostError> {
+    super::catalog::read(ctx, caller, &cfg.catalog).await
 }
 
-/// A ToolDescriptor's id and the fields that become the MCP Tool's own (MCP 2026-07-28
-/// `Tool`): `title`, `description`, `inputSchema`, `outputSchema` and `annotations`, each
-/// verbatim, so a JSON Schema 2020-12 document (`$schema`, `$defs`, `$anchor`, `$ref`,
-/// `if`/`then`/`else`, `allOf`/`anyOf`, `additionalProperties: false`) reaches the client as
-/// the host wrote it. A field of the wrong JSON type is left out (and filled in like a
-/// missing one) rather than served broken.
-fn descriptor_fields(d: &Value) -> Option<(String, Fields)> {
-    let name = d.get("toolId")?.as_str()?.to_string();
-    let mut fields = Map::new();
-    for (key, ok) in [
-        ("title", Value::is_string as fn(&Value) -> bool),
-        ("description", Value::is_string),
-        ("inputSchema", Value::is_object),
-        ("outputSchema", Value::is_object),
-        ("annotations", Value::is_object),
-    ] {
-        if let Some(v) = d.get(key).filter(|v| ok(v)) {
-            fields.insert(key.to_string(), v.clone());
-        }
-    }
-    Some((name, fields))
+/// An OpenWOP v2 ToolDescriptor read with the default mapping.
+#[cfg(test)]
+fn descriptor_fields(d: &Value) -> Option<CatalogEntry> {
+    super::catalog::read_entry(&crate::config::CatalogMapping::default(), d)
+        .ok()
+        .map(|(e, _)| e)
 }
 
 /// The catalog over the fixtures: a tool in both takes every field its descriptor carries
 /// and keeps the workflow's for the rest, along with what only a workflow document tells
 /// (whether it can suspend, its declared task support); a tool in one of them only is
 /// served from that one.
-fn merge(catalog: Vec<(String, Fields)>, fixtures: Vec<ToolDef>) -> Vec<ToolDef> {
+fn merge(catalog: Vec<CatalogEntry>, fixtures: Vec<ToolDef>) -> Vec<ToolDef> {
     let mut by_name: HashMap<String, ToolDef> =
         fixtures.into_iter().map(|d| (d.name.clone(), d)).collect();
     let mut out = Vec::new();
-    for (name, fields) in catalog {
-        match by_name.remove(&name) {
+    for entry in catalog {
+        match by_name.remove(&entry.name) {
             Some(mut def) => {
-                if let Some(schema) = fields.get("inputSchema") {
+                if let Some(schema) = entry.fields.get("inputSchema") {
                     def.variables = variables_of_schema(schema);
                 }
-                for (k, v) in fields {
+                for (k, v) in entry.fields {
                     def.wire[k] = v;
                 }
+                def.workflow_id = entry.target;
                 out.push(def);
             }
-            None => out.push(from_descriptor(&name, fields)),
+            None => out.push(from_descriptor(entry)),
         }
     }
     out.extend(by_name.into_values());
@@ -467,8 +449,14 @@ fn from_static(t: &StaticTool) -> ToolDef {
     d
 }
 
-/// Builds a tool from a `GET /tools` ToolDescriptor alone (no workflow document behind it).
-fn from_descriptor(name: &str, fields: Fields) -> ToolDef {
+/// Builds a tool from a catalog entry alone (no workflow document behind it).
+fn from_descriptor(entry: CatalogEntry) -> ToolDef {
+    let CatalogEntry {
+        name,
+        target,
+        fields,
+    } = entry;
+    let name = name.as_str();
     let mut wire = json!({
         "name": name,
         "description": format!("Runs the OpenWOP tool {name}"),
@@ -484,7 +472,9 @@ fn from_descriptor(name: &str, fields: Fields) -> ToolDef {
     // the capability is not required here: a run that does suspend on an interrupt the
     // client cannot answer gets the tool result that names the interrupt and where to
     // resolve it, and the run waits (answer.rs `outcome`, the "cannot be carried" case).
-    ToolDef::new(name, wire, variables, false)
+    let mut def = ToolDef::new(name, wire, variables, false);
+    def.workflow_id = target;
+    def
 }
 
 /// `tools/list`.

@@ -244,3 +244,376 @@ async fn a_catalog_only_tool_that_suspends_tells_a_client_without_elicitation_wh
     env2.shutdown().await;
     env.shutdown().await;
 }
+
+// Issue 19, "catalog of any shape": `tools.catalog` reads a catalog that is not OpenWOP's
+// `GET /tools`, page after page, against the devhost's AIP-151 and Azure flavours (their wire
+// is in devhost/src/lib.rs, the crate docs).
+
+/// An AIP-151 job type catalog (AIP-158 paging: `nextPageToken` → `?pageToken=`), four job types
+/// a page, the route's own `pageSize` query kept.
+const AIP151: &str = r#"
+host:
+  routes:
+    listTools: { path: "/v1/projects/acme/jobTypes?pageSize=4" }
+tools:
+  source: toolCatalog
+  catalog:
+    items: /jobTypes
+    name: /name
+    nameLastSegment: true
+    title: /displayName
+    description: /description
+    inputSchema: /parameters
+    outputSchema: /result
+    next: { token: /nextPageToken, param: pageToken }
+"#;
+
+/// An Azure-style catalog (`value[]`, an absolute `nextLink` that carries `api-version`), four
+/// a page, `api-version` required on every call.
+const AZURE: &str = r#"
+host:
+  routes:
+    listTools: { path: "/jobTypes?api-version=2026-01-01&maxpagesize=4" }
+tools:
+  source: toolCatalog
+  catalog:
+    items: /value
+    name: /name
+    title: /summary
+    description: /description
+    inputSchema: /schema/parameters
+    outputSchema: /schema/result
+    next: { link: /nextLink }
+"#;
+
+/// The devhost in `flavor` and the in-process sidecar in front of it, configured by `yaml`.
+async fn env_flavor(flavor: openwop_devhost::Flavor, yaml: &str) -> Env {
+    let host = openwop_devhost::spawn(
+        openwop_devhost::DevHostConfig {
+            flavor,
+            ..Default::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let overrides = openwop_mcp_sidecar::config::Overrides {
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        upstream: Some(host.base_url()),
+    };
+    let cfg = openwop_mcp_sidecar::config::Config::from_yaml_str(yaml, "<test>", &overrides)
+        .expect("the test mapping is valid");
+    let server = openwop_mcp_sidecar::server::Server::start(cfg)
+        .await
+        .unwrap();
+    let url = format!("http://{}", server.addr);
+    Env {
+        host,
+        server: Some(server),
+        url,
+        http: reqwest::Client::builder().no_proxy().build().unwrap(),
+    }
+}
+
+/// Every entry of a catalog read straight from the host, following `next` until it ends.
+async fn all_pages(
+    env: &Env,
+    first: &str,
+    items: &str,
+    next: impl Fn(&Value) -> Option<String>,
+) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut url = format!("{}{first}", env.host.base_url());
+    loop {
+        let r = env.http.get(&url).bearer_auth(A).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{url}");
+        let page: Value = r.json().await.unwrap();
+        out.extend(page[items].as_array().unwrap().iter().cloned());
+        match next(&page) {
+            Some(n) => url = n,
+            None => return out,
+        }
+    }
+}
+
+fn catalog_reads(env: &Env, path: &str) -> Vec<String> {
+    env.host
+        .requests()
+        .iter()
+        .filter(|r| r.method == "GET" && r.path == path)
+        .map(|r| r.query.clone().unwrap_or_default())
+        .collect()
+}
+
+#[tokio::test]
+async fn an_aip151_catalog_is_listed_across_its_pages_with_names_descriptions_and_schemas() {
+    let env = env_flavor(openwop_devhost::Flavor::Aip151, AIP151).await;
+    let base = env.host.base_url();
+    let host = all_pages(
+        &env,
+        "/v1/projects/acme/jobTypes?pageSize=100",
+        "jobTypes",
+        |_| None,
+    )
+    .await;
+    assert!(
+        host.len() > 8,
+        "enough job types for several pages: {}",
+        host.len()
+    );
+    env.host.clear_requests();
+    let tools = listed(&env).await;
+    assert_eq!(tools.len(), host.len(), "{tools:?}");
+    for jt in &host {
+        let name = jt["name"].as_str().unwrap().rsplit('/').next().unwrap();
+        let t = named(&tools, name, "name");
+        assert_eq!(t["title"], jt["displayName"], "{name}");
+        assert_eq!(t["description"], jt["description"], "{name}");
+        assert_eq!(t["inputSchema"], jt["parameters"], "{name}");
+        match jt.get("result") {
+            Some(r) => assert_eq!(&t["outputSchema"], r, "{name}"),
+            None => assert!(t.get("outputSchema").is_none(), "{name}"),
+        }
+    }
+    assert!(tools.iter().any(|t| t.get("outputSchema").is_some()));
+    // One read per page of four; the token is merged into the route's query with `&`.
+    let reads = catalog_reads(&env, "/v1/projects/acme/jobTypes");
+    assert_eq!(reads.len(), host.len().div_ceil(4), "{reads:?} ({base})");
+    assert_eq!(reads[0], "pageSize=4");
+    for q in &reads[1..] {
+        assert!(q.starts_with("pageSize=4&pageToken="), "{q}");
+        assert!(!q.contains('?'), "{q}");
+    }
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_azure_catalog_is_listed_across_its_next_links_with_the_api_version_kept() {
+    let env = env_flavor(openwop_devhost::Flavor::Azure, AZURE).await;
+    let host = all_pages(
+        &env,
+        "/jobTypes?api-version=2026-01-01&maxpagesize=4",
+        "value",
+        |p| p["nextLink"].as_str().map(str::to_string),
+    )
+    .await;
+    assert!(
+        host.len() > 8,
+        "enough job types for several pages: {}",
+        host.len()
+    );
+    env.host.clear_requests();
+    let tools = listed(&env).await;
+    assert_eq!(tools.len(), host.len(), "{tools:?}");
+    for jt in &host {
+        let name = jt["name"].as_str().unwrap();
+        let t = named(&tools, name, "name");
+        assert_eq!(t["title"], jt["summary"], "{name}");
+        assert_eq!(t["description"], jt["description"], "{name}");
+        assert_eq!(t["inputSchema"], jt["schema"]["parameters"], "{name}");
+        match jt["schema"].get("result") {
+            Some(r) => assert_eq!(&t["outputSchema"], r, "{name}"),
+            None => assert!(t.get("outputSchema").is_none(), "{name}"),
+        }
+    }
+    // Every page was read at the link the host named: api-version once, its skipToken as sent.
+    let reads = catalog_reads(&env, "/jobTypes");
+    assert_eq!(reads.len(), host.len().div_ceil(4), "{reads:?}");
+    for q in &reads {
+        assert_eq!(q.matches("api-version=2026-01-01").count(), 1, "{q}");
+        assert!(!q.contains('?'), "{q}");
+    }
+    assert!(
+        reads[1..].iter().all(|q| q.contains("skipToken=")),
+        "{reads:?}"
+    );
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_openwop_catalog_is_still_one_get_tools_without_a_query() {
+    if legacy() {
+        return;
+    }
+    let env = env_with(|c| c.tools.source = ToolSource::ToolCatalog).await;
+    let catalog = host_catalog(&env).await;
+    env.host.clear_requests();
+    let tools = listed(&env).await;
+    assert_eq!(tools.len(), catalog.len());
+    let reads = catalog_reads(&env, "/tools");
+    assert_eq!(reads, vec![String::new()], "one GET /tools, no query");
+    env.shutdown().await;
+}
+
+/// The real binary with `yaml` as its file, its stderr collected (the operator's log).
+struct Logged {
+    _child: tokio::process::Child,
+    _dir: std::path::PathBuf,
+    base: String,
+    log: std::sync::Arc<std::sync::Mutex<String>>,
+    _stdout: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+async fn spawn_logged(upstream: &str, yaml: &str) -> Logged {
+    use tokio::io::AsyncBufReadExt;
+    let dir = std::env::temp_dir().join(format!(
+        "owsc-catalog-{}-{}",
+        std::process::id(),
+        free_port()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("sidecar.yaml");
+    std::fs::write(&file, format!("shutdown:\n  lameDuckMs: 0\n{yaml}")).unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_openwop-mcp-sidecar"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--upstream", upstream])
+        .arg("--config")
+        .arg(&file)
+        .env_remove("RUST_LOG")
+        .env_remove("NO_COLOR")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let sink = log.clone();
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(l)) = lines.next_line().await {
+            let mut s = sink.lock().unwrap();
+            s.push_str(&l);
+            s.push('\n');
+        }
+    });
+    let (base, stdout) = listening_base(&mut child).await;
+    Logged {
+        _child: child,
+        _dir: dir,
+        base,
+        log,
+        _stdout: stdout,
+    }
+}
+
+impl Logged {
+    async fn tools(&self) -> Vec<Value> {
+        let http = reqwest::Client::builder().no_proxy().build().unwrap();
+        let r = http
+            .post(format!("{}/mcp", self.base))
+            .header("Authorization", format!("Bearer {A}"))
+            .header("MCP-Protocol-Version", V)
+            .header("Mcp-Method", "tools/list")
+            .header("Accept", "application/json, text/event-stream")
+            .json(&body_of(1, "tools/list", json!({}), json!({})))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let v: Value = r.json().await.unwrap();
+        v["result"]["tools"]
+            .as_array()
+            .cloned()
+            .unwrap_or_else(|| panic!("{v}"))
+    }
+
+    /// The log once it holds `needle` (log lines are written as they happen, read here a
+    /// moment later), or as it is after 5 s.
+    async fn log_with(&self, needle: &str) -> String {
+        for _ in 0..50 {
+            let s = self.log.lock().unwrap().clone();
+            if s.contains(needle) {
+                return s;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        self.log.lock().unwrap().clone()
+    }
+}
+
+async fn devhost(flavor: openwop_devhost::Flavor) -> openwop_devhost::DevHost {
+    openwop_devhost::spawn(
+        openwop_devhost::DevHostConfig {
+            flavor,
+            ..Default::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap()
+}
+
+/// An entry the mapping cannot read is not listed, and the log names it and says why; the other
+/// entries are served. Here the mapping takes `tags/mcp-task-support` (a string, on some job
+/// types only) for the output schema: those job types are skipped.
+#[tokio::test]
+async fn an_unreadable_catalog_entry_is_skipped_and_logged_with_its_name_and_reason() {
+    let host = devhost(openwop_devhost::Flavor::Azure).await;
+    let yaml = AZURE.replace("/schema/result", "/tags/mcp-task-support");
+    let s = spawn_logged(&host.base_url(), &yaml).await;
+    let tools = s.tools().await;
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(names.contains(&"conformance-delay"), "{names:?}");
+    assert!(!names.contains(&"test_simple_text"), "{names:?}");
+    let log = s
+        .log_with("test_simple_text: its outputSchema at /tags/mcp-task-support is a string")
+        .await;
+    let line = log
+        .lines()
+        .find(|l| l.contains("test_simple_text: its outputSchema"))
+        .unwrap_or_else(|| panic!("no log line names the skipped entry: {log}"));
+    assert!(line.contains("WARN"), "{line}");
+    assert!(line.contains("skipped"), "{line}");
+    assert!(line.contains("not a JSON Schema object"), "{line}");
+    assert!(
+        line.contains("entry ") && line.contains(" of page "),
+        "{line}"
+    );
+}
+
+/// An `items` pointer that names no array leaves the list empty, and the log says which pointer
+/// and what the answer held instead.
+#[tokio::test]
+async fn a_catalog_items_pointer_that_names_no_array_is_logged_with_what_was_found() {
+    let host = devhost(openwop_devhost::Flavor::Azure).await;
+    let yaml = AZURE.replace("items: /value", "items: /jobTypes");
+    let s = spawn_logged(&host.base_url(), &yaml).await;
+    assert!(s.tools().await.is_empty());
+    let log = s.log_with("tools.catalog.items /jobTypes").await;
+    let line = log
+        .lines()
+        .find(|l| l.contains("tools.catalog.items /jobTypes names nothing in the answer"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(line.contains("WARN"), "{line}");
+    assert!(
+        line.contains("an object with keys ") && line.contains("value"),
+        "{line}"
+    );
+}
+
+/// The next-page request would carry the caller's credential: a `nextLink` on another origin
+/// than the upstream (here `127.0.0.1` for an upstream named `localhost`) is not followed, and
+/// the log says so; the pages read so far are served.
+#[tokio::test]
+async fn a_next_link_to_another_origin_is_not_followed() {
+    let host = devhost(openwop_devhost::Flavor::Azure).await;
+    let upstream = format!("http://localhost:{}", host.addr().port());
+    let s = spawn_logged(&upstream, AZURE).await;
+    let tools = s.tools().await;
+    assert_eq!(tools.len(), 4, "the first page only: {tools:?}");
+    let reads: Vec<_> = host
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/jobTypes")
+        .collect();
+    assert_eq!(reads.len(), 1, "{reads:?}");
+    let log = s.log_with("is not followed").await;
+    assert!(
+        log.contains(&format!(
+            "the next link of page 1 is not followed: it points at http://127.0.0.1:{}, another origin than the upstream's http://localhost:{}",
+            host.addr().port(),
+            host.addr().port()
+        )),
+        "{log}"
+    );
+}
