@@ -339,6 +339,16 @@ mod tests {
             let e = parse(&format!("tools:\n  catalog:\n    {bad}\n")).unwrap_err();
             assert!(e.message.contains(says), "{bad}: {e}");
         }
+        // Located at the value, like every other setting.
+        let e = parse("tools:\n  catalog:\n    items: value\n").unwrap_err();
+        assert_eq!(e.line, 3, "{e}");
+        // A listTools path keeps its own query as written.
+        let c = parse(
+            "host:\n  routes:\n    listTools: { path: \"/jobTypes?api-version=2026-01-01\" }\n",
+        )
+        .unwrap();
+        let r = c.routes.get(crate::config::Operation::ListTools);
+        assert_eq!(r.path(&[]), "/jobTypes?api-version=2026-01-01");
         let e = parse("tools:\n  catalog:\n    nextLink: /x\n").unwrap_err();
         assert!(e.message.contains("nextLink"), "{e}");
     }

@@ -617,3 +617,30 @@ async fn a_next_link_to_another_origin_is_not_followed() {
         "{log}"
     );
 }
+
+/// A route path may carry its own query (`api-version`, a fixed filter): it reaches the host as
+/// written, and the sidecar's own parameters follow it after `&`, never a second `?`. Here the
+/// credential probe of a static catalog (`GET <listRuns>` + `limit=1`).
+#[tokio::test]
+async fn a_query_in_a_route_path_is_kept_and_the_sidecars_parameters_follow_with_an_ampersand() {
+    if legacy() {
+        return;
+    }
+    let yaml = r#"
+host:
+  routes:
+    listRuns: { path: "/runs?workflowId=conformance-noop" }
+tools:
+  source: static
+  static: [{ name: conformance-noop }]
+"#;
+    let env = env_flavor(openwop_devhost::Flavor::V2, yaml).await;
+    env.host.clear_requests();
+    let tools = listed(&env).await;
+    assert_eq!(tools.len(), 1);
+    assert_eq!(
+        catalog_reads(&env, "/runs"),
+        vec!["workflowId=conformance-noop&limit=1".to_string()]
+    );
+    env.shutdown().await;
+}
