@@ -644,3 +644,24 @@ tools:
     );
     env.shutdown().await;
 }
+
+/// `maxPages` bounds the pages one catalog reads: the pages read are served, and the log says
+/// the rest are not listed.
+#[tokio::test]
+async fn a_catalog_stops_at_max_pages_with_a_warning() {
+    let host = devhost(openwop_devhost::Flavor::Aip151).await;
+    let yaml = AIP151.replace("    next: { token", "    maxPages: 2\n    next: { token");
+    let s = spawn_logged(&host.base_url(), &yaml).await;
+    assert_eq!(s.tools().await.len(), 8, "two pages of four");
+    let reads = host
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/v1/projects/acme/jobTypes")
+        .count();
+    assert_eq!(reads, 2);
+    let log = s.log_with("maxPages").await;
+    assert!(
+        log.contains("page 2 names a next page, but tools.catalog.maxPages is 2"),
+        "{log}"
+    );
+}
