@@ -496,6 +496,12 @@ async fn spawn_logged(upstream: &str, yaml: &str) -> Logged {
     }
 }
 
+impl Drop for Logged {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self._dir);
+    }
+}
+
 impl Logged {
     async fn tools(&self) -> Vec<Value> {
         let http = reqwest::Client::builder().no_proxy().build().unwrap();
