@@ -18,6 +18,7 @@ pub mod routes;
 mod secret;
 mod tasks;
 mod telemetry;
+pub mod template;
 mod tools;
 mod upstream;
 
@@ -30,6 +31,7 @@ pub use mapping::{ErrorClass, IdEncoding, Mapping};
 pub use raw::RawConfig;
 pub use routes::{Operation, Route, Routes};
 pub use secret::Secret;
+pub use template::{BodyTemplate, Idempotency, Var};
 
 pub use limits::Limits;
 pub use listener::Shutdown;
