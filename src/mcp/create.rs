@@ -10,7 +10,6 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use super::request_state::random_id;
 use super::tools::ToolDef;
 use super::{McpContext, McpError, McpRequest};
 use crate::body::Response;
@@ -37,7 +36,7 @@ pub(super) async fn create_run(
     tool: &ToolDef,
     args: &Value,
 ) -> Result<Created, McpError> {
-    let call_id = random_id(24);
+    let call_id = new_call_id();
     let mut templates = vec![&ctx.cfg.tools.create_run];
     if let Some(t) = &tool.create_run {
         templates.push(t);
@@ -139,4 +138,38 @@ fn reconcile_lost_create(ctx: &Arc<McpContext>, caller: &Caller, create: &Arc<Cr
         }
         tracing::warn!(workflow_id = %create.tool(), "a createRun answer was lost and the run could not be found before the cancel deadline");
     });
+}
+
+/// The per-call value `{callId}` (and the idempotency key): a random UUID (RFC 9562 §5.4),
+/// the form hosts that let the client name a request or resource accept (AIP-155
+/// `requestId`, Azure `Operation-Id`, a `PUT` name), with 122 random bits.
+pub(super) fn new_call_id() -> String {
+    let mut b = [0u8; 16];
+    rand::fill(&mut b[..]);
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn call_ids_are_random_uuids() {
+        let a = super::new_call_id();
+        assert_eq!(a.len(), 36);
+        assert_eq!(&a[14..15], "4", "version 4");
+        assert!(
+            matches!(&a[19..20], "8" | "9" | "a" | "b"),
+            "RFC 9562 variant"
+        );
+        assert_ne!(a, super::new_call_id());
+    }
 }
