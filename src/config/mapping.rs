@@ -64,6 +64,16 @@ impl IdEncoding {
     }
 }
 
+/// The encodings a taskId may use: a taskId must be URL-safe, so not `raw`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum TaskIdEncoding {
+    /// OpenWOP `~HH` projection (OpenWOP v2 identity.md §5): `acme~2Fr-…`.
+    Tilde,
+    /// Percent encoding: `acme%2Fr-…`.
+    Percent,
+}
+
 /// What a host error means to the mount.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -372,7 +382,7 @@ impl RawBodies {
 pub struct RawIds {
     #[schemars(with = "Option<IdEncoding>")]
     pub path: Option<Spanned<String>>,
-    #[schemars(with = "Option<IdEncoding>")]
+    #[schemars(with = "Option<TaskIdEncoding>")]
     pub task_id: Option<Spanned<String>>,
 }
 
@@ -476,15 +486,15 @@ impl RawHost {
             }
         };
         let path_ids = ids(&self.ids.path, "path")?;
-        let task_ids = ids(&self.ids.task_id, "taskId")?;
-        if task_ids == IdEncoding::Raw {
-            return Err((
-                self.ids.task_id.as_ref().and_then(loc),
-                "host.ids.taskId: raw is for route templates only (a taskId must be URL-safe: \
-                 tilde or percent)"
-                    .into(),
-            ));
-        }
+        let task_ids = match &self.ids.task_id {
+            None => IdEncoding::Tilde,
+            Some(v) => match word::<TaskIdEncoding>(&v.value)
+                .map_err(|m| (loc(v), format!("host.ids.taskId: {m}")))?
+            {
+                TaskIdEncoding::Tilde => IdEncoding::Tilde,
+                TaskIdEncoding::Percent => IdEncoding::Percent,
+            },
+        };
 
         let given: HashMap<&str, &String> = self
             .fields
