@@ -224,19 +224,24 @@ impl RawRoutes {
                      start a second job",
                 ));
             }
-            by_op.insert(
-                op,
-                Route {
-                    method,
-                    template,
-                    segments,
-                    query,
-                    timeout: ms(raw.timeout_ms, request_timeout),
-                    retry: raw.retry.unwrap_or(dr),
-                    headers,
-                    header_templates,
-                },
-            );
+            let mut route = Route {
+                method,
+                template,
+                segments,
+                query,
+                timeout: ms(raw.timeout_ms, request_timeout),
+                retry: raw.retry.unwrap_or(dr),
+                headers,
+                header_templates,
+                fills_from_call: false,
+            };
+            route.fills_from_call = route.uses(&|v| {
+                matches!(
+                    v,
+                    super::template::Var::Arg(_) | super::template::Var::Header(_)
+                )
+            });
+            by_op.insert(op, route);
         }
         Ok(Routes {
             by_op,

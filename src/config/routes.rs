@@ -104,6 +104,9 @@ pub struct Route {
     pub headers: Vec<(http::HeaderName, http::HeaderValue)>,
     /// Header values with placeholders, filled per request.
     pub header_templates: Vec<(http::HeaderName, Vec<Segment>)>,
+    /// Whether the target or a header takes a value the call may lack (an argument, a
+    /// request header): only then is a createRun's target checked before it is sent.
+    pub fills_from_call: bool,
 }
 
 impl Route {

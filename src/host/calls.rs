@@ -103,18 +103,21 @@ impl HostClient {
             ..Vars::default()
         };
         // Every placeholder of the target and headers must fill (the request is built again,
-        // the same, on each attempt).
-        self.target(op, &vars, &[], Some(caller))?;
-        for (_, segs) in &self.routes.get(op).header_templates {
-            let mut v = String::new();
-            fill::fill(
-                &mut v,
-                segs,
-                &vars,
-                Some(caller),
-                self.mapping.path_ids,
-                Dest::Header,
-            )?;
+        // the same, on each attempt); the v2 default has none the call could lack.
+        let route = self.routes.get(op);
+        if route.fills_from_call {
+            self.target(op, &vars, &[], Some(caller))?;
+            for (_, segs) in &route.header_templates {
+                let mut v = String::new();
+                fill::fill(
+                    &mut v,
+                    segs,
+                    &vars,
+                    Some(caller),
+                    self.mapping.path_ids,
+                    Dest::Header,
+                )?;
+            }
         }
         let mut body = fill::body(&self.mapping.bodies.create_run, &vars, Some(caller))?
             .unwrap_or_else(|| Value::Object(serde_json::Map::new()));

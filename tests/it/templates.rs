@@ -36,7 +36,12 @@ fn config(yaml: &str, host: &openwop_devhost::DevHost) -> Config {
 
 /// The real sidecar in front of a v2 devhost, configured by `yaml`.
 async fn env_yaml(yaml: &str) -> Env {
-    let host = devhost(Flavor::V2).await;
+    env_flavor(Flavor::V2, yaml).await
+}
+
+/// The real sidecar in front of a devhost of `flavor`, configured by `yaml`.
+async fn env_flavor(flavor: Flavor, yaml: &str) -> Env {
+    let host = devhost(flavor).await;
     let mut cfg = config(yaml, &host);
     cfg.mcp.sse_keepalive = Duration::from_millis(200);
     cfg.ownership.cancel_deadline = Duration::from_secs(5);
@@ -144,6 +149,30 @@ async fn azure_api_version_survives_the_sidecar_query_and_a_call_id_names_the_pu
 /// The AIP-151 mapping of these tests: operations named `operations/op-…` travel raw in
 /// `/v1/{runId}:cancel`; creates are deduped by AIP-155 `requestId`.
 const AIP151: &str = "host:\n  ids: { path: raw }\n  idempotency: { bodyField: /requestId }\n  fields: { createdRunId: /name, createdStatus: /metadata/state }\n  routes:\n    createRun: { path: '/v1/projects/acme/jobTypes/{tool}:run', timeoutMs: 300 }\n    cancelRun: { path: '/v1/{runId}:cancel' }\n  bodies:\n    createRun: { parameters: '{arguments}' }\n";
+
+/// [`AIP151`] behind the mount, with a static tool. Its catalog and status reading are later
+/// parts of issue 19, so the tool is static; the static catalog's credential probe sends
+/// `limit=1`, which this strict host refuses on every route, so listRuns points at the
+/// devhost's own fault switches (a read that takes any query) for these tests only.
+fn aip151_mount() -> String {
+    format!(
+        "{}    cancelRun: {{}}\ntools:\n  source: static\n  static:\n    - {{ name: cancellable, workflowId: conformance-cancellable }}\n",
+        AIP151.replace("  routes:\n", "  routes:\n    listRuns: { path: /_devhost/faults }\n")
+    )
+}
+
+/// Waits until the host's only operation is done.
+async fn settled(host: &openwop_devhost::DevHost) -> Vec<Value> {
+    let mut ops = Vec::new();
+    for _ in 0..60 {
+        ops = operations(host).await;
+        if !ops.is_empty() && ops.iter().all(|o| o["done"] == true) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    ops
+}
 
 async fn operations(host: &openwop_devhost::DevHost) -> Vec<Value> {
     let r = reqwest::Client::builder()
@@ -352,5 +381,84 @@ async fn arguments_and_allowed_headers_fill_the_create_target() {
     assert!(r.body.get("result").is_some(), "{r:?}");
     let creates = recorded(&env.host, "POST", "/runs");
     assert_eq!(creates[0].query.as_deref(), Some("project=p%201&delay=5"));
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_lost_create_answer_through_the_mount_is_recovered_by_request_id_alone() {
+    // The whole tools/call path against the AIP-151 flavour, which dedupes creates by
+    // `requestId` and ignores `Idempotency-Key` (see `aip151_mount`).
+    let yaml = aip151_mount();
+    let env = env_flavor(Flavor::Aip151, &yaml).await;
+    env.host
+        .faults()
+        .delay(RouteClass::CreateRun, Duration::from_millis(2000));
+    let r = env
+        .call(A, "cancellable", json!({"delayMs": 20000}), json!({}))
+        .await;
+    assert_eq!(
+        r.error_code(),
+        Some(-32603),
+        "every attempt timed out: {r:?}"
+    );
+    env.host.faults().clear();
+    // The replay (same requestId) learns the job and the owed cancel ends it.
+    let mut ops = Vec::new();
+    for _ in 0..50 {
+        ops = operations(&env.host).await;
+        if ops.iter().all(|o| o["done"] == true) && !ops.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        ops.len(),
+        1,
+        "one job for every attempt and the replay: {ops:?}"
+    );
+    assert_eq!(ops[0]["done"], true, "{ops:?}");
+    assert_eq!(ops[0]["error"]["code"], 1, "cancelled: {ops:?}");
+    let runs = recorded(&env.host, "POST", "/jobTypes/conformance-cancellable:run");
+    assert!(runs.len() >= 2, "the create was repeated");
+    assert!(
+        runs.iter().all(|q| q.body == runs[0].body),
+        "every repeat is the same request (same requestId)"
+    );
+    let cancels = recorded(&env.host, "POST", ":cancel");
+    assert_eq!(cancels.len(), 1);
+    assert_eq!(cancels[0].body, b"{}");
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_client_gone_while_create_is_in_flight_leaves_no_job_on_a_request_id_host() {
+    // The client leaves before the createRun answer: the run id is unknown, so the mount
+    // replays the create with the same requestId, learns the job and cancels it with `{}`.
+    let env = env_flavor(Flavor::Aip151, &aip151_mount()).await;
+    env.host
+        .faults()
+        .delay(RouteClass::CreateRun, Duration::from_millis(800));
+    let body = body_of(
+        1,
+        "tools/call",
+        json!({"name": "cancellable", "arguments": {"delayMs": 30000}}),
+        json!({}),
+    );
+    let s = raw_post(&env, &body, "application/json", A).await;
+    for _ in 0..50 {
+        if !operations(&env.host).await.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(s);
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    env.host.faults().clear();
+    let ops = settled(&env.host).await;
+    assert_eq!(ops.len(), 1, "{ops:?}");
+    assert_eq!(ops[0]["error"]["code"], 1, "cancelled: {ops:?}");
+    let cancels = recorded(&env.host, "POST", ":cancel");
+    assert_eq!(cancels.len(), 1);
+    assert_eq!(cancels[0].body, b"{}");
     env.shutdown().await;
 }
