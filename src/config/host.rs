@@ -42,7 +42,10 @@ pub struct RawHost {
     /// How a createRun is made safe to repeat: `{header: Idempotency-Key}` (the default),
     /// `{bodyField: /requestId}` (the per-call value written into the createRun body), or
     /// `none` (the host dedupes nothing: a createRun is never repeated).
-    pub idempotency: Option<RawIdempotency>,
+    // Read by hand (`idempotency_setting`) so a mistake is named precisely, not as "no
+    // variant matched".
+    #[schemars(with = "Option<RawIdempotency>")]
+    pub idempotency: Option<serde_json::Value>,
 }
 
 /// What templates may draw from beyond the call itself.
@@ -55,16 +58,19 @@ pub struct RawTemplates {
     pub allow_headers: Vec<String>,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+// The schema of `host.idempotency` (the value itself is read by `idempotency_setting`).
+#[derive(JsonSchema)]
 #[serde(untagged)]
+#[allow(dead_code, reason = "schema only")]
 pub enum RawIdempotency {
     /// `none`.
     Word(String),
     Keyed(RawIdempotencyKey),
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[allow(dead_code, reason = "schema only")]
 pub struct RawIdempotencyKey {
     /// The request header that carries the per-call value.
     pub header: Option<String>,
@@ -75,26 +81,38 @@ pub struct RawIdempotencyKey {
 impl RawHost {
     pub(super) fn idempotency_setting(&self) -> Result<Idempotency, String> {
         let what = "host.idempotency";
-        match &self.idempotency {
-            None => Ok(Idempotency::Header(HeaderName::from_static(
-                "idempotency-key",
-            ))),
-            Some(RawIdempotency::Word(w)) if w == "none" => Ok(Idempotency::None),
-            Some(RawIdempotency::Word(w)) => Err(format!(
-                "{what}: '{w}' is not none, {{header: NAME}} or {{bodyField: /pointer}}"
+        let form = "none, {header: NAME} or {bodyField: /pointer}";
+        let o = match &self.idempotency {
+            None => {
+                return Ok(Idempotency::Header(HeaderName::from_static(
+                    "idempotency-key",
+                )))
+            }
+            Some(serde_json::Value::String(w)) if w == "none" => return Ok(Idempotency::None),
+            Some(serde_json::Value::Object(o)) => o,
+            Some(other) => return Err(format!("{what}: {other} is not {form}")),
+        };
+        if let Some(k) = o.keys().find(|k| *k != "header" && *k != "bodyField") {
+            return Err(format!("{what}: unknown key '{k}' (use {form})"));
+        }
+        let text = |k: &str| -> Result<Option<&str>, String> {
+            match o.get(k) {
+                None => Ok(None),
+                Some(serde_json::Value::String(s)) => Ok(Some(s.as_str())),
+                Some(v) => Err(format!("{what}.{k}: {v} is not a string")),
+            }
+        };
+        match (text("header")?, text("bodyField")?) {
+            (Some(h), None) => HeaderName::from_bytes(h.as_bytes())
+                .map(Idempotency::Header)
+                .map_err(|_| format!("{what}.header: '{h}' is not a header name")),
+            (None, Some(p)) if p.starts_with('/') && p.len() > 1 => {
+                Ok(Idempotency::BodyField(p.to_string()))
+            }
+            (None, Some(p)) => Err(format!(
+                "{what}.bodyField: '{p}' is not a JSON pointer to a field (like /requestId)"
             )),
-            Some(RawIdempotency::Keyed(k)) => match (&k.header, &k.body_field) {
-                (Some(h), None) => HeaderName::from_bytes(h.as_bytes())
-                    .map(Idempotency::Header)
-                    .map_err(|_| format!("{what}.header: '{h}' is not a header name")),
-                (None, Some(p)) if p.starts_with('/') && p.len() > 1 => {
-                    Ok(Idempotency::BodyField(p.clone()))
-                }
-                (None, Some(p)) => Err(format!(
-                    "{what}.bodyField: '{p}' is not a JSON pointer to a field (like /requestId)"
-                )),
-                _ => Err(format!("{what}: give exactly one of header, bodyField")),
-            },
+            _ => Err(format!("{what}: give exactly one of header, bodyField")),
         }
     }
 

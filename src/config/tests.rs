@@ -365,8 +365,14 @@ fn idempotency_is_a_header_a_body_field_or_none() {
         e.message,
         "host.idempotency: give exactly one of header, bodyField"
     );
+    let e = parse("host:\n  idempotency: { heder: X-Key }\n").unwrap_err();
+    assert_eq!(
+        e.message,
+        "host.idempotency: unknown key 'heder' (use none, {header: NAME} or {bodyField: /pointer})"
+    );
+    assert_eq!(e.line, 2, "{e}");
     let e = parse("host:\n  idempotency: sometimes\n").unwrap_err();
-    assert!(e.message.contains("'sometimes' is not none"), "{e}");
+    assert!(e.message.contains("\"sometimes\" is not none"), "{e}");
     let e = parse("host:\n  idempotency: { bodyField: /inputs/requestId }\n").unwrap_err();
     assert!(
         e.message.contains("points into a placeholder's value"),
