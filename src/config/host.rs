@@ -5,13 +5,16 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use http::HeaderName;
+
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 use super::ctx::{loc, ms, Ctx};
 use super::mapping::{RawBodies, RawErrorRule, RawFields, RawIds};
-use super::routes::{parse_template, Operation, Route, Routes};
+use super::routes::{parse_template, Operation, Route, Routes, Segment};
+use super::template::{parse, Idempotency, Place, Scope};
 use super::{ConfigError, Mapping};
 
 // The whole `host:` section, the one raw type behind both the routes and the mapping
@@ -34,6 +37,95 @@ pub struct RawHost {
     pub bodies: RawBodies,
     #[serde(default)]
     pub errors: Vec<RawErrorRule>,
+    #[serde(default)]
+    pub templates: RawTemplates,
+    /// How a createRun is made safe to repeat: `{header: Idempotency-Key}` (the default),
+    /// `{bodyField: /requestId}` (the per-call value written into the createRun body), or
+    /// `none` (the host dedupes nothing: a createRun is never repeated).
+    // Read by hand (`idempotency_setting`) so a mistake is named precisely, not as "no
+    // variant matched".
+    #[schemars(with = "Option<RawIdempotency>")]
+    pub idempotency: Option<serde_json::Value>,
+}
+
+/// What templates may draw from beyond the call itself.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawTemplates {
+    /// MCP request headers that `{header.NAME}` placeholders may copy to the host; any other
+    /// header never reaches it.
+    #[serde(default)]
+    pub allow_headers: Vec<String>,
+}
+
+// The schema of `host.idempotency` (the value itself is read by `idempotency_setting`).
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code, reason = "schema only")]
+pub enum RawIdempotency {
+    /// `none`.
+    Word(String),
+    Keyed(RawIdempotencyKey),
+}
+
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[allow(dead_code, reason = "schema only")]
+pub struct RawIdempotencyKey {
+    /// The request header that carries the per-call value.
+    pub header: Option<String>,
+    /// A JSON pointer into the createRun body where the per-call value is written.
+    pub body_field: Option<String>,
+}
+
+impl RawHost {
+    pub(super) fn idempotency_setting(&self) -> Result<Idempotency, String> {
+        let what = "host.idempotency";
+        let form = "none, {header: NAME} or {bodyField: /pointer}";
+        let o = match &self.idempotency {
+            None => {
+                return Ok(Idempotency::Header(HeaderName::from_static(
+                    "idempotency-key",
+                )))
+            }
+            Some(serde_json::Value::String(w)) if w == "none" => return Ok(Idempotency::None),
+            Some(serde_json::Value::Object(o)) => o,
+            Some(other) => return Err(format!("{what}: {other} is not {form}")),
+        };
+        if let Some(k) = o.keys().find(|k| *k != "header" && *k != "bodyField") {
+            return Err(format!("{what}: unknown key '{k}' (use {form})"));
+        }
+        let text = |k: &str| -> Result<Option<&str>, String> {
+            match o.get(k) {
+                None => Ok(None),
+                Some(serde_json::Value::String(s)) => Ok(Some(s.as_str())),
+                Some(v) => Err(format!("{what}.{k}: {v} is not a string")),
+            }
+        };
+        match (text("header")?, text("bodyField")?) {
+            (Some(h), None) => HeaderName::from_bytes(h.as_bytes())
+                .map(Idempotency::Header)
+                .map_err(|_| format!("{what}.header: '{h}' is not a header name")),
+            (None, Some(p)) if p.starts_with('/') && p.len() > 1 => {
+                Ok(Idempotency::BodyField(p.to_string()))
+            }
+            (None, Some(p)) => Err(format!(
+                "{what}.bodyField: '{p}' is not a JSON pointer to a field (like /requestId)"
+            )),
+            _ => Err(format!("{what}: give exactly one of header, bodyField")),
+        }
+    }
+
+    pub(super) fn allow_headers_list(&self) -> Result<Vec<HeaderName>, String> {
+        self.templates
+            .allow_headers
+            .iter()
+            .map(|h| {
+                HeaderName::from_bytes(h.as_bytes())
+                    .map_err(|_| format!("host.templates.allowHeaders: '{h}' is not a header name"))
+            })
+            .collect()
+    }
 }
 
 /// One optional override per operation; an unknown operation name is a parse error with a location.
@@ -70,7 +162,13 @@ impl RawRoutes {
 
     /// Every operation, the v2 default where the file says nothing; a route's timeout
     /// defaults to the upstream request timeout.
-    fn normalise(mut self, cx: &Ctx, request_timeout: Duration) -> Result<Routes, ConfigError> {
+    fn normalise(
+        mut self,
+        cx: &Ctx,
+        request_timeout: Duration,
+        allow_headers: Vec<HeaderName>,
+        idempotency: &Idempotency,
+    ) -> Result<Routes, ConfigError> {
         let mut by_op = BTreeMap::new();
         for op in Operation::ALL {
             let (dm, dp, dr) = op.v2_default();
@@ -97,9 +195,10 @@ impl RawRoutes {
                 Some(s) => (s.value.clone(), loc(s)),
                 None => (dp.to_string(), None),
             };
-            let segments = parse_template(op, &template)
+            let (segments, query) = parse_template(op, &template, &allow_headers)
                 .map_err(|m| cx.err(tloc, format!("host.routes.{}.path: {m}", op.key())))?;
             let mut headers = Vec::new();
+            let mut header_templates = Vec::new();
             for (k, v) in &raw.headers {
                 let name = http::HeaderName::from_bytes(k.as_bytes()).map_err(|_| {
                     cx.err(
@@ -110,6 +209,18 @@ impl RawRoutes {
                         ),
                     )
                 })?;
+                let scope = Scope {
+                    op,
+                    place: Place::Header,
+                    allow_headers: &allow_headers,
+                };
+                let segs = parse(v, &scope).map_err(|m| {
+                    cx.err(None, format!("host.routes.{}.headers.{k}: {m}", op.key()))
+                })?;
+                if segs.iter().any(|s| matches!(s, Segment::Param(_))) {
+                    header_templates.push((name, segs));
+                    continue;
+                }
                 let value = http::HeaderValue::from_str(v).map_err(|_| {
                     cx.err(
                         None,
@@ -121,19 +232,39 @@ impl RawRoutes {
                 })?;
                 headers.push((name, value));
             }
-            by_op.insert(
-                op,
-                Route {
-                    method,
-                    template,
-                    segments,
-                    timeout: ms(raw.timeout_ms, request_timeout),
-                    retry: raw.retry.unwrap_or(dr),
-                    headers,
-                },
-            );
+            // A createRun is repeated only where the host dedupes it (host.idempotency).
+            let dr = dr && (op != Operation::CreateRun || idempotency.replays());
+            if op == Operation::CreateRun && raw.retry == Some(true) && !idempotency.replays() {
+                return Err(cx.err(
+                    None,
+                    "host.routes.createRun.retry: true needs host.idempotency (a header or a \
+                     body field the host dedupes on): without one a repeated createRun may \
+                     start a second job",
+                ));
+            }
+            let mut route = Route {
+                method,
+                template,
+                segments,
+                query,
+                timeout: ms(raw.timeout_ms, request_timeout),
+                retry: raw.retry.unwrap_or(dr),
+                headers,
+                header_templates,
+                fills_from_call: false,
+            };
+            route.fills_from_call = route.uses(&|v| {
+                matches!(
+                    v,
+                    super::template::Var::Arg(_) | super::template::Var::Header(_)
+                )
+            });
+            by_op.insert(op, route);
         }
-        Ok(Routes { by_op })
+        Ok(Routes {
+            by_op,
+            allow_headers,
+        })
     }
 }
 
@@ -156,8 +287,17 @@ impl RawHost {
         cx: &Ctx,
         request_timeout: Duration,
     ) -> Result<(Routes, Mapping), ConfigError> {
-        let routes = std::mem::take(&mut self.routes).normalise(cx, request_timeout)?;
-        let mapping = self.mapping().map_err(|(l, m)| cx.err(l, m))?;
+        let allow_headers = self.allow_headers_list().map_err(|m| cx.err(None, m))?;
+        let idempotency = self.idempotency_setting().map_err(|m| cx.err(None, m))?;
+        let routes = std::mem::take(&mut self.routes).normalise(
+            cx,
+            request_timeout,
+            allow_headers,
+            &idempotency,
+        )?;
+        let mapping = self
+            .mapping_with(&routes.allow_headers, idempotency)
+            .map_err(|(l, m)| cx.err(l, m))?;
         Ok((routes, mapping))
     }
 }

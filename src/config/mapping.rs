@@ -11,6 +11,8 @@ use serde_saphyr::Spanned;
 
 use super::ctx::word;
 use super::host::RawHost;
+use super::routes::Operation;
+use super::template::{BodyTemplate, Idempotency, Place, Scope, Var};
 use crate::wop::RunStatus;
 pub use crate::wop::CANONICAL;
 
@@ -36,6 +38,10 @@ pub enum IdEncoding {
     Tilde,
     /// Percent encoding: `acme%2Fr-…`.
     Percent,
+    /// The id as the host wrote it, for hosts whose ids are paths themselves
+    /// (`operations/op-1` in `/v1/{runId}:cancel`, AIP-151). Route templates only: a
+    /// taskId must be URL-safe.
+    Raw,
 }
 
 impl IdEncoding {
@@ -53,8 +59,19 @@ impl IdEncoding {
                     }
                 })
                 .collect(),
+            IdEncoding::Raw => bound.to_string(),
         }
     }
+}
+
+/// The encodings a taskId may use: a taskId must be URL-safe, so not `raw`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum TaskIdEncoding {
+    /// OpenWOP `~HH` projection (OpenWOP v2 identity.md §5): `acme~2Fr-…`.
+    Tilde,
+    /// Percent encoding: `acme%2Fr-…`.
+    Percent,
 }
 
 /// What a host error means to the mount.
@@ -178,13 +195,13 @@ pub struct Fields {
     pub error_message: String,
 }
 
-/// Names of request body fields.
+/// The request bodies, compiled templates (src/config/template.rs).
 #[derive(Debug, Clone)]
 pub struct Bodies {
-    pub create_workflow_id: String,
-    pub create_inputs: String,
-    pub resolve_value: String,
-    pub cancel_reason: String,
+    /// Always an object: `tools.createRun` tags and metadata are added at its root.
+    pub create_run: BodyTemplate,
+    pub cancel_run: BodyTemplate,
+    pub resolve_interrupt: BodyTemplate,
 }
 
 /// The normalised host mapping.
@@ -196,6 +213,7 @@ pub struct Mapping {
     pub statuses: HashMap<String, RunStatus>,
     pub bodies: Bodies,
     pub error_rules: Vec<ErrorRule>,
+    pub idempotency: Idempotency,
 }
 
 impl Default for Mapping {
@@ -327,7 +345,8 @@ impl RawFields {
     }
 }
 
-/// Request body field names, each optional (the v2 default applies).
+/// Request bodies: either a field name renamed (the v2 body otherwise), or the whole body as a
+/// template (`createRun`, `cancelRun`, `resolveInterrupt`), not both for one operation.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawBodies {
@@ -335,6 +354,16 @@ pub struct RawBodies {
     pub create_run_inputs: Option<String>,
     pub resolve_interrupt_value: Option<String>,
     pub cancel_run_reason: Option<String>,
+    /// The createRun body (a JSON object); string leaves that are exactly one placeholder
+    /// become its typed value: `{tool}`, `{arguments}`, `{arg.NAME}`, `{callId}`,
+    /// `{header.NAME}`. Default `{workflowId: "{tool}", inputs: "{arguments}"}`.
+    pub create_run: Option<Value>,
+    /// The cancelRun body: `{reason}` (left out when there is none), `{runId}`,
+    /// `{header.NAME}`. Default `{reason: "{reason}"}`; `{}` sends an empty object.
+    pub cancel_run: Option<Value>,
+    /// The resolveInterrupt body: `{value}` (the resume value), `{runId}`, `{nodeId}`,
+    /// `{header.NAME}`. Default `{resumeValue: "{value}"}`.
+    pub resolve_interrupt: Option<Value>,
 }
 
 impl RawBodies {
@@ -353,7 +382,7 @@ impl RawBodies {
 pub struct RawIds {
     #[schemars(with = "Option<IdEncoding>")]
     pub path: Option<Spanned<String>>,
-    #[schemars(with = "Option<IdEncoding>")]
+    #[schemars(with = "Option<TaskIdEncoding>")]
     pub task_id: Option<Spanned<String>>,
 }
 
@@ -433,8 +462,20 @@ fn default_rules() -> Vec<ErrorRule> {
 /// The mapping is read from the `host:` section (src/config/host.rs), every key but `routes`:
 /// one raw type feeds both the routes and the mapping.
 impl RawHost {
-    /// Normalises the mapping; `Err((location, message))`.
+    /// Normalises the mapping alone (its defaults); `Err((location, message))`.
     pub(super) fn mapping(&self) -> Result<Mapping, (Option<(u64, u64)>, String)> {
+        let allow = self.allow_headers_list().map_err(|m| (None, m))?;
+        let idempotency = self.idempotency_setting().map_err(|m| (None, m))?;
+        self.mapping_with(&allow, idempotency)
+    }
+
+    /// Normalises the mapping with the templates' allowed headers and the idempotency setting
+    /// (read with the routes, src/config/host.rs).
+    pub(super) fn mapping_with(
+        &self,
+        allow_headers: &[http::HeaderName],
+        idempotency: Idempotency,
+    ) -> Result<Mapping, (Option<(u64, u64)>, String)> {
         let loc = |s: &Spanned<String>| Some((s.referenced.line(), s.referenced.column()));
         let ids = |s: &Option<Spanned<String>>,
                    what: &str|
@@ -445,7 +486,15 @@ impl RawHost {
             }
         };
         let path_ids = ids(&self.ids.path, "path")?;
-        let task_ids = ids(&self.ids.task_id, "taskId")?;
+        let task_ids = match &self.ids.task_id {
+            None => IdEncoding::Tilde,
+            Some(v) => match word::<TaskIdEncoding>(&v.value)
+                .map_err(|m| (loc(v), format!("host.ids.taskId: {m}")))?
+            {
+                TaskIdEncoding::Tilde => IdEncoding::Tilde,
+                TaskIdEncoding::Percent => IdEncoding::Percent,
+            },
+        };
 
         let given: HashMap<&str, &String> = self
             .fields
@@ -538,11 +587,75 @@ impl RawHost {
                         .unwrap_or_default()
                 })
         };
+        let body = |op: Operation,
+                    given: &Option<Value>,
+                    renamed: &[&str],
+                    default: BodyTemplate|
+         -> Result<BodyTemplate, (Option<(u64, u64)>, String)> {
+            let what = format!("host.bodies.{}", op.key());
+            let Some(v) = given else {
+                return Ok(default);
+            };
+            if let Some(r) = renamed.iter().find(|r| given_bodies.contains_key(**r)) {
+                return Err((
+                    None,
+                    format!("{what}: give the whole body or host.bodies.{r}, not both"),
+                ));
+            }
+            let scope = Scope {
+                op,
+                place: Place::Body,
+                allow_headers,
+            };
+            BodyTemplate::compile(v, &scope, &what).map_err(|m| (None, m))
+        };
+        let create_run = body(
+            Operation::CreateRun,
+            &self.bodies.create_run,
+            &["createRunWorkflowId", "createRunInputs"],
+            BodyTemplate::Object(vec![
+                (b("createRunWorkflowId"), BodyTemplate::Var(Var::Tool)),
+                (b("createRunInputs"), BodyTemplate::Var(Var::Arguments)),
+            ]),
+        )?;
+        if !matches!(
+            (&create_run, &self.bodies.create_run),
+            (_, None) | (_, Some(Value::Object(_)))
+        ) {
+            return Err((
+                None,
+                "host.bodies.createRun: the body must be a JSON object".into(),
+            ));
+        }
+        if let Idempotency::BodyField(p) = &idempotency {
+            // The per-call value is written at the pointer: it must not land inside a value
+            // the call supplies (the arguments), where it would change the tool's input.
+            if create_run.uses(&|v| matches!(v, Var::Arguments))
+                && pointer_under_var(&create_run, p)
+            {
+                return Err((
+                    None,
+                    format!(
+                        "host.idempotency.bodyField: '{p}' points into a placeholder's value; \
+                         name a field of the body itself"
+                    ),
+                ));
+            }
+        }
         let bodies = Bodies {
-            create_workflow_id: b("createRunWorkflowId"),
-            create_inputs: b("createRunInputs"),
-            resolve_value: b("resolveInterruptValue"),
-            cancel_reason: b("cancelRunReason"),
+            create_run,
+            cancel_run: body(
+                Operation::CancelRun,
+                &self.bodies.cancel_run,
+                &["cancelRunReason"],
+                BodyTemplate::field(&b("cancelRunReason"), Var::Reason),
+            )?,
+            resolve_interrupt: body(
+                Operation::ResolveInterrupt,
+                &self.bodies.resolve_interrupt,
+                &["resolveInterruptValue"],
+                BodyTemplate::field(&b("resolveInterruptValue"), Var::Value),
+            )?,
         };
 
         let mut error_rules = Vec::new();
@@ -588,8 +701,26 @@ impl RawHost {
             statuses,
             bodies,
             error_rules,
+            idempotency,
         })
     }
+}
+
+/// Whether a JSON pointer into a rendered body passes through a placeholder's value.
+fn pointer_under_var(t: &BodyTemplate, pointer: &str) -> bool {
+    let mut node = t;
+    for tok in pointer.split('/').skip(1) {
+        let tok = tok.replace("~1", "/").replace("~0", "~");
+        match node {
+            BodyTemplate::Object(f) => match f.iter().find(|(k, _)| *k == tok) {
+                Some((_, n)) => node = n,
+                None => return false,
+            },
+            BodyTemplate::Var(_) => return true,
+            _ => return false,
+        }
+    }
+    false
 }
 
 #[cfg(test)]
@@ -601,6 +732,7 @@ mod tests {
         assert_eq!(IdEncoding::Percent.encode("acme/r-1"), "acme%2Fr-1");
         assert_eq!(IdEncoding::Tilde.encode("acme/r-1"), "acme~2Fr-1");
         assert_eq!(IdEncoding::Percent.encode("anon:x/y"), "anon%3Ax%2Fy");
+        assert_eq!(IdEncoding::Raw.encode("operations/op-1"), "operations/op-1");
     }
 
     #[test]

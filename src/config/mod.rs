@@ -19,6 +19,7 @@ pub mod routes;
 mod secret;
 mod tasks;
 mod telemetry;
+pub mod template;
 mod tools;
 mod upstream;
 
@@ -31,6 +32,7 @@ pub use mapping::{ErrorClass, IdEncoding, Mapping};
 pub use raw::RawConfig;
 pub use routes::{Operation, Route, Routes};
 pub use secret::Secret;
+pub use template::{BodyTemplate, Idempotency, Var};
 
 pub use catalog::{CatalogMapping, JsonPointer, NextPage};
 pub use limits::Limits;

@@ -85,22 +85,28 @@ impl Operation {
     }
 }
 
-/// One segment of a path template.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Segment {
-    Literal(String),
-    Param(String),
-}
+use super::template::{parse, Place, Scope};
+pub use super::template::{Segment, Var};
 
 /// One upstream operation, normalised.
 #[derive(Debug, Clone)]
 pub struct Route {
     pub method: http::Method,
     pub template: String,
+    /// The path, up to the template's `?`.
     pub segments: Vec<Segment>,
+    /// The template's own query (after its `?`), empty without one: the sidecar's own query
+    /// parameters are appended to it with `&`, never a second `?`.
+    pub query: Vec<Segment>,
     pub timeout: Duration,
     pub retry: bool,
+    /// Header values without placeholders, ready to send.
     pub headers: Vec<(http::HeaderName, http::HeaderValue)>,
+    /// Header values with placeholders, filled per request.
+    pub header_templates: Vec<(http::HeaderName, Vec<Segment>)>,
+    /// Whether the target or a header takes a value the call may lack (an argument, a
+    /// request header): only then is a createRun's target checked before it is sent.
+    pub fills_from_call: bool,
 }
 
 impl Route {
@@ -108,96 +114,96 @@ impl Route {
     /// inserted verbatim so `~2F` reaches the host byte for byte.
     pub fn path(&self, params: &[(&str, &str)]) -> String {
         let mut out = String::new();
-        for seg in &self.segments {
-            match seg {
-                Segment::Literal(s) => out.push_str(s),
-                Segment::Param(name) => {
-                    let v = params
-                        .iter()
-                        .find(|(k, _)| k == name)
-                        .map(|(_, v)| *v)
-                        .unwrap_or_default();
-                    out.push_str(v);
+        let mut fill = |segs: &[Segment]| {
+            for seg in segs {
+                match seg {
+                    Segment::Literal(s) => out.push_str(s),
+                    Segment::Param(var) => out.push_str(
+                        params
+                            .iter()
+                            .find(|(k, _)| *k == var.name())
+                            .map(|(_, v)| *v)
+                            .unwrap_or_default(),
+                    ),
                 }
             }
+        };
+        fill(&self.segments);
+        if !self.query.is_empty() {
+            fill(&[Segment::Literal("?".into())]);
+            fill(&self.query);
         }
         out
     }
+
+    /// Whether any of the route's templates uses `want`.
+    pub fn uses(&self, want: &dyn Fn(&Var) -> bool) -> bool {
+        self.segments
+            .iter()
+            .chain(&self.query)
+            .chain(self.header_templates.iter().flat_map(|(_, t)| t))
+            .any(|s| matches!(s, Segment::Param(v) if want(v)))
+    }
 }
 
-/// Parses `/runs/{runId}/cancel` into segments and checks its placeholders.
-pub fn parse_template(op: Operation, template: &str) -> Result<Vec<Segment>, String> {
+/// Parses `/runs/{runId}/cancel?x=1` into path and query segments and checks its placeholders.
+pub fn parse_template(
+    op: Operation,
+    template: &str,
+    allow_headers: &[http::HeaderName],
+) -> Result<(Vec<Segment>, Vec<Segment>), String> {
     if !template.starts_with('/') {
         return Err(format!("the {} path must start with '/'", op.key()));
     }
-    let mut segs = Vec::new();
-    let mut rest = template;
-    let mut seen = Vec::new();
-    while let Some(open) = rest.find('{') {
-        if open > 0 {
-            segs.push(Segment::Literal(rest[..open].to_string()));
-        }
-        let close = rest[open..]
-            .find('}')
-            .ok_or_else(|| format!("unclosed '{{' in the {} path", op.key()))?
-            + open;
-        let name = &rest[open + 1..close];
-        if !op.required_params().contains(&name) {
-            return Err(format!(
-                "the {} path has an unknown placeholder {{{name}}} (allowed: {})",
-                op.key(),
-                allowed(op)
-            ));
-        }
-        seen.push(name.to_string());
-        segs.push(Segment::Param(name.to_string()));
-        rest = &rest[close + 1..];
-    }
-    if !rest.is_empty() {
-        if rest.contains('}') {
-            return Err(format!("stray '}}' in the {} path", op.key()));
-        }
-        segs.push(Segment::Literal(rest.to_string()));
-    }
+    let scope = Scope {
+        op,
+        place: Place::Target,
+        allow_headers,
+    };
+    let (path, query) = template.split_once('?').unwrap_or((template, ""));
+    let segs = parse(path, &scope)?;
+    let query = parse(query, &scope)?;
     for need in op.required_params() {
-        if !seen.iter().any(|s| s == need) {
+        let has = segs.iter().chain(&query).any(|s| match s {
+            Segment::Param(v) => v.name() == *need,
+            Segment::Literal(_) => false,
+        });
+        if !has {
             return Err(format!("the {} path must contain {{{need}}}", op.key()));
         }
     }
     // The host client sends the literals verbatim (no URL parser re-encodes them), so they
     // must already be a valid request target (RFC 3986 §3.3): a space or a `"` is refused here.
-    let filled: String = segs
+    let mut filled: String = segs
         .iter()
         .map(|s| match s {
             Segment::Literal(l) => l.as_str(),
             Segment::Param(_) => "x",
         })
         .collect();
+    if !query.is_empty() {
+        filled.push('?');
+        filled.extend(query.iter().map(|s| match s {
+            Segment::Literal(l) => l.as_str(),
+            Segment::Param(_) => "x",
+        }));
+    }
     if http::uri::PathAndQuery::try_from(filled).is_err() {
         return Err(format!(
             "the {} path is not a valid URL path (percent-encode it)",
             op.key()
         ));
     }
-    Ok(segs)
-}
-
-fn allowed(op: Operation) -> String {
-    let p = op.required_params();
-    if p.is_empty() {
-        "none".to_string()
-    } else {
-        p.iter()
-            .map(|s| format!("{{{s}}}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
+    Ok((segs, query))
 }
 
 /// All routes, one per operation.
 #[derive(Debug, Clone)]
 pub struct Routes {
     pub by_op: BTreeMap<Operation, Route>,
+    /// `host.templates.allowHeaders`: the MCP request headers templates may copy (the
+    /// caller's copy of them is taken once per request, `crate::host::Caller::headers`).
+    pub allow_headers: Vec<http::HeaderName>,
 }
 
 impl Routes {

@@ -253,3 +253,175 @@ fn answer_windows_and_caps_default_as_documented_and_a_zero_task_window_turns_it
     assert!(c.mcp.task_immediate_window.is_zero());
     assert_eq!(c.mcp.sse_answer_cap, Duration::from_secs(900));
 }
+
+// Issue 19: templates for routes and bodies, and idempotency -----------------------------------
+
+#[test]
+fn template_mistakes_name_the_yaml_path_and_line() {
+    let e = parse("host:\n  routes:\n    getRun:\n      path: /jobs/{runId}/{job}\n").unwrap_err();
+    assert_eq!(e.line, 4, "{e}");
+    assert_eq!(
+        e.message,
+        "host.routes.getRun.path: unknown placeholder {job} (allowed here: {runId}, {header.NAME})"
+    );
+    let e = parse("host:\n  routes:\n    getRun:\n      path: /jobs/{runId\n").unwrap_err();
+    assert_eq!(
+        e.message,
+        "host.routes.getRun.path: unclosed '{' at character 7"
+    );
+    let e =
+        parse("host:\n  routes:\n    getRun:\n      path: /jobs/{runId}/{arg.x}\n").unwrap_err();
+    assert!(
+        e.message.starts_with(
+            "host.routes.getRun.path: the placeholder {arg.x} is not available for getRun"
+        ),
+        "{e}"
+    );
+    let e = parse(
+        "host:\n  routes:\n    createRun:\n      headers:\n        X-Team: '{header.x-team}'\n",
+    )
+    .unwrap_err();
+    assert!(
+        e.message.starts_with("host.routes.createRun.headers.X-Team: {header.x-team}: the header 'x-team' is not in host.templates.allowHeaders"),
+        "{e}"
+    );
+    let e = parse("host:\n  bodies:\n    cancelRun: { why: '{value}' }\n").unwrap_err();
+    assert!(
+        e.message.starts_with(
+            "host.bodies.cancelRun.why: the placeholder {value} is not available for cancelRun"
+        ),
+        "{e}"
+    );
+    assert_eq!(e.line, 3, "{e}");
+    let e = parse("host:\n  bodies:\n    cancelRun: {}\n    cancelRunReason: why\n").unwrap_err();
+    assert_eq!(
+        e.message,
+        "host.bodies.cancelRun: give the whole body or host.bodies.cancelRunReason, not both"
+    );
+    let e = parse("host:\n  bodies:\n    createRun: [1]\n").unwrap_err();
+    assert_eq!(
+        e.message,
+        "host.bodies.createRun: the body must be a JSON object"
+    );
+    let e = parse("host:\n  ids: { taskId: raw }\n").unwrap_err();
+    assert_eq!(
+        e.message,
+        "host.ids.taskId: 'raw' is not one of tilde, percent"
+    );
+}
+
+#[test]
+fn a_template_query_and_every_placeholder_kind_load() {
+    let c = parse(
+        "host:\n  ids: { path: raw }\n  templates: { allowHeaders: [X-Project] }\n  routes:\n    createRun:\n      path: /v1/projects/{header.x-project}/jobTypes/{tool}:run?api-version=1&ref={arg.ref}\n      headers: { X-Call: '{callId}' }\n    cancelRun:\n      path: '/v1/{runId}:cancel'\n    getRun:\n      path: '/v1/{runId:percent}?api-version=1'\n",
+    )
+    .unwrap();
+    let r = c.routes.get(Operation::GetRun);
+    assert_eq!(r.path(&[("runId", "op-1")]), "/v1/op-1?api-version=1");
+    assert_eq!(c.mapping.path_ids, IdEncoding::Raw);
+    assert_eq!(
+        c.routes.allow_headers,
+        vec![http::HeaderName::from_static("x-project")]
+    );
+    let create = c.routes.get(Operation::CreateRun);
+    assert!(create.uses(&|v| *v == template::Var::CallId));
+    assert!(
+        create.retry,
+        "header idempotency (the default) keeps createRun retried"
+    );
+}
+
+#[test]
+fn idempotency_is_a_header_a_body_field_or_none() {
+    use template::Idempotency;
+    let c = parse("").unwrap();
+    assert_eq!(
+        c.mapping.idempotency,
+        Idempotency::Header(http::HeaderName::from_static("idempotency-key"))
+    );
+    let c = parse("host:\n  idempotency: { bodyField: /requestId }\n").unwrap();
+    assert_eq!(
+        c.mapping.idempotency,
+        Idempotency::BodyField("/requestId".into())
+    );
+    assert!(c.routes.get(Operation::CreateRun).retry);
+    let c = parse("host:\n  idempotency: none\n").unwrap();
+    assert_eq!(c.mapping.idempotency, Idempotency::None);
+    assert!(
+        !c.routes.get(Operation::CreateRun).retry,
+        "without idempotency a createRun is never repeated"
+    );
+    let e = parse("host:\n  idempotency: none\n  routes:\n    createRun: { retry: true }\n")
+        .unwrap_err();
+    assert!(
+        e.message
+            .starts_with("host.routes.createRun.retry: true needs host.idempotency"),
+        "{e}"
+    );
+    let e = parse("host:\n  idempotency: { bodyField: requestId }\n").unwrap_err();
+    assert!(e.message.contains("not a JSON pointer"), "{e}");
+    let e = parse("host:\n  idempotency: { header: X-Key, bodyField: /r }\n").unwrap_err();
+    assert_eq!(
+        e.message,
+        "host.idempotency: give exactly one of header, bodyField"
+    );
+    let e = parse("host:\n  idempotency: { heder: X-Key }\n").unwrap_err();
+    assert_eq!(
+        e.message,
+        "host.idempotency: unknown key 'heder' (use none, {header: NAME} or {bodyField: /pointer})"
+    );
+    assert_eq!(e.line, 2, "{e}");
+    let e = parse("host:\n  idempotency: sometimes\n").unwrap_err();
+    assert!(e.message.contains("\"sometimes\" is not none"), "{e}");
+    let e = parse("host:\n  idempotency: { bodyField: /inputs/requestId }\n").unwrap_err();
+    assert!(
+        e.message.contains("points into a placeholder's value"),
+        "{e}"
+    );
+}
+
+#[test]
+fn default_bodies_are_the_openwop_v2_bodies() {
+    let m = Mapping::default();
+    let args = serde_json::json!({"name": "x"});
+    let vars = crate::host::Vars {
+        tool: Some("greet"),
+        args: Some(&args),
+        reason: None,
+        ..Default::default()
+    };
+    let body = |t| {
+        crate::host::fill::body(t, &vars, None)
+            .unwrap()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        body(&m.bodies.create_run),
+        r#"{"workflowId":"greet","inputs":{"name":"x"}}"#
+    );
+    assert_eq!(body(&m.bodies.cancel_run), "{}");
+    let with_reason = crate::host::Vars {
+        reason: Some("client_disconnected"),
+        ..vars
+    };
+    assert_eq!(
+        crate::host::fill::body(&m.bodies.cancel_run, &with_reason, None)
+            .unwrap()
+            .unwrap()
+            .to_string(),
+        r#"{"reason":"client_disconnected"}"#
+    );
+    let v = serde_json::json!({"action": "accept"});
+    let resolve = crate::host::Vars {
+        value: Some(&v),
+        ..Default::default()
+    };
+    assert_eq!(
+        crate::host::fill::body(&m.bodies.resolve_interrupt, &resolve, None)
+            .unwrap()
+            .unwrap()
+            .to_string(),
+        r#"{"resumeValue":{"action":"accept"}}"#
+    );
+}

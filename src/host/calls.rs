@@ -9,31 +9,56 @@ use http::HeaderValue;
 use http_body_util::BodyExt;
 use serde_json::Value;
 
-use super::client::{
-    header_value, json_bytes, json_value, with_json, IDEMPOTENCY_KEY, LAST_EVENT_ID,
-};
+use super::client::{header_value, json_bytes, json_value, with_json, LAST_EVENT_ID};
+use super::fill::{self, Dest, Missing, Vars};
 use super::{Caller, CreatedRun, EventPage, EventStream, HostClient, HostError, RunSnapshot};
-use crate::config::{CreateTemplate, Operation};
+use crate::config::{CreateTemplate, Idempotency, Operation};
+
+/// A createRun ready to send, and to send again byte for byte: a repeat carries the same
+/// per-call value (`{callId}`, the idempotency header or body field), which is what a host
+/// that dedupes creates recognises (OpenWOP v2 idempotency.md; AIP-155).
+#[derive(Debug, Clone)]
+pub struct CreateRequest {
+    body: Bytes,
+    key: Option<(http::HeaderName, HeaderValue)>,
+    call_id: String,
+    tool: String,
+    args: Value,
+}
+
+impl CreateRequest {
+    /// The workflow (catalog target) it runs.
+    pub fn tool(&self) -> &str {
+        &self.tool
+    }
+
+    fn vars(&self) -> Vars<'_> {
+        Vars {
+            tool: Some(&self.tool),
+            args: Some(&self.args),
+            call_id: Some(&self.call_id),
+            ..Vars::default()
+        }
+    }
+}
 use crate::telemetry::UpstreamStatus;
 
 impl HostClient {
     /// `GET /.well-known/openwop` (unauthenticated, §1.1).
     pub async fn discovery(&self) -> Result<Value, HostError> {
         self.send_json(Operation::Discovery, || {
-            self.request(Operation::Discovery, &[], &[], None)
+            self.request(Operation::Discovery, &Vars::default(), &[], None)
         })
         .await
     }
 
     pub async fn get_workflow(&self, caller: &Caller, id: &str) -> Result<Value, HostError> {
-        let wire = self.id(id);
+        let vars = Vars {
+            tool: Some(id),
+            ..Vars::default()
+        };
         self.send_json(Operation::GetWorkflow, || {
-            self.request(
-                Operation::GetWorkflow,
-                &[("workflowId", &wire)],
-                &[],
-                Some(caller),
-            )
+            self.request(Operation::GetWorkflow, &vars, &[], Some(caller))
         })
         .await
     }
@@ -41,42 +66,82 @@ impl HostClient {
     /// `GET /runs?limit=1`: the cheapest read that proves the host accepts the credential.
     pub async fn list_runs_probe(&self, caller: &Caller) -> Result<Value, HostError> {
         self.send_json(Operation::ListRuns, || {
-            self.request(Operation::ListRuns, &[], &[("limit", "1")], Some(caller))
+            self.request(
+                Operation::ListRuns,
+                &Vars::default(),
+                &[("limit", "1")],
+                Some(caller),
+            )
         })
         .await
     }
 
     /// The request target of a listTools page: the route's, with `query` merged in (a page
     /// token; none for the first page).
-    pub fn list_tools_target(&self, query: &[(&str, &str)]) -> String {
-        self.target(Operation::ListTools, &[], query)
+    pub fn list_tools_target(
+        &self,
+        caller: &Caller,
+        query: &[(&str, &str)],
+    ) -> Result<String, HostError> {
+        self.target(Operation::ListTools, &Vars::default(), query, Some(caller))
+            .map_err(|m| {
+                tracing::warn!(operation = "listTools", "host request not sent: {m}");
+                HostError::from(super::error::BadTarget)
+            })
     }
 
     /// One page of the tool catalog, at `target` ([`HostClient::list_tools_target`], or a
     /// next link checked by [`HostClient::same_origin_target`]).
     pub async fn list_tools(&self, caller: &Caller, target: &str) -> Result<Value, HostError> {
         self.send_json(Operation::ListTools, || {
-            self.request_to(Operation::ListTools, target.to_string(), Some(caller))
+            self.request_to(
+                Operation::ListTools,
+                target.to_string(),
+                &Vars::default(),
+                Some(caller),
+            )
         })
         .await
     }
 
-    /// `POST /runs` with an Idempotency-Key, so a retried request never makes two runs (§1.9).
-    pub async fn create_run(
+    /// Builds a createRun from the mapping's templates (src/config/template.rs): the body, the
+    /// idempotency value and every placeholder the call must supply are settled here, once,
+    /// so a value the call lacks (an argument, an allowed header) is refused before anything
+    /// is sent, and every repeat sends the same request.
+    pub fn prepare_create(
         &self,
         caller: &Caller,
         workflow_id: &str,
         inputs: &Value,
         templates: &[&CreateTemplate],
-        idempotency_key: &str,
-    ) -> Result<CreatedRun, HostError> {
-        let b = &self.mapping.bodies;
-        let mut body = serde_json::Map::new();
-        body.insert(
-            b.create_workflow_id.clone(),
-            Value::String(workflow_id.to_string()),
-        );
-        body.insert(b.create_inputs.clone(), inputs.clone());
+        call_id: &str,
+    ) -> Result<CreateRequest, Missing> {
+        let op = Operation::CreateRun;
+        let vars = Vars {
+            tool: Some(workflow_id),
+            args: Some(inputs),
+            call_id: Some(call_id),
+            ..Vars::default()
+        };
+        // Every placeholder of the target and headers must fill (the request is built again,
+        // the same, on each attempt); the v2 default has none the call could lack.
+        let route = self.routes.get(op);
+        if route.fills_from_call {
+            self.target(op, &vars, &[], Some(caller))?;
+            for (_, segs) in &route.header_templates {
+                let mut v = String::new();
+                fill::fill(
+                    &mut v,
+                    segs,
+                    &vars,
+                    Some(caller),
+                    self.mapping.path_ids,
+                    Dest::Header,
+                )?;
+            }
+        }
+        let mut body = fill::body(&self.mapping.bodies.create_run, &vars, Some(caller))?
+            .unwrap_or_else(|| Value::Object(serde_json::Map::new()));
         let mut tags: Vec<Value> = Vec::new();
         let mut metadata = serde_json::Map::new();
         for t in templates {
@@ -85,20 +150,49 @@ impl HostClient {
                 metadata.extend(m.clone());
             }
         }
-        if !tags.is_empty() {
-            body.insert("tags".into(), Value::Array(tags));
+        if let Value::Object(o) = &mut body {
+            if !tags.is_empty() {
+                o.insert("tags".into(), Value::Array(tags));
+            }
+            if !metadata.is_empty() {
+                o.insert("metadata".into(), Value::Object(metadata));
+            }
         }
-        if !metadata.is_empty() {
-            body.insert("metadata".into(), Value::Object(metadata));
-        }
-        let body = json_bytes(&Value::Object(body));
-        let key = header_value(idempotency_key)?;
+        let key = match &self.mapping.idempotency {
+            Idempotency::Header(name) => Some((
+                name.clone(),
+                header_value(call_id).map_err(|_| Missing::Value("header-safe call id"))?,
+            )),
+            Idempotency::BodyField(p) => {
+                fill::set_pointer(&mut body, p, Value::String(call_id.to_string()));
+                None
+            }
+            Idempotency::None => None,
+        };
+        Ok(CreateRequest {
+            body: json_bytes(&body),
+            key,
+            call_id: call_id.to_string(),
+            tool: workflow_id.to_string(),
+            args: inputs.clone(),
+        })
+    }
+
+    /// `POST /runs`, with the per-call value where the host dedupes on it (`host.idempotency`),
+    /// so a retried request never makes two runs (§1.9).
+    pub async fn create_run(
+        &self,
+        caller: &Caller,
+        create: &CreateRequest,
+    ) -> Result<CreatedRun, HostError> {
+        let vars = create.vars();
         let v = self
             .send_json(Operation::CreateRun, || {
-                let mut req = self.request(Operation::CreateRun, &[], &[], Some(caller))?;
-                req.headers_mut()
-                    .append(IDEMPOTENCY_KEY.clone(), key.clone());
-                Ok(with_json(req, &body))
+                let mut req = self.request(Operation::CreateRun, &vars, &[], Some(caller))?;
+                if let Some((k, v)) = &create.key {
+                    req.headers_mut().append(k.clone(), v.clone());
+                }
+                Ok(with_json(req, &create.body))
             })
             .await?;
         CreatedRun::from_json(&v, &self.mapping)
@@ -106,17 +200,31 @@ impl HostClient {
     }
 
     pub async fn get_run(&self, caller: &Caller, run_id: &str) -> Result<RunSnapshot, HostError> {
-        let wire = self.id(run_id);
+        let vars = Vars {
+            run_id: Some(run_id),
+            ..Vars::default()
+        };
         let op = Operation::GetRun;
         let read = |b: &[u8]| RunSnapshot::from_slice(b, &self.mapping);
         self.send_within(
             op,
             self.routes.get(op).timeout,
-            || self.request(op, &[("runId", &wire)], &[], Some(caller)),
+            || self.request(op, &vars, &[], Some(caller)),
             read,
         )
         .await?
         .ok_or_else(|| HostError::BadBody("getRun answer is not a RunSnapshot".into()))
+    }
+
+    /// The cancelRun body (`host.bodies.cancelRun`; the reason left out when there is none).
+    fn cancel_body(&self, caller: &Caller, vars: &Vars) -> Result<Bytes, super::error::BadTarget> {
+        let body = fill::body(&self.mapping.bodies.cancel_run, vars, Some(caller))
+            .map_err(|m| {
+                tracing::warn!(operation = "cancelRun", "host request not sent: {m}");
+                super::error::BadTarget
+            })?
+            .unwrap_or_else(|| Value::Object(serde_json::Map::new()));
+        Ok(json_bytes(&body))
     }
 
     pub async fn cancel_run(
@@ -125,17 +233,14 @@ impl HostClient {
         run_id: &str,
         reason: Option<&str>,
     ) -> Result<Value, HostError> {
-        let wire = self.id(run_id);
-        let mut body = serde_json::Map::new();
-        if let Some(r) = reason {
-            body.insert(
-                self.mapping.bodies.cancel_reason.clone(),
-                Value::String(r.to_string()),
-            );
-        }
-        let body = json_bytes(&Value::Object(body));
+        let vars = Vars {
+            run_id: Some(run_id),
+            reason,
+            ..Vars::default()
+        };
+        let body = self.cancel_body(caller, &vars)?;
         self.send_json(Operation::CancelRun, || {
-            let req = self.request(Operation::CancelRun, &[("runId", &wire)], &[], Some(caller))?;
+            let req = self.request(Operation::CancelRun, &vars, &[], Some(caller))?;
             Ok(with_json(req, &body))
         })
         .await
@@ -148,14 +253,14 @@ impl HostClient {
         run_id: &str,
         reason: &str,
     ) -> Result<Value, HostError> {
-        let wire = self.id(run_id);
-        let mut body = serde_json::Map::new();
-        body.insert(
-            self.mapping.bodies.cancel_reason.clone(),
-            Value::String(reason.to_string()),
-        );
-        let req = self.request(Operation::CancelRun, &[("runId", &wire)], &[], Some(caller))?;
-        let req = with_json(req, &json_bytes(&Value::Object(body)));
+        let vars = Vars {
+            run_id: Some(run_id),
+            reason: Some(reason),
+            ..Vars::default()
+        };
+        let body = self.cancel_body(caller, &vars)?;
+        let req = self.request(Operation::CancelRun, &vars, &[], Some(caller))?;
+        let req = with_json(req, &body);
         let timeout = self.routes.get(Operation::CancelRun).timeout;
         self.once(req, timeout, json_value).await.map(|(_, v)| v)
     }
@@ -168,24 +273,29 @@ impl HostClient {
         resume_value: &Value,
         idempotency_key: &str,
     ) -> Result<Value, HostError> {
-        let wire = self.id(run_id);
-        let node = self.id(node_id);
-        let mut body = serde_json::Map::new();
-        body.insert(
-            self.mapping.bodies.resolve_value.clone(),
-            resume_value.clone(),
-        );
-        let body = json_bytes(&Value::Object(body));
-        let key = header_value(idempotency_key)?;
+        let vars = Vars {
+            run_id: Some(run_id),
+            node_id: Some(node_id),
+            value: Some(resume_value),
+            ..Vars::default()
+        };
+        let body = fill::body(&self.mapping.bodies.resolve_interrupt, &vars, Some(caller))
+            .map_err(|m| {
+                tracing::warn!(operation = "resolveInterrupt", "host request not sent: {m}");
+                super::error::BadTarget
+            })?
+            .unwrap_or_else(|| Value::Object(serde_json::Map::new()));
+        let body = json_bytes(&body);
+        // The resolve carries the key in the idempotency header when the host has one.
+        let key = match &self.mapping.idempotency {
+            Idempotency::Header(name) => Some((name.clone(), header_value(idempotency_key)?)),
+            Idempotency::BodyField(_) | Idempotency::None => None,
+        };
         self.send_json(Operation::ResolveInterrupt, || {
-            let mut req = self.request(
-                Operation::ResolveInterrupt,
-                &[("runId", &wire), ("nodeId", &node)],
-                &[],
-                Some(caller),
-            )?;
-            req.headers_mut()
-                .append(IDEMPOTENCY_KEY.clone(), key.clone());
+            let mut req = self.request(Operation::ResolveInterrupt, &vars, &[], Some(caller))?;
+            if let Some((k, v)) = &key {
+                req.headers_mut().append(k.clone(), v.clone());
+            }
             Ok(with_json(req, &body))
         })
         .await
@@ -200,7 +310,10 @@ impl HostClient {
         after: Option<i64>,
         timeout_s: u32,
     ) -> Result<EventPage, HostError> {
-        let wire = self.id(run_id);
+        let vars = Vars {
+            run_id: Some(run_id),
+            ..Vars::default()
+        };
         let timeout_s = timeout_s.clamp(1, 60);
         let wait = timeout_s.to_string();
         let after = after.map(|a| a.to_string());
@@ -214,12 +327,7 @@ impl HostClient {
         let total = route_timeout + Duration::from_secs(u64::from(timeout_s));
         let v = self
             .send_json_within(Operation::PollEvents, total, || {
-                self.request(
-                    Operation::PollEvents,
-                    &[("runId", &wire)],
-                    &query,
-                    Some(caller),
-                )
+                self.request(Operation::PollEvents, &vars, &query, Some(caller))
             })
             .await?;
         EventPage::from_json(&v, &self.mapping)
@@ -233,13 +341,11 @@ impl HostClient {
         run_id: &str,
         last_event_id: Option<i64>,
     ) -> Result<EventStream, HostError> {
-        let wire = self.id(run_id);
-        let mut req = self.request(
-            Operation::StreamEvents,
-            &[("runId", &wire)],
-            &[],
-            Some(caller),
-        )?;
+        let vars = Vars {
+            run_id: Some(run_id),
+            ..Vars::default()
+        };
+        let mut req = self.request(Operation::StreamEvents, &vars, &[], Some(caller))?;
         let h = req.headers_mut();
         h.append(
             header::ACCEPT,
@@ -255,7 +361,7 @@ impl HostClient {
         let started = std::time::Instant::now();
         // The failure path only: the target is built again to name its path.
         let fail = |e: HostError| {
-            let again = self.request(Operation::StreamEvents, &[("runId", &wire)], &[], None);
+            let again = self.request(Operation::StreamEvents, &vars, &[], Some(caller));
             crate::access::host_failure(
                 Operation::StreamEvents,
                 &self.routes.get(Operation::StreamEvents).method,

@@ -13,10 +13,10 @@ use http_body_util::BodyExt;
 use serde_json::Value;
 
 use super::error::{map_send, root_cause, BadTarget};
+use super::fill::{fill, Dest, Missing, Vars};
 use super::h2pool::{H2Pool, PoolError, PooledBody};
 use super::{Caller, HostError};
 use crate::body::Body;
-use crate::config::routes::Segment;
 use crate::config::{Config, Mapping, Operation, Routes};
 use crate::passthrough::UpstreamClient;
 use crate::telemetry::UpstreamStatus;
@@ -55,7 +55,6 @@ pub struct HostClient {
 }
 
 static OPENWOP_VERSION: HeaderName = HeaderName::from_static("openwop-version");
-pub(super) static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 static TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 static TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 pub(super) static LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
@@ -91,20 +90,14 @@ impl HostClient {
         })
     }
 
-    /// The path and query of `link` (a URL a host answer named: absolute, or relative to the
-    /// request target `base` it came in), when it is on the upstream's origin (RFC 6454:
-    /// scheme, host and port). The request carries the caller's credential, so a link to any
-    /// other origin is refused, with the reason.
+    /// The request target of a URL a host answer named (a catalog page's next link),
+    /// resolved against the target it came from and kept to the upstream's origin.
     pub fn same_origin_target(&self, base: &str, link: &str) -> Result<String, String> {
         super::link::resolve(&self.scheme, &self.authority, base, link)
     }
 
     pub fn mapping(&self) -> &Mapping {
         &self.mapping
-    }
-
-    pub(super) fn id(&self, bound: &str) -> String {
-        self.mapping.path_ids.encode(bound)
     }
 
     pub fn base_url(&self) -> &str {
@@ -139,53 +132,53 @@ impl HostClient {
         }
     }
 
+    /// The request target of `op` (path and query, after the `upstream.url` prefix): the
+    /// route's templates filled with `vars`, then the sidecar's own `query` parameters merged
+    /// into the template's query (`&`, never a second `?`).
+    pub(super) fn target(
+        &self,
+        op: Operation,
+        vars: &Vars,
+        query: &[(&str, &str)],
+        caller: Option<&Caller>,
+    ) -> Result<String, Missing> {
+        let route = self.routes.get(op);
+        let ids = self.mapping.path_ids;
+        let mut target = String::with_capacity(self.prefix.len() + route.template.len() + 64);
+        target.push_str(&self.prefix);
+        // Ids are projected (`[A-Za-z0-9._~%-]` only) and inserted verbatim so `~2F` reaches
+        // the host byte for byte (OpenWOP v2 identity.md §5).
+        fill(&mut target, &route.segments, vars, caller, ids, Dest::Path)?;
+        let mut first = true;
+        if !route.query.is_empty() {
+            target.push('?');
+            fill(&mut target, &route.query, vars, caller, ids, Dest::Query)?;
+            first = false;
+        }
+        for (k, v) in query {
+            target.push(if first { '?' } else { '&' });
+            first = false;
+            target.push_str(k);
+            target.push('=');
+            super::fill::encode_component_into(&mut target, v);
+        }
+        Ok(target)
+    }
+
     /// The request for `op`: its target filled from wire-form parts, the route's headers and
     /// the caller's credential and trace context (RFC 0208 §B), no body yet.
     pub(super) fn request(
         &self,
         op: Operation,
-        params: &[(&str, &str)],
+        vars: &Vars,
         query: &[(&str, &str)],
         caller: Option<&Caller>,
     ) -> Result<Request<Body>, BadTarget> {
-        self.request_to(op, self.target(op, params, query), caller)
-    }
-
-    /// The path and query of `op`'s request: the upstream URL's path, the route template
-    /// filled with wire-form parts, then `query` (merged with a query the template already
-    /// has, e.g. `/jobTypes?api-version=2026-01-01`, with `&`: RFC 3986 §3.4 allows one `?`).
-    pub(super) fn target(
-        &self,
-        op: Operation,
-        params: &[(&str, &str)],
-        query: &[(&str, &str)],
-    ) -> String {
-        let route = self.routes.get(op);
-        let mut target = String::with_capacity(self.prefix.len() + route.template.len() + 64);
-        target.push_str(&self.prefix);
-        for seg in &route.segments {
-            match seg {
-                Segment::Literal(s) => target.push_str(s),
-                // Ids are already projected (`[A-Za-z0-9._~%-]` only), inserted verbatim so
-                // `~2F` reaches the host byte for byte (OpenWOP v2 identity.md §5).
-                Segment::Param(name) => {
-                    if let Some((_, v)) = params.iter().find(|(k, _)| k == name) {
-                        target.push_str(v);
-                    }
-                }
-            }
-        }
-        if !query.is_empty() {
-            let mut sep = if target.contains('?') { '&' } else { '?' };
-            for (k, v) in query {
-                target.push(sep);
-                sep = '&';
-                target.push_str(k);
-                target.push('=');
-                encode_query_into(&mut target, v);
-            }
-        }
-        target
+        let target = self.target(op, vars, query, caller).map_err(|m| {
+            tracing::warn!(operation = op.key(), "host request not sent: {m}");
+            BadTarget
+        })?;
+        self.request_to(op, target, vars, caller)
     }
 
     /// [`HostClient::request`] for a target already built: a route's, or one a host answer
@@ -194,6 +187,7 @@ impl HostClient {
         &self,
         op: Operation,
         target: String,
+        vars: &Vars,
         caller: Option<&Caller>,
     ) -> Result<Request<Body>, BadTarget> {
         let route = self.routes.get(op);
@@ -211,6 +205,22 @@ impl HostClient {
         }
         for (k, v) in &route.headers {
             h.append(k.clone(), v.clone());
+        }
+        for (k, segs) in &route.header_templates {
+            let mut v = String::new();
+            fill(
+                &mut v,
+                segs,
+                vars,
+                caller,
+                self.mapping.path_ids,
+                Dest::Header,
+            )
+            .map_err(|m| {
+                tracing::warn!(operation = op.key(), "host request not sent: {m}");
+                BadTarget
+            })?;
+            h.append(k.clone(), HeaderValue::from_str(&v).map_err(|_| BadTarget)?);
         }
         if let Some(c) = caller {
             if let Some(a) = &c.authorization {
@@ -387,17 +397,4 @@ pub(super) fn with_json(mut req: Request<Body>, body: &Bytes) -> Request<Body> {
 /// An idempotency key that cannot be a header value is refused before anything is sent.
 pub(super) fn header_value(v: &str) -> Result<HeaderValue, BadTarget> {
     HeaderValue::from_str(v).map_err(|_| BadTarget)
-}
-
-fn encode_query_into(out: &mut String, v: &str) {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    for &b in v.as_bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push('%');
-            out.push(char::from(HEX[usize::from(b >> 4)]));
-            out.push(char::from(HEX[usize::from(b & 0xF)]));
-        }
-    }
 }

@@ -90,8 +90,10 @@ pub(crate) fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// A request that cannot be put on the wire (a target that is not a valid URI, a header value
-/// with control bytes). `HostClient::new` checks the route templates and ids are projected,
-/// so this is not expected; it is still refused before anything is sent.
+/// with control bytes, a `{header.NAME}` the request did not carry: logged where it is found,
+/// src/host/client.rs). The loader checks the route templates and ids are projected (a `raw`
+/// id is sent as the host wrote it), so the rest is not expected; it is still refused before
+/// anything is sent.
 #[derive(Debug)]
 pub(super) struct BadTarget;
 

@@ -10,6 +10,7 @@ mod calls;
 mod client;
 mod error;
 mod events;
+pub mod fill;
 pub mod h2pool;
 mod link;
 mod snapshot;
@@ -17,10 +18,12 @@ mod types;
 
 use http::{HeaderValue, Method};
 
+pub use calls::CreateRequest;
 pub use client::HostClient;
 pub(crate) use error::root_cause;
 pub use error::HostError;
 pub use events::EventStream;
+pub use fill::{allowed_headers, Missing, Vars};
 pub use types::*;
 
 /// Who is calling: the credential and trace context relayed from the MCP request.
@@ -29,6 +32,9 @@ pub struct Caller {
     pub authorization: Option<HeaderValue>,
     pub traceparent: Option<HeaderValue>,
     pub tracestate: Option<HeaderValue>,
+    /// The request headers `host.templates.allowHeaders` names, for `{header.NAME}`
+    /// placeholders (`None` when the list is empty).
+    pub headers: Option<std::sync::Arc<http::HeaderMap>>,
 }
 
 impl std::fmt::Debug for Caller {

@@ -32,7 +32,7 @@ pub(super) async fn read(
     caller: &Caller,
     m: &CatalogMapping,
 ) -> Result<Vec<CatalogEntry>, HostError> {
-    let mut target = ctx.host.list_tools_target(&[]);
+    let mut target = ctx.host.list_tools_target(caller, &[])?;
     let mut asked = Vec::new();
     let mut out = Vec::new();
     let mut seen = HashMap::new();
@@ -42,7 +42,7 @@ pub(super) async fn read(
         let Some(next) = m
             .next
             .as_ref()
-            .and_then(|n| next_target(ctx, n, &v, &target, page))
+            .and_then(|n| next_target(ctx, caller, n, &v, &target, page))
         else {
             break;
         };
@@ -204,6 +204,7 @@ fn string_at<'a>(e: &'a Value, p: &JsonPointer, what: &str) -> Result<&'a str, S
 /// The next page's target, when the page names one that may be followed.
 fn next_target(
     ctx: &McpContext,
+    caller: &Caller,
     next: &NextPage,
     v: &Value,
     current: &str,
@@ -227,7 +228,7 @@ fn next_target(
         }
     };
     match next {
-        NextPage::Token { param, .. } => Some(ctx.host.list_tools_target(&[(param, s)])),
+        NextPage::Token { param, .. } => ctx.host.list_tools_target(caller, &[(param, s)]).ok(),
         NextPage::Link(_) => match ctx.host.same_origin_target(current, s) {
             Ok(t) => Some(t),
             Err(why) => {

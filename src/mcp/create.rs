@@ -1,6 +1,8 @@
 //! createRun and lost-create recovery: a createRun whose outcome is unknown (an ambiguous
-//! host answer, or the request dropped mid-flight) is found again by its Idempotency-Key and
-//! cancelled (RFC 0198 §G.12; docs/hardening.md F2).
+//! host answer, or the request dropped mid-flight) is found again by replaying it with the same
+//! per-call value the host dedupes on (`host.idempotency`: the Idempotency-Key header, or a
+//! body field such as AIP-155 `requestId`) and cancelled (RFC 0198 §G.12; docs/hardening.md
+//! F2). With `host.idempotency: none` nothing is replayed: a replay would start a second job.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,11 +10,10 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use super::request_state::random_id;
 use super::tools::ToolDef;
 use super::{McpContext, McpError, McpRequest};
 use crate::body::Response;
-use crate::host::{Caller, CreatedRun};
+use crate::host::{Caller, CreateRequest, CreatedRun};
 
 /// What a createRun came to when it did not fail the call.
 pub(super) enum Created {
@@ -24,28 +25,34 @@ pub(super) enum Created {
 }
 
 /// createRun for a validated call, under the mapping's template and the tool's own, with a
-/// fresh Idempotency-Key. No run outlives a call that failed: a refusal the host may not have
-/// meant (an ambiguous answer) or a request dropped mid-flight is found again by its key and
-/// cancelled.
+/// fresh per-call value (`{callId}`: the idempotency key or request id, the same on every
+/// repeat). No run outlives a call that failed: a refusal the host may not have meant (an
+/// ambiguous answer) or a request dropped mid-flight is found again through the mechanism
+/// the host dedupes on (`host.idempotency`) and cancelled; with `none` it cannot be, and is
+/// reported instead of replayed.
 pub(super) async fn create_run(
     ctx: &Arc<McpContext>,
     req: &McpRequest,
     tool: &ToolDef,
     args: &Value,
 ) -> Result<Created, McpError> {
-    let key = random_id(24);
+    let call_id = new_call_id();
     let mut templates = vec![&ctx.cfg.tools.create_run];
     if let Some(t) = &tool.create_run {
         templates.push(t);
     }
+    // Every placeholder is filled before anything is sent: an argument or an allowed
+    // header the templates need and the call lacks is the caller's mistake.
+    let create = ctx
+        .host
+        .prepare_create(&req.caller, &tool.workflow_id, args, &templates, &call_id)
+        .map_err(|m| McpError::InvalidParams(m.to_string()))?;
+    let create = Arc::new(create);
     // A client that goes away while createRun is in flight drops this future before the
     // run id is known (hyper drops the handler): the pending guard then finds the run by its
-    // Idempotency-Key and cancels it (RFC 0198 §G.12; docs/hardening.md F2).
-    let mut pending = PendingCreate::new(ctx, &req.caller, &tool.workflow_id, args, &key);
-    let result = ctx
-        .host
-        .create_run(&req.caller, &tool.workflow_id, args, &templates, &key)
-        .await;
+    // per-call value and cancels it (RFC 0198 §G.12; docs/hardening.md F2).
+    let mut pending = PendingCreate::new(ctx, &req.caller, &create);
+    let result = ctx.host.create_run(&req.caller, &create).await;
     pending.disarm();
     match result {
         Ok(c) => Ok(Created::Run(c)),
@@ -60,9 +67,9 @@ pub(super) async fn create_run(
         Err(e) => {
             if e.ambiguous() {
                 // The host may have created the run although no usable answer came back.
-                // Replaying the same Idempotency-Key finds it (or creates it) so it can be
+                // Replaying the same request finds it (or creates it) so it can be
                 // cancelled: the client is told the call failed, so no run may outlive it.
-                reconcile_lost_create(ctx, &req.caller, &tool.workflow_id, args, &key);
+                reconcile_lost_create(ctx, &req.caller, &create);
             }
             Err(McpError::from_host(&e))
         }
@@ -72,25 +79,13 @@ pub(super) async fn create_run(
 /// Armed while a createRun is in flight; dropped armed (the request was dropped) it starts
 /// the same search-and-cancel as a lost answer.
 struct PendingCreate {
-    armed: Option<(Arc<McpContext>, Caller, String, Value, String)>,
+    armed: Option<(Arc<McpContext>, Caller, Arc<CreateRequest>)>,
 }
 
 impl PendingCreate {
-    fn new(
-        ctx: &Arc<McpContext>,
-        caller: &Caller,
-        workflow_id: &str,
-        args: &Value,
-        key: &str,
-    ) -> Self {
+    fn new(ctx: &Arc<McpContext>, caller: &Caller, create: &Arc<CreateRequest>) -> Self {
         PendingCreate {
-            armed: Some((
-                ctx.clone(),
-                caller.clone(),
-                workflow_id.to_string(),
-                args.clone(),
-                key.to_string(),
-            )),
+            armed: Some((ctx.clone(), caller.clone(), create.clone())),
         }
     }
 
@@ -101,39 +96,35 @@ impl PendingCreate {
 
 impl Drop for PendingCreate {
     fn drop(&mut self) {
-        if let Some((ctx, caller, workflow_id, args, key)) = self.armed.take() {
-            reconcile_lost_create(&ctx, &caller, &workflow_id, &args, &key);
+        if let Some((ctx, caller, create)) = self.armed.take() {
+            reconcile_lost_create(&ctx, &caller, &create);
         }
     }
 }
 
-/// Replays a createRun whose outcome is unknown with the same Idempotency-Key until the host
-/// answers (bounded by the cancel deadline), then cancels the run it names.
-fn reconcile_lost_create(
-    ctx: &Arc<McpContext>,
-    caller: &Caller,
-    workflow_id: &str,
-    args: &Value,
-    key: &str,
-) {
+/// Replays a createRun whose outcome is unknown, byte for byte (the same per-call value in
+/// the header or body field the host dedupes on), until the host answers (bounded by the
+/// cancel deadline), then cancels the run it names. With `host.idempotency: none` a replay
+/// would start a second job, so nothing is sent: the loss is logged and counted.
+fn reconcile_lost_create(ctx: &Arc<McpContext>, caller: &Caller, create: &Arc<CreateRequest>) {
+    if !ctx.host.mapping().idempotency.replays() {
+        tracing::warn!(
+            workflow_id = %create.tool(),
+            "a createRun answer was lost and host.idempotency is none: the run cannot be found \
+             without risking a second job, so createRun is not repeated; if the host created \
+             it, it runs on uncancelled (counted as a lost_create cancel that gave up)"
+        );
+        ctx.metrics.owned_cancel("lost_create", "gave_up");
+        return;
+    }
     let st = ctx.clone();
-    let (caller, workflow_id, args, key) = (
-        caller.clone(),
-        workflow_id.to_string(),
-        args.clone(),
-        key.to_string(),
-    );
+    let (caller, create) = (caller.clone(), create.clone());
     ctx.dispatcher.track(async move {
         let deadline = Instant::now() + st.cfg.ownership.cancel_deadline;
         let mut backoff = Duration::from_millis(100);
-        let mut templates = vec![&st.cfg.tools.create_run];
-        let tool_template = st.cfg.tools.overrides.get(&workflow_id).and_then(|o| o.create_run.as_ref());
-        if let Some(t) = tool_template {
-            templates.push(t);
-        }
         while Instant::now() + backoff < deadline {
             tokio::time::sleep(backoff).await;
-            match st.host.create_run(&caller, &workflow_id, &args, &templates, &key).await {
+            match st.host.create_run(&caller, &create).await {
                 Ok(created) => {
                     tracing::info!(run_id = %created.run_id, "found the run of a lost createRun answer; cancelling it");
                     st.dispatcher.dispatch(st.host.clone(), created.run_id, caller, "lost_create");
@@ -145,6 +136,40 @@ fn reconcile_lost_create(
                 Err(_) => backoff = (backoff * 2).min(Duration::from_secs(2)),
             }
         }
-        tracing::warn!(workflow_id = %workflow_id, "a createRun answer was lost and the run could not be found before the cancel deadline");
+        tracing::warn!(workflow_id = %create.tool(), "a createRun answer was lost and the run could not be found before the cancel deadline");
     });
+}
+
+/// The per-call value `{callId}` (and the idempotency key): a random UUID (RFC 9562 §5.4),
+/// the form hosts that let the client name a request or resource accept (AIP-155
+/// `requestId`, Azure `Operation-Id`, a `PUT` name), with 122 random bits.
+pub(super) fn new_call_id() -> String {
+    let mut b = [0u8; 16];
+    rand::fill(&mut b[..]);
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn call_ids_are_random_uuids() {
+        let a = super::new_call_id();
+        assert_eq!(a.len(), 36);
+        assert_eq!(&a[14..15], "4", "version 4");
+        assert!(
+            matches!(&a[19..20], "8" | "9" | "a" | "b"),
+            "RFC 9562 variant"
+        );
+        assert_ne!(a, super::new_call_id());
+    }
 }

@@ -371,6 +371,7 @@ fn parse_envelope_inner(
             .and_then(Value::as_str)
             .and_then(|t| http::HeaderValue::from_str(t).ok())
             .or_else(|| headers.get("tracestate").map(owned_value)),
+        headers: crate::host::allowed_headers(&cfg.routes.allow_headers, headers),
     };
     Ok(Parsed::Request(Box::new(McpRequest {
         id: id.unwrap_or(Value::Null),

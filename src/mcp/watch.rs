@@ -213,6 +213,7 @@ mod tests {
             authorization: auth.map(|a| a.parse().unwrap()),
             traceparent: None,
             tracestate: None,
+            headers: None,
         }
     }
 

@@ -30,5 +30,6 @@ mod reload;
 mod replicas;
 mod support;
 mod tasks;
+mod templates;
 mod tls;
 mod tools_call;

@@ -1,0 +1,295 @@
+//! Filling the compiled templates of src/config/template.rs with one call's values: request
+//! targets, header values and bodies. Each value is encoded for where it lands (a path
+//! segment, a query value, a header, a JSON leaf), so a template never has to.
+
+use http::HeaderName;
+use serde_json::Value;
+
+use super::Caller;
+use crate::config::template::{BodyTemplate, Segment, Var};
+use crate::config::IdEncoding;
+
+/// The values one request's templates may draw on (`None`: the operation has none).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Vars<'a> {
+    /// The run id, bound form (`acme/r-…`): encoded where it lands.
+    pub run_id: Option<&'a str>,
+    pub node_id: Option<&'a str>,
+    pub tool: Option<&'a str>,
+    pub args: Option<&'a Value>,
+    pub call_id: Option<&'a str>,
+    pub reason: Option<&'a str>,
+    pub value: Option<&'a Value>,
+}
+
+/// A placeholder the call cannot fill: the caller's mistake (`-32602` before any host call,
+/// where the call is checked first), or a header it did not send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Missing {
+    Arg(String),
+    NotScalar(String),
+    Header(HeaderName),
+    /// A value the operation never has (cannot happen: the loader checks each template's
+    /// placeholders against its operation).
+    Value(&'static str),
+}
+
+impl std::fmt::Display for Missing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Missing::Arg(a) => write!(
+                f,
+                "Invalid arguments: missing argument '{a}' (the host request is built from it)"
+            ),
+            Missing::NotScalar(a) => write!(
+                f,
+                "Invalid arguments: argument '{a}' must be a string, number or boolean (it is \
+                 written into the host request)"
+            ),
+            Missing::Header(h) => write!(
+                f,
+                "missing request header '{h}' (host.templates.allowHeaders: the host request \
+                 is built from it)"
+            ),
+            Missing::Value(v) => write!(f, "no {v} for this host request"),
+        }
+    }
+}
+
+/// Where a filled value lands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dest {
+    Path,
+    Query,
+    Header,
+}
+
+/// The caller's copy of the headers `host.templates.allowHeaders` names, taken once per MCP
+/// request (`None` when the list is empty: nothing is copied).
+pub fn allowed_headers(
+    allow: &[HeaderName],
+    headers: &http::HeaderMap,
+) -> Option<std::sync::Arc<http::HeaderMap>> {
+    if allow.is_empty() {
+        return None;
+    }
+    let mut out = http::HeaderMap::new();
+    for name in allow {
+        if let Some(v) = headers.get(name) {
+            out.insert(name.clone(), v.clone());
+        }
+    }
+    Some(std::sync::Arc::new(out))
+}
+
+fn header_of<'c>(caller: Option<&'c Caller>, h: &HeaderName) -> Result<&'c str, Missing> {
+    caller
+        .and_then(|c| c.headers.as_ref())
+        .and_then(|m| m.get(h))
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(|| Missing::Header(h.clone()))
+}
+
+/// An argument as text (strings as they are, numbers and booleans as JSON writes them).
+fn arg_text<'v>(args: Option<&'v Value>, name: &str) -> Result<std::borrow::Cow<'v, str>, Missing> {
+    match args.and_then(|a| a.get(name)) {
+        None | Some(Value::Null) => Err(Missing::Arg(name.to_string())),
+        Some(Value::String(s)) => Ok(s.as_str().into()),
+        Some(v @ (Value::Number(_) | Value::Bool(_))) => Ok(v.to_string().into()),
+        Some(_) => Err(Missing::NotScalar(name.to_string())),
+    }
+}
+
+/// Appends `segs` filled with `vars` to `out`.
+pub fn fill(
+    out: &mut String,
+    segs: &[Segment],
+    vars: &Vars,
+    caller: Option<&Caller>,
+    path_ids: IdEncoding,
+    into: Dest,
+) -> Result<(), Missing> {
+    for seg in segs {
+        match seg {
+            Segment::Literal(s) => out.push_str(s),
+            Segment::Param(var) => fill_var(out, var, vars, caller, path_ids, into)?,
+        }
+    }
+    Ok(())
+}
+
+fn fill_var(
+    out: &mut String,
+    var: &Var,
+    vars: &Vars,
+    caller: Option<&Caller>,
+    path_ids: IdEncoding,
+    into: Dest,
+) -> Result<(), Missing> {
+    // Ids travel in the id encoding (`~2F` byte for byte, OpenWOP v2 identity.md §5); every
+    // other value is percent-encoded as one path segment or query value (RFC 3986 §3.3, §3.4).
+    let text = |out: &mut String, s: &str| match into {
+        Dest::Header => out.push_str(s),
+        Dest::Path | Dest::Query => encode_component_into(out, s),
+    };
+    match var {
+        Var::RunId(enc) => {
+            let id = vars.run_id.ok_or(Missing::Value("run id"))?;
+            out.push_str(&enc.unwrap_or(path_ids).encode(id));
+        }
+        Var::NodeId => {
+            let id = vars.node_id.ok_or(Missing::Value("node id"))?;
+            out.push_str(&path_ids.encode(id));
+        }
+        Var::Tool => {
+            let t = vars.tool.ok_or(Missing::Value("tool"))?;
+            match into {
+                Dest::Path => out.push_str(&path_ids.encode(t)),
+                _ => text(out, t),
+            }
+        }
+        Var::Arg(a) => text(out, &arg_text(vars.args, a)?),
+        Var::CallId => text(out, vars.call_id.ok_or(Missing::Value("call id"))?),
+        Var::Header(h) => text(out, header_of(caller, h)?),
+        Var::Reason => text(out, vars.reason.unwrap_or_default()),
+        Var::Arguments | Var::Value => return Err(Missing::Value("JSON value in a string")),
+    }
+    Ok(())
+}
+
+/// Renders a body template (`None` only for a body that is one absent placeholder).
+pub fn body(
+    t: &BodyTemplate,
+    vars: &Vars,
+    caller: Option<&Caller>,
+) -> Result<Option<Value>, Missing> {
+    let s = |x: &str| Some(Value::String(x.to_string()));
+    t.render(
+        &mut |var| {
+            Ok(match var {
+                Var::RunId(_) => vars.run_id.and_then(s),
+                Var::NodeId => vars.node_id.and_then(s),
+                Var::Tool => vars.tool.and_then(s),
+                // An absent optional argument leaves its key out of a body.
+                Var::Arg(a) => vars
+                    .args
+                    .and_then(|x| x.get(a))
+                    .filter(|v| !v.is_null())
+                    .cloned(),
+                Var::CallId => vars.call_id.and_then(s),
+                Var::Header(h) => s(header_of(caller, h)?),
+                Var::Arguments => vars.args.cloned(),
+                Var::Reason => vars.reason.and_then(s),
+                Var::Value => vars.value.cloned(),
+            })
+        },
+        &mut |var, out| match var {
+            Var::RunId(_) => {
+                out.push_str(vars.run_id.unwrap_or_default());
+                Ok(())
+            }
+            Var::NodeId => {
+                out.push_str(vars.node_id.unwrap_or_default());
+                Ok(())
+            }
+            Var::Tool => {
+                out.push_str(vars.tool.unwrap_or_default());
+                Ok(())
+            }
+            v => fill_var(out, v, vars, caller, IdEncoding::Raw, Dest::Header),
+        },
+    )
+}
+
+/// Writes `value` at a JSON pointer of `body`, making the objects on the way.
+pub fn set_pointer(body: &mut Value, pointer: &str, value: Value) {
+    let mut node = body;
+    let toks: Vec<String> = pointer
+        .split('/')
+        .skip(1)
+        .map(|t| t.replace("~1", "/").replace("~0", "~"))
+        .collect();
+    for (i, tok) in toks.iter().enumerate() {
+        if !node.is_object() {
+            *node = Value::Object(serde_json::Map::new());
+        }
+        let Value::Object(m) = node else { return };
+        if i == toks.len() - 1 {
+            m.insert(tok.clone(), value);
+            return;
+        }
+        node = m
+            .entry(tok.clone())
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+    }
+}
+
+/// Percent-encodes everything but the unreserved characters (RFC 3986 §2.3).
+pub(super) fn encode_component_into(out: &mut String, v: &str) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    for &b in v.as_bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push('%');
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 0xF)]));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn arguments_fill_one_path_segment_percent_encoded() {
+        let args = json!({"name": "a b/c", "n": 7, "o": {}});
+        let vars = Vars {
+            args: Some(&args),
+            ..Vars::default()
+        };
+        let mut out = String::new();
+        let segs = vec![
+            Segment::Literal("/x/".into()),
+            Segment::Param(Var::Arg("name".into())),
+            Segment::Literal("/".into()),
+            Segment::Param(Var::Arg("n".into())),
+        ];
+        fill(&mut out, &segs, &vars, None, IdEncoding::Tilde, Dest::Path).unwrap();
+        assert_eq!(out, "/x/a%20b%2Fc/7");
+        let miss = [Segment::Param(Var::Arg("gone".into()))];
+        let e = fill(&mut out, &miss, &vars, None, IdEncoding::Tilde, Dest::Path).unwrap_err();
+        assert_eq!(e, Missing::Arg("gone".into()));
+        assert!(e.to_string().contains("missing argument 'gone'"), "{e}");
+        let obj = [Segment::Param(Var::Arg("o".into()))];
+        let e = fill(&mut out, &obj, &vars, None, IdEncoding::Tilde, Dest::Path).unwrap_err();
+        assert_eq!(e, Missing::NotScalar("o".into()));
+    }
+
+    #[test]
+    fn run_ids_travel_in_the_encoding_named() {
+        let vars = Vars {
+            run_id: Some("operations/op-1"),
+            ..Vars::default()
+        };
+        for (enc, want) in [
+            (None, "operations~2Fop-1"),
+            (Some(IdEncoding::Percent), "operations%2Fop-1"),
+            (Some(IdEncoding::Raw), "operations/op-1"),
+        ] {
+            let mut out = String::new();
+            let segs = [Segment::Param(Var::RunId(enc))];
+            fill(&mut out, &segs, &vars, None, IdEncoding::Tilde, Dest::Path).unwrap();
+            assert_eq!(out, want);
+        }
+    }
+
+    #[test]
+    fn a_body_field_pointer_makes_its_objects() {
+        let mut b = json!({"a": 1});
+        set_pointer(&mut b, "/meta/requestId", json!("c-1"));
+        assert_eq!(b, json!({"a": 1, "meta": {"requestId": "c-1"}}));
+    }
+}
