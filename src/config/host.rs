@@ -34,6 +34,19 @@ pub struct RawHost {
     pub bodies: RawBodies,
     #[serde(default)]
     pub errors: Vec<RawErrorRule>,
+    /// The version header every host call carries (default `{name: OpenWOP-Version, value:
+    /// "2.0"}`); `none` sends none.
+    #[schemars(with = "Option<super::wire::RawVersionHeader>")]
+    pub version_header: Option<Spanned<serde_json::Value>>,
+    /// The credential probe a static catalog makes before it is listed (default the listRuns
+    /// route with `?limit=1`); `none` makes none.
+    #[schemars(with = "Option<super::wire::RawProbe>")]
+    pub probe: Option<Spanned<serde_json::Value>>,
+    /// What `/readyz` asks the host (default its discovery route, without a credential).
+    pub readiness: Option<super::wire::RawReadiness>,
+    /// `/.well-known/openwop` through the sidecar gains the `mcp` family advertising the mount
+    /// (default true, for OpenWOP hosts); false passes the host's document through untouched.
+    pub augment_discovery: Option<bool>,
 }
 
 /// One optional override per operation; an unknown operation name is a parse error with a location.

@@ -21,6 +21,7 @@ mod tasks;
 mod telemetry;
 mod tools;
 mod upstream;
+pub mod wire;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -43,6 +44,7 @@ pub use tools::{
     glob, CreateTemplate, InputRequestKey, StaticTool, TaskSupport, ToolOverride, ToolSource, Tools,
 };
 pub use upstream::Upstream;
+pub use wire::{HostWire, Probe, Readiness, ReadyCredential};
 
 /// A configuration error that names where it happened: `file:line:column: message`, or
 /// `file: message` when the error is about the whole file (it cannot be read), `line` 0.
