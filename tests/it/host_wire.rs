@@ -356,3 +356,32 @@ async fn with_augmentation_off_the_hosts_discovery_document_passes_untouched() {
     assert!(doc["mcp"]["serverUrls"].is_array(), "{doc}");
     env.shutdown().await;
 }
+
+/// A run waiting on an interrupt the client cannot answer: the answer names the host's
+/// resolveInterrupt route as configured (method and path, ids in the host's encoding), never a
+/// fixed OpenWOP path.
+#[tokio::test]
+async fn a_pending_answer_names_the_configured_resolve_route() {
+    if legacy() {
+        return;
+    }
+    let yaml = "host:\n  routes:\n    resolveInterrupt: { method: PUT, path: '/runs/{runId}/decisions/{nodeId}' }\ntools:\n  source: toolCatalog\n";
+    let env = env_of(Flavor::V2, yaml).await;
+    let r = env
+        .call(A, "conformance-approval", json!({}), json!({}))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let body: Value =
+        serde_json::from_str(r.result()["content"][0]["text"].as_str().unwrap()).unwrap();
+    let run = body["runId"].as_str().unwrap();
+    let message = body["message"].as_str().unwrap();
+    let wire = run.replace('/', "~2F");
+    assert!(
+        message.contains(&format!(
+            "resolveInterrupt route, PUT /runs/{wire}/decisions/"
+        )),
+        "{message}"
+    );
+    assert!(!message.contains("/interrupts/"), "{message}");
+    env.shutdown().await;
+}
