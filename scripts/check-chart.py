@@ -635,16 +635,23 @@ def refusals_case() -> Case:
 
 def raw_config_keys() -> dict:
     """The configuration's key tree from the Raw* structs in src/config/*.rs, one file per
-    section (serde rename_all camelCase; a field's own `#[serde(rename = "…")]` wins)."""
+    section (serde rename_all camelCase; a field's own `#[serde(rename = "…")]` wins). A field
+    read by hand names its Raw* type in `#[schemars(with = "…")]`; an untagged Raw* enum (a
+    word or an object) has the keys of its struct variants."""
     src = "\n".join(f.read_text() for f in sorted((ROOT / "src" / "config").glob("*.rs")))
     structs = {}
     for m in re.finditer(r"pub struct (\w+)\s*\{(.*?)\n\}", src, re.S):
         fields = {}
         rename = None
+        with_raw = None
         for line in m.group(2).splitlines():
             r = re.search(r'rename\s*=\s*"([^"]+)"', line)
             if line.strip().startswith("#[") and r:
                 rename = r.group(1)
+                continue
+            w = re.search(r'schemars\(\s*with\s*=\s*"[^"]*?\b(Raw\w+)', line)
+            if line.strip().startswith("#[") and w:
+                with_raw = w.group(1)
                 continue
             f = re.match(r"^\s*pub (\w+):\s*([^\n]+?),?\s*$", line)
             if not f:
@@ -652,11 +659,21 @@ def raw_config_keys() -> dict:
             camel = rename or re.sub(r"_([a-z])", lambda x: x.group(1).upper(), f.group(1))
             rename = None
             inner = re.findall(r"\bRaw\w+", f.group(2))
-            fields[camel] = inner[0] if inner else None
+            fields[camel] = inner[0] if inner else with_raw
+            with_raw = None
         structs[m.group(1)] = fields
+    enums = {
+        m.group(1): re.findall(r"\b\w+\((Raw\w+)\)", m.group(2))
+        for m in re.finditer(r"pub enum (Raw\w+)\s*\{(.*?)\n\}", src, re.S)
+    }
 
     def tree(name):
-        return {k: (tree(t) if t and t in structs else None) for k, t in structs[name].items()}
+        if name in enums:
+            merged = {}
+            for v in enums[name]:
+                merged.update(tree(v) or {})
+            return merged or None
+        return {k: (tree(t) if t and (t in structs or t in enums) else None) for k, t in structs[name].items()}
 
     return tree("RawConfig")
 
@@ -670,6 +687,12 @@ def schema_config_keys(node: dict):
         return {k: schema_config_keys(v) for k, v in node["properties"].items()}
     if node.get("type") == "object" and isinstance(node.get("additionalProperties"), dict):
         return schema_config_keys(node["additionalProperties"])
+    if isinstance(node.get("anyOf"), list):
+        # A word or an object (`none` or `{name, value}`): the object alternatives' keys.
+        merged = {}
+        for alt in node["anyOf"]:
+            merged.update(schema_config_keys(alt) or {})
+        return merged or None
     return None
 
 
@@ -746,7 +769,8 @@ def drift_case() -> Case:
     def walk_example(e, s, path):
         for k, v in e.items():
             p = f"{path}.{k}" if path else k
-            if case.check(k in (s or {}), f"config/sidecar.example.yaml key {p} missing from values.schema.json") and isinstance(v, dict):
+            # A map's keys are the user's own (`probe.query`, `statuses`): not descended.
+            if case.check(k in (s or {}), f"config/sidecar.example.yaml key {p} missing from values.schema.json") and isinstance(v, dict) and isinstance(s[k], dict):
                 walk_example(v, s[k], p)
 
     walk_example(example, sch, "")

@@ -170,7 +170,7 @@ pub fn upstream_unavailable(e: &dyn std::error::Error) -> Response {
     openwop_error(
         StatusCode::BAD_GATEWAY,
         "upstream_unavailable",
-        "the sidecar could not reach the OpenWOP host",
+        "the sidecar could not reach the host",
     )
 }
 

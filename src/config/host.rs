@@ -46,6 +46,19 @@ pub struct RawHost {
     // variant matched".
     #[schemars(with = "Option<RawIdempotency>")]
     pub idempotency: Option<serde_json::Value>,
+    /// The version header every host call carries (default `{name: OpenWOP-Version, value:
+    /// "2.0"}`); `none` sends none.
+    #[schemars(with = "Option<super::wire::RawVersionHeader>")]
+    pub version_header: Option<Spanned<serde_json::Value>>,
+    /// The credential probe a static catalog makes before it is listed (default the listRuns
+    /// route with `?limit=1`); `none` makes none.
+    #[schemars(with = "Option<super::wire::RawProbe>")]
+    pub probe: Option<Spanned<serde_json::Value>>,
+    /// What `/readyz` asks the host (default its discovery route, without a credential).
+    pub readiness: Option<super::wire::RawReadiness>,
+    /// `/.well-known/openwop` through the sidecar gains the `mcp` family advertising the mount
+    /// (default true, for OpenWOP hosts); false passes the host's document through untouched.
+    pub augment_discovery: Option<bool>,
 }
 
 /// What templates may draw from beyond the call itself.

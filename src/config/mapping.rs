@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_saphyr::Spanned;
 
+use super::catalog::JsonPointer;
 use super::ctx::word;
 use super::host::RawHost;
 use super::routes::Operation;
@@ -27,6 +28,20 @@ impl JsonSchema for StatusName {
 
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({ "type": "string", "enum": CANONICAL })
+    }
+}
+
+/// An error rule's code as the file writes it: a string or a number (the schema of
+/// `host.errors[].code`).
+pub struct CodeName;
+
+impl JsonSchema for CodeName {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ErrorCode".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": ["string", "number"] })
     }
 }
 
@@ -142,10 +157,41 @@ impl ErrorClass {
 pub struct ErrorRule {
     /// Exact status, or a class digit (`4` for 4xx, `5` for 5xx).
     pub status: StatusMatch,
-    pub code: Option<String>,
+    pub code: Option<CodeMatch>,
+    /// Where this rule reads the code (`codeAt`); `None`: `host.fields.errorCode`.
+    pub code_at: Option<JsonPointer>,
     /// Substring the `WWW-Authenticate` header must contain.
     pub challenge: Option<String>,
     pub class: ErrorClass,
+}
+
+/// The code a rule asks for: a string (`run_terminal`, AIP-193 `FAILED_PRECONDITION`) matches
+/// a string, a number (`5`, a numeric `google.rpc.Code`) a number of the same value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CodeMatch {
+    Str(String),
+    Num(serde_json::Number),
+}
+
+impl CodeMatch {
+    fn matches(&self, v: Option<&Value>) -> bool {
+        match (self, v) {
+            (CodeMatch::Str(s), Some(Value::String(c))) => s == c,
+            (CodeMatch::Num(n), Some(Value::Number(c))) => {
+                n == c || (n.as_f64().is_some() && n.as_f64() == c.as_f64())
+            }
+            _ => false,
+        }
+    }
+}
+
+/// A code as an error carries it in text: a string as it is, a number in decimal.
+pub fn code_text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -214,6 +260,9 @@ pub struct Mapping {
     pub bodies: Bodies,
     pub error_rules: Vec<ErrorRule>,
     pub idempotency: Idempotency,
+    /// Version header, credential probe, readiness route, discovery augmentation
+    /// (src/config/wire.rs).
+    pub wire: super::wire::HostWire,
 }
 
 impl Default for Mapping {
@@ -245,18 +294,51 @@ impl Mapping {
             .map(|(k, _)| k.as_str())
     }
 
-    /// Classifies a host error answer with the configured rules.
+    /// Classifies a host error answer whose code (at `host.fields.errorCode`) is the string
+    /// `code`, with the configured rules.
     pub fn classify(
         &self,
         status: u16,
         code: Option<&str>,
         www_authenticate: Option<&str>,
     ) -> ErrorClass {
+        let code = code.map(|c| Value::String(c.to_string()));
+        self.classify_by(status, &|_| code.as_ref(), www_authenticate)
+    }
+
+    /// Classifies a host error answer by its body: each rule reads the code at its own
+    /// `codeAt`, else at `host.fields.errorCode`, a string or a number.
+    pub fn classify_body(
+        &self,
+        status: u16,
+        body: Option<&Value>,
+        www_authenticate: Option<&str>,
+    ) -> ErrorClass {
+        let default = body.and_then(|b| b.pointer(&self.fields.error_code));
+        self.classify_by(
+            status,
+            &|at| match at {
+                Some(p) => body.and_then(|b| p.get(b)),
+                None => default,
+            },
+            www_authenticate,
+        )
+    }
+
+    fn classify_by<'a>(
+        &self,
+        status: u16,
+        code_at: &dyn Fn(Option<&JsonPointer>) -> Option<&'a Value>,
+        www_authenticate: Option<&str>,
+    ) -> ErrorClass {
         for r in &self.error_rules {
             if !r.status.matches(status) {
                 continue;
             }
-            if r.code.as_deref().is_some_and(|c| Some(c) != code) {
+            if r.code
+                .as_ref()
+                .is_some_and(|c| !c.matches(code_at(r.code_at.as_ref())))
+            {
                 continue;
             }
             if r.challenge
@@ -392,7 +474,12 @@ pub struct RawErrorRule {
     /// `404`, or `4xx` / `5xx`.
     #[schemars(with = "Value")]
     pub status: Spanned<Value>,
-    pub code: Option<String>,
+    /// The error code the rule asks for: a string, or a number (`5`) matching a numeric code.
+    #[schemars(with = "Option<CodeName>")]
+    pub code: Option<Spanned<Value>>,
+    /// Where this rule reads the code, a JSON pointer (default `host.fields.errorCode`):
+    /// AIP-193 errors carry a number at `/error/code` and a name at `/error/status`.
+    pub code_at: Option<String>,
     pub challenge: Option<String>,
     #[serde(rename = "as")]
     #[schemars(with = "ErrorClass")]
@@ -443,7 +530,8 @@ fn default_rules() -> Vec<ErrorRule> {
     use StatusMatch::*;
     let r = |status, code: Option<&str>, challenge: Option<&str>, class| ErrorRule {
         status,
-        code: code.map(str::to_string),
+        code: code.map(|c| CodeMatch::Str(c.to_string())),
+        code_at: None,
         challenge: challenge.map(str::to_string),
         class,
     };
@@ -477,6 +565,7 @@ impl RawHost {
         idempotency: Idempotency,
     ) -> Result<Mapping, (Option<(u64, u64)>, String)> {
         let loc = |s: &Spanned<String>| Some((s.referenced.line(), s.referenced.column()));
+        let loc_v = |s: &Spanned<Value>| Some((s.referenced.line(), s.referenced.column()));
         let ids = |s: &Option<Spanned<String>>,
                    what: &str|
          -> Result<IdEncoding, (Option<(u64, u64)>, String)> {
@@ -684,9 +773,30 @@ impl RawHost {
             })?;
             let class = word(&r.class.value)
                 .map_err(|m| (loc(&r.class), format!("host.errors[].as: {m}")))?;
+            let code = match &r.code {
+                None => None,
+                Some(c) => Some(match &c.value {
+                    Value::String(s) => CodeMatch::Str(s.clone()),
+                    Value::Number(n) => CodeMatch::Num(n.clone()),
+                    _ => {
+                        return Err((
+                            loc_v(c),
+                            "host.errors[].code: a string or a number".to_string(),
+                        ))
+                    }
+                }),
+            };
+            let code_at = match &r.code_at {
+                None => None,
+                Some(p) => Some(
+                    JsonPointer::parse(p)
+                        .map_err(|m| (None, format!("host.errors[].codeAt: {m}")))?,
+                ),
+            };
             error_rules.push(ErrorRule {
                 status,
-                code: r.code.clone(),
+                code,
+                code_at,
                 challenge: r.challenge.clone(),
                 class,
             });
@@ -694,6 +804,7 @@ impl RawHost {
         // The operator's rules come first; the v2 defaults still catch everything else.
         error_rules.extend(default_rules());
 
+        let wire = self.wire()?;
         Ok(Mapping {
             path_ids,
             task_ids,
@@ -702,6 +813,7 @@ impl RawHost {
             bodies,
             error_rules,
             idempotency,
+            wire,
         })
     }
 }

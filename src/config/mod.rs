@@ -22,6 +22,7 @@ mod telemetry;
 pub mod template;
 mod tools;
 mod upstream;
+pub mod wire;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -45,6 +46,7 @@ pub use tools::{
     glob, CreateTemplate, InputRequestKey, StaticTool, TaskSupport, ToolOverride, ToolSource, Tools,
 };
 pub use upstream::Upstream;
+pub use wire::{HostWire, Probe, Readiness, ReadyCredential};
 
 /// A configuration error that names where it happened: `file:line:column: message`, or
 /// `file: message` when the error is about the whole file (it cannot be read), `line` 0.

@@ -63,21 +63,43 @@ impl HostClient {
         .await
     }
 
-    /// `GET /runs?limit=1`: the cheapest read that proves the host accepts the credential.
-    pub async fn list_runs_probe(&self, caller: &Caller) -> Result<Value, HostError> {
-        self.send_json(Operation::ListRuns, || {
-            self.request(
-                Operation::ListRuns,
-                &Vars::default(),
-                &[("limit", "1")],
-                Some(caller),
-            )
-        })
+    /// The credential probe (`host.probe`, src/config/wire.rs): the cheapest read that proves
+    /// the host accepts the caller's credential, by default the listRuns route with
+    /// `?limit=1`. Any 2xx answer proves it; its body is not read. With `host.probe: none`
+    /// nothing is sent and the credential is first checked by the call that reaches the host.
+    /// Counted and logged as a listRuns call.
+    pub async fn credential_probe(&self, caller: &Caller) -> Result<(), HostError> {
+        let Some(p) = &self.mapping.wire.probe else {
+            return Ok(());
+        };
+        let op = Operation::ListRuns;
+        let query = || p.query.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        self.send_within(
+            op,
+            self.routes.get(op).timeout,
+            || match &p.fixed {
+                None => {
+                    let query: Vec<(&str, &str)> = query().collect();
+                    self.request(op, &Vars::default(), &query, Some(caller))
+                }
+                Some((method, path)) => self.request_raw(
+                    method.clone(),
+                    self.fixed_target(path, query()),
+                    true,
+                    &[],
+                    Some(caller),
+                ),
+            },
+            |_| Ok(()),
+        )
         .await
     }
 
     /// The request target of a listTools page: the route's, with `query` merged in (a page
     /// token; none for the first page).
+    // A target that cannot be built is the cold path (a misconfigured allowed header), and
+    // the caller's `?` wants the HostError; boxing it would only add noise.
+    #[allow(clippy::result_large_err)]
     pub fn list_tools_target(
         &self,
         caller: &Caller,
@@ -399,11 +421,76 @@ impl HostClient {
         Ok(EventStream::new(body, self.max_event, self.mapping.clone()))
     }
 
-    /// Used by `/readyz`: discovery answered within `timeout`.
+    /// Used by `/readyz`: the readiness route (`host.readiness`, src/config/wire.rs; by
+    /// default discovery, without a credential) answered 2xx within `timeout`.
     pub async fn ready(&self, timeout: Duration) -> bool {
-        matches!(
-            tokio::time::timeout(timeout, self.discovery()).await,
-            Ok(Ok(_))
-        )
+        let r = &self.mapping.wire.readiness;
+        if r.fixed.is_none() && r.credential.is_none() {
+            return matches!(
+                tokio::time::timeout(timeout, self.discovery()).await,
+                Ok(Ok(_))
+            );
+        }
+        // The operator's credential for this probe only: never a caller's, never logged
+        // (the reason a file cannot be read names the file, not its content).
+        let caller = match &r.credential {
+            None => None,
+            Some(c) => match c.authorization() {
+                Ok(v) => Some(Caller {
+                    authorization: Some(v.expose().clone()),
+                    ..Caller::default()
+                }),
+                Err(why) => {
+                    tracing::warn!("host.readiness: the credential cannot be read: {why}");
+                    return false;
+                }
+            },
+        };
+        let req = match &r.fixed {
+            Some((method, path)) => self.request_raw(
+                method.clone(),
+                self.fixed_target(path, std::iter::empty()),
+                true,
+                &[],
+                caller.as_ref(),
+            ),
+            None => self.request(Operation::Discovery, &Vars::default(), &[], caller.as_ref()),
+        };
+        let Ok(req) = req else {
+            return false;
+        };
+        self.once(req, timeout, |_| Ok(())).await.is_ok()
+    }
+
+    /// The configured resolveInterrupt route for one interrupt, as a person or a browser on
+    /// the sidecar's origin would use it: its method and its path relative to `upstream.url`,
+    /// ids in the host's encoding (`host.ids.path`). Answer texts name this, never a fixed
+    /// OpenWOP path.
+    pub fn resolve_route(&self, run_id: &str, node_id: &str) -> (http::Method, String) {
+        let op = Operation::ResolveInterrupt;
+        let route = self.routes.get(op);
+        let vars = Vars {
+            run_id: Some(run_id),
+            node_id: Some(node_id),
+            ..Vars::default()
+        };
+        // No caller: a `{header.NAME}` value is not echoed into an answer text; a template
+        // that needs one is named as configured instead.
+        let path = match self.target(op, &vars, &[], None) {
+            Ok(target) => target
+                .strip_prefix(self.prefix())
+                .map(str::to_string)
+                .unwrap_or(target),
+            Err(_) => route.template.clone(),
+        };
+        (route.method.clone(), path)
+    }
+
+    /// What `/readyz` asks, for its answer text: the operation, or the fixed route.
+    pub fn readiness_route(&self) -> String {
+        match &self.mapping.wire.readiness.fixed {
+            Some((m, p)) => format!("{m} {p}"),
+            None => "its discovery route".into(),
+        }
     }
 }

@@ -54,7 +54,6 @@ pub struct HostClient {
     pub(super) mapping: Arc<Mapping>,
 }
 
-static OPENWOP_VERSION: HeaderName = HeaderName::from_static("openwop-version");
 static TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 static TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 pub(super) static LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
@@ -98,6 +97,11 @@ impl HostClient {
 
     pub fn mapping(&self) -> &Mapping {
         &self.mapping
+    }
+
+    /// The path of `upstream.url`, without its trailing `/`.
+    pub(super) fn prefix(&self) -> &str {
+        &self.prefix
     }
 
     pub fn base_url(&self) -> &str {
@@ -181,6 +185,20 @@ impl HostClient {
         self.request_to(op, target, vars, caller)
     }
 
+    /// The path and query of a fixed route (`host.probe`, `host.readiness`): the upstream
+    /// URL's path, `path` as written, then `query` merged as in [`HostClient::target`].
+    pub(super) fn fixed_target<'a>(
+        &self,
+        path: &str,
+        query: impl Iterator<Item = (&'a str, &'a str)>,
+    ) -> String {
+        let mut target = String::with_capacity(self.prefix.len() + path.len() + 32);
+        target.push_str(&self.prefix);
+        target.push_str(path);
+        push_query(&mut target, query);
+        target
+    }
+
     /// [`HostClient::request`] for a target already built: a route's, or one a host answer
     /// named (a catalog page's next link, resolved by [`HostClient::same_origin_target`]).
     pub(super) fn request_to(
@@ -191,6 +209,51 @@ impl HostClient {
         caller: Option<&Caller>,
     ) -> Result<Request<Body>, BadTarget> {
         let route = self.routes.get(op);
+        // The route's fixed headers, then its header templates filled with `vars` (a copy is
+        // made only for a route that has templates).
+        let headers: std::borrow::Cow<'_, [(HeaderName, HeaderValue)]> =
+            if route.header_templates.is_empty() {
+                std::borrow::Cow::Borrowed(&route.headers)
+            } else {
+                let mut all = route.headers.clone();
+                for (k, segs) in &route.header_templates {
+                    let mut v = String::new();
+                    fill(
+                        &mut v,
+                        segs,
+                        vars,
+                        caller,
+                        self.mapping.path_ids,
+                        Dest::Header,
+                    )
+                    .map_err(|m| {
+                        tracing::warn!(operation = op.key(), "host request not sent: {m}");
+                        BadTarget
+                    })?;
+                    all.push((k.clone(), HeaderValue::from_str(&v).map_err(|_| BadTarget)?));
+                }
+                std::borrow::Cow::Owned(all)
+            };
+        self.request_raw(
+            route.method.clone(),
+            target,
+            op != Operation::StreamEvents,
+            &headers,
+            caller,
+        )
+    }
+
+    /// A request for `method` and `target` (path and query) with the configured version
+    /// header, `Accept: application/json` when `json`, `headers` and the caller's credential
+    /// and trace context: a route's, or a fixed probe's (`host.probe`, `host.readiness`).
+    pub(super) fn request_raw(
+        &self,
+        method: http::Method,
+        target: String,
+        json: bool,
+        headers: &[(HeaderName, HeaderValue)],
+        caller: Option<&Caller>,
+    ) -> Result<Request<Body>, BadTarget> {
         let pq = PathAndQuery::from_maybe_shared(Bytes::from(target)).map_err(|_| BadTarget)?;
         let mut parts = http::uri::Parts::default();
         parts.scheme = Some(self.scheme.clone());
@@ -198,29 +261,17 @@ impl HostClient {
         parts.path_and_query = Some(pq);
         let uri = Uri::from_parts(parts).map_err(|_| BadTarget)?;
 
-        let mut h = HeaderMap::with_capacity(8 + route.headers.len());
-        h.append(OPENWOP_VERSION.clone(), HeaderValue::from_static("2.0"));
-        if op != Operation::StreamEvents {
+        let mut h = HeaderMap::with_capacity(8 + headers.len());
+        // `host.versionHeader` (src/config/wire.rs): OpenWOP v2's `OpenWOP-Version: 2.0` by
+        // default, another name and value, or none for a host that is not OpenWOP.
+        if let Some((n, v)) = &self.mapping.wire.version_header {
+            h.append(n.clone(), v.clone());
+        }
+        if json {
             h.append(header::ACCEPT, APPLICATION_JSON.clone());
         }
-        for (k, v) in &route.headers {
+        for (k, v) in headers {
             h.append(k.clone(), v.clone());
-        }
-        for (k, segs) in &route.header_templates {
-            let mut v = String::new();
-            fill(
-                &mut v,
-                segs,
-                vars,
-                caller,
-                self.mapping.path_ids,
-                Dest::Header,
-            )
-            .map_err(|m| {
-                tracing::warn!(operation = op.key(), "host request not sent: {m}");
-                BadTarget
-            })?;
-            h.append(k.clone(), HeaderValue::from_str(&v).map_err(|_| BadTarget)?);
         }
         if let Some(c) = caller {
             if let Some(a) = &c.authorization {
@@ -234,7 +285,7 @@ impl HostClient {
             }
         }
         let mut req = Request::new(crate::body::empty());
-        *req.method_mut() = route.method.clone();
+        *req.method_mut() = method;
         *req.uri_mut() = uri;
         *req.headers_mut() = h;
         Ok(req)
@@ -355,11 +406,15 @@ impl HostClient {
                 .and_then(|b| Mapping::str_at(b, p))
                 .map(str::to_string)
         };
-        let code = field(&f.error_code);
+        // A code may be a string or a number (AIP-193's `error.code`); rules match either.
+        let code = body
+            .as_ref()
+            .and_then(|b| b.pointer(&f.error_code))
+            .and_then(crate::config::mapping::code_text);
         let www = headers.get(header::WWW_AUTHENTICATE).cloned();
-        let class = self.mapping.classify(
+        let class = self.mapping.classify_body(
             status.as_u16(),
-            code.as_deref(),
+            body.as_ref(),
             www.as_ref().and_then(|w| w.to_str().ok()),
         );
         HostError::Status {
@@ -370,6 +425,19 @@ impl HostClient {
             retry_after: headers.get(header::RETRY_AFTER).cloned(),
             class,
         }
+    }
+}
+
+/// Appends `query` to a target, after a query it already has with `&` (RFC 3986 §3.4 allows
+/// one `?`), each value percent-encoded.
+fn push_query<'a>(target: &mut String, query: impl Iterator<Item = (&'a str, &'a str)>) {
+    let mut sep = if target.contains('?') { '&' } else { '?' };
+    for (k, v) in query {
+        target.push(sep);
+        sep = '&';
+        target.push_str(k);
+        target.push('=');
+        super::fill::encode_component_into(target, v);
     }
 }
 

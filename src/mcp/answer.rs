@@ -299,7 +299,11 @@ pub(super) fn outcome(
                 requests.insert(key.clone(), r);
             }
             // §3.6: an interrupt that cannot be carried is never degraded into a form.
-            Err(nc) => return pending_result(run, Some((&nc.kind, &i.node_id))),
+            Err(nc) => {
+                let (method, path) = ctx.host.resolve_route(&run.run_id, &i.node_id);
+                let at = format!("{method} {path}");
+                return pending_result(run, Some((&nc.kind, &at)));
+            }
         }
     }
     if round > ctx.cfg.mcp.mrtr_max_rounds {

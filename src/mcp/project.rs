@@ -4,7 +4,6 @@ use serde_json::{json, Map, Value};
 
 use crate::config::IdEncoding;
 use crate::host::{RunSnapshot, RunStatus};
-use crate::wire_id;
 
 /// The OpenWOP error code of a host fault (RFC 0208 error catalogue: `internal_error`,
 /// 500). A run that ended on it did not fail at its own task: the host raised an error while
@@ -145,15 +144,15 @@ pub fn shaped_result(run: &RunSnapshot, shape: Shape) -> Value {
 
 /// A run the blocking call could not finish because it waits on something the client cannot
 /// answer here (or, with `None`, any other pending state whose text the caller sets). The run
-/// keeps going; the text says where it can be resolved.
+/// keeps going; the text says where it can be resolved: `(kind, at)`, `at` the host's
+/// configured resolveInterrupt route for it (`HostClient::resolve_route`), method and path.
 pub fn pending_result(run: &RunSnapshot, extra: Option<(&str, &str)>) -> Value {
-    let projected = wire_id::project(&run.run_id);
     let mut body = json!({ "runId": run.run_id, "status": run.status.as_str() });
     match extra {
-        Some((kind, node)) => {
+        Some((kind, at)) => {
             body["interruptKind"] = json!(kind);
             body["message"] = json!(format!(
-                "the run waits on a {kind} interrupt this client cannot answer; resolve it at POST /runs/{projected}/interrupts/{node}"
+                "the run waits on a {kind} interrupt this client cannot answer; resolve it through the host's resolveInterrupt route, {at}"
             ));
         }
         None => {

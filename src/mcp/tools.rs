@@ -171,9 +171,11 @@ async fn fetch(ctx: &McpContext, caller: &Caller, cfg: &Tools) -> Result<Arc<Too
     let mut defs = match cfg.source {
         ToolSource::Static => {
             // A static catalog still authorizes the caller: the host must accept its
-            // credential, so one cheap authenticated read (its own run list) comes first.
+            // credential, so one cheap authenticated read (`host.probe`, by default its own
+            // run list) comes first. With `host.probe: none` there is none: the catalog is
+            // listed to any caller, and the host first judges the credential at tools/call.
             ctx.host
-                .list_runs_probe(caller)
+                .credential_probe(caller)
                 .await
                 .map_err(|e| McpError::from_host(&e))?;
             cfg.statics.iter().map(from_static).collect()
@@ -198,7 +200,7 @@ async fn fetch(ctx: &McpContext, caller: &Caller, cfg: &Tools) -> Result<Arc<Too
                     // Advertised but not served: the fixtures still describe the tools.
                     Err(e) if e.status() == Some(http::StatusCode::NOT_FOUND) => {
                         tracing::warn!(
-                            "discovery advertises toolCatalog but GET /tools is not found; \
+                            "discovery advertises toolCatalog but the host's listTools is not found; \
                              tools come from the discovery fixtures"
                         );
                         fixtures?

@@ -1,4 +1,4 @@
-//! Routing: the MCP mount, `/.well-known/openwop` (augmented), the protected-resource
+//! Routing: the MCP mount, `/.well-known/openwop` (augmented for an OpenWOP host), the protected-resource
 //! metadata, the admin paths (`/healthz`, `/readyz`, `/metrics`) and everything else passed
 //! through to the host; the request gate (load shedding) in front of all but the admin paths.
 
@@ -69,7 +69,10 @@ pub(super) async fn route(
             } else {
                 text(
                     StatusCode::SERVICE_UNAVAILABLE,
-                    "the OpenWOP host did not answer discovery\n",
+                    &format!(
+                        "the host did not answer {} (host.readiness)\n",
+                        state.mcp.host.readiness_route()
+                    ),
                 )
             }
         }
@@ -83,7 +86,11 @@ pub(super) async fn route(
             );
             r
         }
-        (&Method::GET | &Method::HEAD, "/.well-known/openwop") => {
+        // Augmented only for an OpenWOP host (`host.augmentDiscovery`, src/config/wire.rs);
+        // otherwise the path is the host's like any other, passed through untouched.
+        (&Method::GET | &Method::HEAD, "/.well-known/openwop")
+            if state.cfg.mapping.wire.augment_discovery =>
+        {
             crate::discovery::serve(&state.cfg, &state.proxy, req, Some(peer)).await
         }
         (&Method::GET | &Method::HEAD, p) if crate::auth::is_metadata_path(&state.cfg, p) => {

@@ -14,6 +14,7 @@ mod discovery;
 mod envelope;
 mod faults;
 mod host_origin;
+mod host_wire;
 mod http2;
 mod isolation;
 mod limits;

@@ -110,7 +110,7 @@ async fn azure_api_version_survives_the_sidecar_query_and_a_call_id_names_the_pu
         &host,
     );
     let who = caller(A);
-    c.list_runs_probe(&who)
+    c.credential_probe(&who)
         .await
         .expect("one api-version, then limit");
     let probe = recorded(&host, "GET", "/jobTypes");
@@ -461,4 +461,46 @@ async fn a_client_gone_while_create_is_in_flight_leaves_no_job_on_a_request_id_h
     assert_eq!(cancels.len(), 1);
     assert_eq!(cancels[0].body, b"{}");
     env.shutdown().await;
+}
+
+#[tokio::test]
+async fn route_header_templates_are_filled_beside_the_configured_version_header() {
+    // Issue 19's two halves on one request: a route's header values are templates filled with
+    // the call's values, and the version header is the configured one (`host.versionHeader`),
+    // not OpenWOP's.
+    let host = devhost(Flavor::V2).await;
+    let c = client(
+        "host:\n  versionHeader: { name: X-Api-Version, value: '7' }\n  templates: { allowHeaders: [x-project] }\n  routes:\n    getRun: { path: '/runs/{runId}', headers: { X-Run: 'run {runId}', X-Project: '{header.x-project}' } }\n",
+        &host,
+    );
+    let mut who = caller(A);
+    let call_id = "5d0c7a1e-2b3f-4c5d-8e9f-0a1b2c3d4e5f";
+    let create = c
+        .prepare_create(&who, "conformance-noop", &json!({}), &[], call_id)
+        .unwrap();
+    let run = c.create_run(&who, &create).await.expect("the run is made");
+
+    let wire = openwop_mcp_sidecar::wire_id::project(&run.run_id);
+    let gets = || -> Vec<openwop_devhost::RecordedRequest> { recorded(&host, "GET", &wire) };
+    // Without the allowed header the getRun is not sent at all.
+    assert!(c.get_run(&who, &run.run_id).await.is_err());
+    assert!(gets().is_empty());
+
+    let mut h = http::HeaderMap::new();
+    h.insert("x-project", "p-1".parse().unwrap());
+    who.headers = Some(std::sync::Arc::new(h));
+    c.get_run(&who, &run.run_id).await.expect("getRun answers");
+    let gets = gets();
+    assert_eq!(gets.len(), 1);
+    let header = |n: &str| {
+        gets[0]
+            .headers
+            .iter()
+            .find(|(k, _)| k == n)
+            .map(|(_, v)| v.as_str())
+    };
+    assert_eq!(header("x-run"), Some(format!("run {wire}").as_str()));
+    assert_eq!(header("x-project"), Some("p-1"));
+    assert_eq!(header("x-api-version"), Some("7"));
+    assert_eq!(header("openwop-version"), None);
 }
