@@ -331,83 +331,70 @@ where
         {
             writer.write_str("<unknown time>")?;
         }
-        writer.write_str("  INFO ")?;
-        writer.write_str(TARGET)?;
-        writer.write_str(": ")?;
+        // The rest of the line is built in one local buffer and handed over in one write:
+        // each write through the fmt layer's `Writer` is a dynamic call into its buffer.
         let mut v = FastFields {
-            w: writer.by_ref(),
+            w: String::with_capacity(256),
             first: true,
-            result: Ok(()),
         };
+        v.w.push_str("  INFO ");
+        v.w.push_str(TARGET);
+        v.w.push_str(": ");
         event.record(&mut v);
-        v.result?;
-        writer.write_char('\n')
+        v.w.push('\n');
+        writer.write_str(&v.w)
     }
 }
 
 /// The access line's fields as `Full`'s visitor writes them without colours: the message
 /// first and bare, then ` name=value`, strings as `{:?}` writes them.
-struct FastFields<'w> {
-    w: tracing_subscriber::fmt::format::Writer<'w>,
+struct FastFields {
+    w: String,
     first: bool,
-    result: std::fmt::Result,
 }
 
-impl FastFields<'_> {
-    fn name(&mut self, field: &tracing::field::Field) -> std::fmt::Result {
+impl FastFields {
+    fn name(&mut self, field: &tracing::field::Field) {
         if !std::mem::take(&mut self.first) {
-            self.w.write_char(' ')?;
+            self.w.push(' ');
         }
-        if field.name() == "message" {
-            return Ok(());
+        if field.name() != "message" {
+            self.w.push_str(field.name().trim_start_matches("r#"));
+            self.w.push('=');
         }
-        self.w.write_str(field.name().trim_start_matches("r#"))?;
-        self.w.write_char('=')
     }
 }
 
-impl tracing::field::Visit for FastFields<'_> {
+impl tracing::field::Visit for FastFields {
     fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
-        if self.result.is_err() {
-            return;
+        use std::fmt::Write as _;
+        self.name(field);
+        if field.name() == "message" {
+            self.w.push_str(value);
+        } else if plain(value) {
+            // What `{:?}` writes for printable ASCII without `"` or `\`.
+            self.w.push('"');
+            self.w.push_str(value);
+            self.w.push('"');
+        } else {
+            let _ = write!(self.w, "{value:?}");
         }
-        self.result = self.name(field).and_then(|()| {
-            if field.name() == "message" {
-                self.w.write_str(value)
-            } else if plain(value) {
-                // What `{:?}` writes for printable ASCII without `"` or `\`.
-                self.w.write_char('"')?;
-                self.w.write_str(value)?;
-                self.w.write_char('"')
-            } else {
-                write!(self.w, "{value:?}")
-            }
-        });
     }
 
     fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
-        if self.result.is_err() {
-            return;
-        }
-        self.result = self
-            .name(field)
-            .and_then(|()| self.w.write_str(itoa::Buffer::new().format(value)));
+        self.name(field);
+        self.w.push_str(itoa::Buffer::new().format(value));
     }
 
     fn record_i64(&mut self, field: &tracing::field::Field, value: i64) {
-        if self.result.is_err() {
-            return;
-        }
-        self.result = self
-            .name(field)
-            .and_then(|()| self.w.write_str(itoa::Buffer::new().format(value)));
+        self.name(field);
+        self.w.push_str(itoa::Buffer::new().format(value));
     }
 
     fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        if self.result.is_err() {
-            return;
-        }
-        self.result = self.name(field).and_then(|()| write!(self.w, "{value:?}"));
+        use std::fmt::Write as _;
+        self.name(field);
+        let _ = write!(self.w, "{value:?}");
     }
 }
 
