@@ -276,7 +276,132 @@ impl std::fmt::Display for StatusLabel {
 
 /// At most 128 characters, control characters escaped.
 fn printable(s: &str) -> String {
+    // Task ids and tool names are short printable ASCII: copied as they are (issue 21).
+    if s.len() <= 128 && plain(s) {
+        return s.to_owned();
+    }
     s.chars().take(128).flat_map(char::escape_debug).collect()
+}
+
+/// The text log format, with a fast path for the access line.
+///
+/// tracing-subscriber's `Full` format writes each field through its generic visitor: a
+/// `write!` per field with styled (`nu_ansi_term`) name and `=` even when colours are off, and
+/// `{:?}` of every string, which escapes char by char. For the access line, one per MCP
+/// request, that was ≈ 13,000 instructions of a `tasks/get` (issue 21, docs/benchmarks.md
+/// "Where tasks/get spent its instructions"). This writes the same bytes directly: the
+/// timestamp from the same timer, the padded level, the target, the message and the
+/// `name=value` fields, a string quoted as `{:?}` quotes it. Every other line, a line inside a
+/// span, and any line when colours are on, goes to the `Full` format unchanged.
+pub struct TextFormat {
+    full: tracing_subscriber::fmt::format::Format,
+}
+
+impl TextFormat {
+    pub fn new(ansi: bool) -> TextFormat {
+        TextFormat {
+            full: tracing_subscriber::fmt::format().with_ansi(ansi),
+        }
+    }
+}
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for TextFormat
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        use tracing_subscriber::fmt::time::FormatTime as _;
+        let meta = event.metadata();
+        if meta.target() != TARGET
+            || *meta.level() != tracing::Level::INFO
+            || writer.has_ansi_escapes()
+            || ctx.lookup_current().is_some()
+        {
+            return self.full.format_event(ctx, writer, event);
+        }
+        if tracing_subscriber::fmt::time::SystemTime
+            .format_time(&mut writer)
+            .is_err()
+        {
+            writer.write_str("<unknown time>")?;
+        }
+        // The rest of the line is built in one local buffer and handed over in one write:
+        // each write through the fmt layer's `Writer` is a dynamic call into its buffer.
+        let mut v = FastFields {
+            w: String::with_capacity(256),
+            first: true,
+        };
+        v.w.push_str("  INFO ");
+        v.w.push_str(TARGET);
+        v.w.push_str(": ");
+        event.record(&mut v);
+        v.w.push('\n');
+        writer.write_str(&v.w)
+    }
+}
+
+/// The access line's fields as `Full`'s visitor writes them without colours: the message
+/// first and bare, then ` name=value`, strings as `{:?}` writes them.
+struct FastFields {
+    w: String,
+    first: bool,
+}
+
+impl FastFields {
+    fn name(&mut self, field: &tracing::field::Field) {
+        if !std::mem::take(&mut self.first) {
+            self.w.push(' ');
+        }
+        if field.name() != "message" {
+            self.w.push_str(field.name().trim_start_matches("r#"));
+            self.w.push('=');
+        }
+    }
+}
+
+impl tracing::field::Visit for FastFields {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        use std::fmt::Write as _;
+        self.name(field);
+        if field.name() == "message" {
+            self.w.push_str(value);
+        } else if plain(value) {
+            // What `{:?}` writes for printable ASCII without `"` or `\`.
+            self.w.push('"');
+            self.w.push_str(value);
+            self.w.push('"');
+        } else {
+            let _ = write!(self.w, "{value:?}");
+        }
+    }
+
+    fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
+        self.name(field);
+        self.w.push_str(itoa::Buffer::new().format(value));
+    }
+
+    fn record_i64(&mut self, field: &tracing::field::Field, value: i64) {
+        self.name(field);
+        self.w.push_str(itoa::Buffer::new().format(value));
+    }
+
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        use std::fmt::Write as _;
+        self.name(field);
+        let _ = write!(self.w, "{value:?}");
+    }
+}
+
+/// Printable ASCII that `{:?}` and `char::escape_debug` leave as it is.
+fn plain(s: &str) -> bool {
+    s.bytes()
+        .all(|b| (0x20..0x7f).contains(&b) && !matches!(b, b'"' | b'\\' | b'\''))
 }
 
 #[cfg(test)]
@@ -323,5 +448,106 @@ mod tests {
         on.set("tools/call", params);
         assert_eq!(on.tool.as_deref(), Some("a\\nb"));
         assert_eq!(on.method.as_deref(), Some("tools/call"));
+    }
+
+    /// A buffer the fmt layer writes lines into.
+    #[derive(Clone, Default)]
+    struct Buf(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Buf {
+        type Writer = Buf;
+        fn make_writer(&'a self) -> Buf {
+            self.clone()
+        }
+    }
+
+    /// The lines as the given format writes them, timestamps cut off.
+    fn lines_with(fast: bool, emit: &dyn Fn()) -> Vec<String> {
+        let buf = Buf::default();
+        let layer = tracing_subscriber::fmt()
+            .with_writer(buf.clone())
+            .with_ansi(false);
+        let sub: Box<dyn tracing::Subscriber + Send + Sync> = if fast {
+            Box::new(layer.event_format(TextFormat::new(false)).finish())
+        } else {
+            Box::new(layer.finish())
+        };
+        tracing::subscriber::with_default(sub, emit);
+        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        text.lines()
+            .map(|l| l.split_once(' ').map(|(_, rest)| rest.to_string()).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn the_fast_access_line_is_byte_for_byte_the_full_format() {
+        let emit = || {
+            let stats = Stats {
+                host_calls: 2,
+                slowest: Some((Duration::from_millis(4), UpstreamStatus::Timeout)),
+                rpc_code: Some(-32602),
+            };
+            let mut names = Names::new(true);
+            let odd = serde_json::json!({"taskId": "ac\"me\\~2F\u{7}r-é\n'x"});
+            names.set("tasks/get", odd.as_object().unwrap());
+            write_line(&names, "json", 200, stats, Instant::now(), None);
+            let plain = serde_json::json!({"name": "conformance-noop"});
+            let mut names = Names::new(true);
+            names.set("tools/call", plain.as_object().unwrap());
+            write_line(
+                &names,
+                "sse",
+                200,
+                Stats::default(),
+                Instant::now(),
+                Some("closed"),
+            );
+            write_line(
+                &Names::new(true),
+                "202",
+                403,
+                Stats::default(),
+                Instant::now(),
+                None,
+            );
+            // Lines that are not access lines, and an access line inside a span, keep the
+            // full format's own path.
+            tracing::warn!(target: HOST_TARGET, route = "getRun", error = "x\ny", "host call failed");
+            let span = tracing::info_span!("mcp", method = "tasks/get");
+            let _in = span.enter();
+            write_line(
+                &Names::new(true),
+                "json",
+                200,
+                Stats::default(),
+                Instant::now(),
+                None,
+            );
+        };
+        let fast = lines_with(true, &emit);
+        let full = lines_with(false, &emit);
+        assert_eq!(fast.len(), 5, "{fast:#?}");
+        assert_eq!(fast, full);
+        // The caller's text escaped once by `printable`, then quoted as `{:?}` quotes it.
+        assert!(
+            fast[0].contains(r#"task_id="ac\\\"me\\\\~2F\\u{7}r-é\\n\\'x""#),
+            "{}",
+            fast[0]
+        );
+        assert!(
+            fast[1].contains(r#"tool="conformance-noop" mode="sse""#),
+            "{}",
+            fast[1]
+        );
     }
 }

@@ -24,20 +24,26 @@ pub struct Passthrough {
     front_scheme: &'static str,
     scheme: http::uri::Scheme,
     authority: http::uri::Authority,
+    /// The `Host` every forwarded request carries (the upstream's authority), made once.
+    host: Option<HeaderValue>,
     prefix: String,
 }
 
-/// RFC 9110 §7.6.1 hop-by-hop fields, never forwarded.
-const HOP_BY_HOP: [&str; 8] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "upgrade",
+/// RFC 9110 §7.6.1 hop-by-hop fields, never forwarded. Names parsed once: a `&str` key is
+/// parsed and validated on every lookup, twice per passthrough request (issue 21).
+static HOP_BY_HOP: [HeaderName; 8] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::UPGRADE,
 ];
+static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 
 pub fn strip_hop_by_hop(h: &mut HeaderMap) {
     // Headers named in `Connection` are hop-by-hop too.
@@ -51,7 +57,7 @@ pub fn strip_hop_by_hop(h: &mut HeaderMap) {
     for n in named {
         h.remove(n);
     }
-    for n in HOP_BY_HOP {
+    for n in &HOP_BY_HOP {
         h.remove(n);
     }
     h.remove(header::TRANSFER_ENCODING);
@@ -70,6 +76,7 @@ impl Passthrough {
             client: upstream_client(cfg)?,
             front_scheme: if cfg.tls.is_some() { "https" } else { "http" },
             scheme,
+            host: HeaderValue::from_str(authority.as_str()).ok(),
             authority,
             prefix,
         })
@@ -100,28 +107,28 @@ impl Passthrough {
         parts.uri = self.upstream_uri(&parts.uri)?;
         strip_hop_by_hop(&mut parts.headers);
         parts.headers.remove(header::HOST);
-        if let Ok(v) = HeaderValue::from_str(self.authority.as_str()) {
-            parts.headers.insert(header::HOST, v);
+        if let Some(v) = &self.host {
+            parts.headers.insert(header::HOST, v.clone());
         }
         if let Some(h) = original_host {
-            parts.headers.insert("x-forwarded-host", h);
+            parts.headers.insert(X_FORWARDED_HOST.clone(), h);
         }
         if let Some(p) = peer {
             let ip = p.ip().to_string();
             let v = match parts
                 .headers
-                .get("x-forwarded-for")
+                .get(&X_FORWARDED_FOR)
                 .and_then(|v| v.to_str().ok())
             {
                 Some(prev) => format!("{prev}, {ip}"),
                 None => ip,
             };
             if let Ok(v) = HeaderValue::from_str(&v) {
-                parts.headers.insert("x-forwarded-for", v);
+                parts.headers.insert(X_FORWARDED_FOR.clone(), v);
             }
         }
         parts.headers.insert(
-            "x-forwarded-proto",
+            X_FORWARDED_PROTO.clone(),
             HeaderValue::from_static(self.front_scheme),
         );
         parts.version = http::Version::HTTP_11;

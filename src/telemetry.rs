@@ -323,6 +323,7 @@ pub fn init(level: &str, json: bool, otlp: Option<opentelemetry_sdk::trace::SdkT
     let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
     let registry = tracing_subscriber::registry().with(otlp.map(crate::otlp::layer));
     let writer = LineWriter::stderr();
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let ok = if json {
         registry
             .with(
@@ -340,7 +341,8 @@ pub fn init(level: &str, json: bool, otlp: Option<opentelemetry_sdk::trace::SdkT
                     .with_writer(writer)
                     // Colour codes only for a person at a terminal: in a pod's log, a file or
                     // a pipe they are noise that breaks grep and log shippers.
-                    .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+                    .with_ansi(ansi)
+                    .event_format(crate::access::TextFormat::new(ansi))
                     .with_filter(filter),
             )
             .try_init()

@@ -2,7 +2,7 @@
 //! targets, header values and bodies. Each value is encoded for where it lands (a path
 //! segment, a query value, a header, a JSON leaf), so a template never has to.
 
-use http::HeaderName;
+use http::{HeaderName, HeaderValue};
 use serde_json::Value;
 
 use super::Caller;
@@ -76,7 +76,11 @@ pub fn allowed_headers(
     let mut out = http::HeaderMap::new();
     for name in allow {
         if let Some(v) = headers.get(name) {
-            out.insert(name.clone(), v.clone());
+            // An owned copy: a clone would share, and keep alive, the buffer hyper read the
+            // request head into (src/mcp/mod.rs `McpRequest`; docs/benchmarks.md §2).
+            let mut owned = HeaderValue::from_bytes(v.as_bytes()).unwrap_or_else(|_| v.clone());
+            owned.set_sensitive(v.is_sensitive());
+            out.insert(name.clone(), owned);
         }
     }
     Some(std::sync::Arc::new(out))

@@ -3,6 +3,7 @@
 //! per poll). Kept apart from `types.rs`: a hand-written `serde` visitor, and its proof that it
 //! reads exactly what [`RunSnapshot::from_json`] reads.
 
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::types::RunSnapshot;
@@ -52,7 +53,7 @@ impl RunSnapshot {
         let mut de = serde_json::Deserializer::from_slice(bytes);
         let top = serde::de::DeserializeSeed::deserialize(Members(&names), &mut de)?;
         de.end()?;
-        let Some(mut got) = top else {
+        let Some(got) = top else {
             return Ok(None);
         };
         let Some(run_id) = got.strs[RUN_ID].as_deref() else {
@@ -65,7 +66,20 @@ impl RunSnapshot {
             return Ok(None);
         };
         let [_, workflow_id, _, current_node_id, started_at, completed_at] = got.strs;
-        let [error, variables, inputs] = std::mem::take(&mut got.docs);
+        let [error, variables, inputs] = got.docs;
+        // A raw value was scanned but not checked the way `Value` checks strings (a lone
+        // surrogate escape passes): one that is not parsed is still checked, without
+        // allocating, so the same bytes are refused either way.
+        let over = status.is_terminal();
+        // A refusal is reported as the whole document's parse reports it (its position).
+        let doc = |raw: Option<&RawValue>, wanted: bool| {
+            match raw {
+                Some(r) if wanted => serde_json::from_str::<Value>(r.get()).map(Some),
+                Some(r) => serde_json::from_str::<Skip>(r.get()).map(|_| None),
+                None => Ok(None),
+            }
+            .map_err(|e| serde_json::from_slice::<Value>(bytes).err().unwrap_or(e))
+        };
         Ok(Some(RunSnapshot {
             run_id,
             workflow_id: workflow_id.unwrap_or_default(),
@@ -73,9 +87,9 @@ impl RunSnapshot {
             current_node_id,
             started_at,
             completed_at,
-            error: error.filter(|e| !e.is_null()),
-            variables,
-            inputs,
+            error: doc(error, true)?.filter(|e| !e.is_null()),
+            variables: doc(variables, over)?,
+            inputs: doc(inputs, over)?,
         }))
     }
 }
@@ -87,12 +101,12 @@ const FIRST_DOC: usize = 6;
 
 /// The top-level members of a RunSnapshot document as [`RunSnapshot::from_slice`] reads them.
 #[derive(Default)]
-struct Read {
+struct Read<'de> {
     /// runId, workflowId, status, currentNodeId, startedAt, completedAt: `Some` only when
     /// the member's (last) value is a string.
     strs: [Option<String>; FIRST_DOC],
-    /// error, variables, inputs.
-    docs: [Option<Value>; 3],
+    /// error, variables, inputs, as they were sent.
+    docs: [Option<&'de RawValue>; 3],
 }
 
 /// Reads the document with the member names of the mapped fields (one per field, in
@@ -101,14 +115,14 @@ struct Read {
 struct Members<'n>(&'n [&'n str; 9]);
 
 impl<'de> serde::de::DeserializeSeed<'de> for Members<'_> {
-    type Value = Option<Read>;
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Option<Read>, D::Error> {
+    type Value = Option<Read<'de>>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Option<Read<'de>>, D::Error> {
         d.deserialize_any(self)
     }
 }
 
 impl<'de> serde::de::Visitor<'de> for Members<'_> {
-    type Value = Option<Read>;
+    type Value = Option<Read<'de>>;
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("any JSON value")
     }
@@ -141,16 +155,22 @@ impl<'de> serde::de::Visitor<'de> for Members<'_> {
             if !hits.contains(&true) {
                 m.next_value::<Skip>()?;
             } else if hits[FIRST_DOC..].contains(&true) {
-                // A `Value` field: parsed whole; a string field naming the same member reads
-                // the string out of it.
-                let v: Value = m.next_value()?;
+                // A document field: kept as its raw bytes and parsed once the status says
+                // whether it is needed (variables and inputs only for a run that is over); a
+                // string field naming the same member reads the string out of it.
+                let raw: &'de RawValue = m.next_value()?;
                 for (i, hit) in hits.iter().enumerate() {
                     if !hit {
                         continue;
                     }
                     match i.checked_sub(FIRST_DOC) {
-                        Some(d) => r.docs[d] = Some(v.clone()),
-                        None => r.strs[i] = v.as_str().map(str::to_string),
+                        Some(d) => r.docs[d] = Some(raw),
+                        None => {
+                            r.strs[i] = serde_json::from_str::<StrOrSkip<'_>>(raw.get())
+                                .map_err(serde::de::Error::custom)?
+                                .0
+                                .map(|s| s.into_owned())
+                        }
                     }
                 }
             } else {
@@ -311,6 +331,11 @@ mod tests {
             // Not JSON, or strings serde_json refuses, anywhere in the document.
             r#"{"runId":"acme/r-1","status":"running","x":"\ud800"}"#,
             r#"{"runId":"acme/r-1","status":"running","x":{"\udc00":1}}"#,
+            // Variables and inputs are kept only for a run that is over, but checked always.
+            r#"{"runId":"acme/r-1","status":"running","variables":{"a":"\ud800"}}"#,
+            r#"{"runId":"acme/r-1","status":"completed","inputs":["\ud800"]}"#,
+            r#"{"runId":"acme/r-1","status":"running","variables":{"a":1},"inputs":{"b":[2]}}"#,
+            r#"{"runId":"acme/r-1","status":"failed","variables":{"a":1},"error":{"c":"\u00e9"}}"#,
             r#"{"runId":"acme/r-1","status":"running"} x"#,
             r#"{"runId":"acme/r-1","status":"running","n":1e999}"#,
             r#"{"runId":"acme/r-1","status":"running""#,

@@ -36,7 +36,9 @@ pub struct RunSnapshot {
     pub started_at: Option<String>,
     pub completed_at: Option<String>,
     pub error: Option<Value>,
+    /// Only for a run that is over (completed, failed, cancelled): none while it runs.
     pub variables: Option<Value>,
+    /// Only for a run that is over, like `variables`.
     pub inputs: Option<Value>,
 }
 
@@ -65,6 +67,9 @@ impl RunSnapshot {
                 at(&v, p).cloned()
             }
         };
+        // Variables and inputs are read only for a run that is over: only its result shows
+        // them (src/mcp/project.rs), and a poll of a running task should not pay for them.
+        let over = status.is_terminal();
         Some(RunSnapshot {
             run_id,
             workflow_id,
@@ -73,8 +78,8 @@ impl RunSnapshot {
             started_at,
             completed_at,
             error: doc(&f.error).filter(|e| !e.is_null()),
-            variables: doc(&f.variables),
-            inputs: doc(&f.inputs),
+            variables: doc(&f.variables).filter(|_| over),
+            inputs: doc(&f.inputs).filter(|_| over),
         })
     }
 }

@@ -5,13 +5,21 @@
 
 use std::borrow::Cow;
 
-use http::{HeaderMap, HeaderValue};
+use http::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{json, Map, Value};
 
 use super::method::{self, Method};
 use super::{McpError, McpRequest, META_CAPS, META_VERSION};
 use crate::config::Config;
 use crate::host::Caller;
+
+// Looked up by pre-parsed names: a `&str` key is parsed and validated on every lookup
+// (issue 21).
+static MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+static MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+static MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+static TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+static TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 
 pub(super) enum Parsed {
     Request(Box<McpRequest>),
@@ -277,8 +285,8 @@ fn parse_envelope_inner(
             ));
         }
     }
-    let header = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
-    let header_version = header("mcp-protocol-version");
+    let header = |n: &HeaderName| headers.get(n).and_then(|v| v.to_str().ok());
+    let header_version = header(&MCP_PROTOCOL_VERSION);
     match (&header_version, &body_version) {
         (None, _) if !is_notification => {
             return Err((
@@ -296,7 +304,7 @@ fn parse_envelope_inner(
         }
         _ => {}
     }
-    match header("mcp-method") {
+    match header(&MCP_METHOD) {
         Some(m) if m != method => {
             return Err((
                 id_for_errors,
@@ -319,13 +327,13 @@ fn parse_envelope_inner(
     let rule = method::name_rule_of(known, &method);
     let mirrored = rule.and_then(|r| params.get(r.member).and_then(Value::as_str));
     let required = rule.is_some_and(|r| r.required) && mirrored.is_some();
-    if required && !is_notification && headers.get("mcp-name").is_none() {
+    if required && !is_notification && headers.get(&MCP_NAME).is_none() {
         return Err((
             id_for_errors,
             McpError::HeaderMismatch(format!("the Mcp-Name header is required for {method}")),
         ));
     }
-    if let Some(raw) = headers.get("mcp-name") {
+    if let Some(raw) = headers.get(&MCP_NAME) {
         if let Some(exp) = mirrored {
             let got = decode_header_cow(raw);
             if got.as_deref() != Some(exp) {
@@ -362,7 +370,7 @@ fn parse_envelope_inner(
             .and_then(|t| http::HeaderValue::from_str(t).ok())
             .or_else(|| {
                 headers
-                    .get("traceparent")
+                    .get(&TRACEPARENT)
                     .filter(|t| t.to_str().is_ok_and(valid_traceparent))
                     .map(owned_value)
             }),
@@ -370,7 +378,7 @@ fn parse_envelope_inner(
             .and_then(|m| m.get("tracestate"))
             .and_then(Value::as_str)
             .and_then(|t| http::HeaderValue::from_str(t).ok())
-            .or_else(|| headers.get("tracestate").map(owned_value)),
+            .or_else(|| headers.get(&TRACESTATE).map(owned_value)),
         headers: crate::host::allowed_headers(&cfg.routes.allow_headers, headers),
     };
     Ok(Parsed::Request(Box::new(McpRequest {
