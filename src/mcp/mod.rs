@@ -18,6 +18,7 @@ pub mod project;
 pub mod request_state;
 mod respond;
 mod schema;
+pub mod task_id;
 mod tasks;
 mod tools;
 pub mod watch;
