@@ -15,6 +15,7 @@ mod envelope;
 mod faults;
 mod host_origin;
 mod http2;
+mod ids;
 mod isolation;
 mod limits;
 mod mcp_suite;
