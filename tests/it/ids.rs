@@ -50,9 +50,47 @@ tools:
     )
 }
 
-async fn devhost() -> openwop_devhost::DevHost {
+/// The Azure flavour behind the mount: jobs named by the call's own UUID (`PUT
+/// /jobs/{callId}`), `api-version` on every route, the job read by its `name` and `status`.
+fn azure(task_id: &str) -> String {
+    format!(
+        "host:
+  ids: {{ path: raw, taskId: {task_id} }}
+  fields:
+    createdRunId: /name
+    createdStatus: /status
+    runId: /name
+    status: /status
+    workflowId: /jobType
+    startedAt: /createdDateTime
+    completedAt: /completedDateTime
+    variables: /result
+  statuses: {{ NotStarted: pending, Running: running, Canceling: cancelling, Succeeded: completed, Failed: failed, Canceled: cancelled }}
+  routes:
+    listRuns: {{ path: '/jobTypes?api-version=2026-01-01' }}
+    createRun: {{ method: PUT, path: '/jobs/{{callId}}?api-version=2026-01-01' }}
+    getRun: {{ path: '/jobs/{{runId}}?api-version=2026-01-01' }}
+    cancelRun: {{ path: '/jobs/{{runId}}/cancel?api-version=2026-01-01' }}
+  bodies:
+    createRun: {{ jobType: '{{tool}}', parameters: '{{arguments}}' }}
+tools:
+  source: static
+  static:
+    - {{ name: cancellable, workflowId: conformance-cancellable, task: must }}
+"
+    )
+}
+
+fn mapping(flavor: Flavor, task_id: &str) -> String {
+    match flavor {
+        Flavor::Azure => azure(task_id),
+        _ => aip151(task_id),
+    }
+}
+
+async fn devhost_of(flavor: Flavor) -> openwop_devhost::DevHost {
     let cfg = DevHostConfig {
-        flavor: Flavor::Aip151,
+        flavor,
         ..DevHostConfig::default()
     };
     openwop_devhost::spawn(cfg, "127.0.0.1:0".parse().unwrap())
@@ -60,13 +98,26 @@ async fn devhost() -> openwop_devhost::DevHost {
         .expect("devhost starts")
 }
 
-/// A sidecar in front of `host` with the given taskId form and state key.
+async fn devhost() -> openwop_devhost::DevHost {
+    devhost_of(Flavor::Aip151).await
+}
+
+/// A sidecar in front of the AIP-151 `host` with the given taskId form and state key.
 async fn sidecar(host: &openwop_devhost::DevHost, task_id: &str, key: &[u8]) -> Server {
+    sidecar_of(Flavor::Aip151, host, task_id, key).await
+}
+
+async fn sidecar_of(
+    flavor: Flavor,
+    host: &openwop_devhost::DevHost,
+    task_id: &str,
+    key: &[u8],
+) -> Server {
     let overrides = Overrides {
         listen: Some("127.0.0.1:0".parse().unwrap()),
         upstream: Some(host.base_url()),
     };
-    let mut cfg = Config::from_yaml_str(&aip151(task_id), "<test>", &overrides)
+    let mut cfg = Config::from_yaml_str(&mapping(flavor, task_id), "<test>", &overrides)
         .expect("the test mapping is valid");
     cfg.mcp.request_state_key = Some(Secret::new(key.to_vec()));
     cfg.shutdown.drain_timeout = Duration::from_secs(2);
@@ -74,8 +125,12 @@ async fn sidecar(host: &openwop_devhost::DevHost, task_id: &str, key: &[u8]) -> 
 }
 
 async fn env(task_id: &str) -> Env {
-    let host = devhost().await;
-    let server = sidecar(&host, task_id, KEY).await;
+    env_of(Flavor::Aip151, task_id).await
+}
+
+async fn env_of(flavor: Flavor, task_id: &str) -> Env {
+    let host = devhost_of(flavor).await;
+    let server = sidecar_of(flavor, &host, task_id, KEY).await;
     let url = format!("http://{}", server.addr);
     Env {
         host,
@@ -247,4 +302,37 @@ async fn the_default_task_id_still_needs_a_tenant_bound_id_so_other_shapes_name_
         env.host.requests()
     );
     env.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_azure_job_name_survives_the_round_trip_in_both_forms() {
+    for form in ["opaque", "sealed"] {
+        let env = env_of(Flavor::Azure, form).await;
+        let task = tasked(&env, A, "cancellable", json!({"delayMs": 20000})).await;
+        let puts: Vec<_> = env
+            .host
+            .requests()
+            .into_iter()
+            .filter(|r| r.method == "PUT")
+            .collect();
+        assert_eq!(puts.len(), 1, "{form}");
+        let job = puts[0].path.strip_prefix("/jobs/").unwrap().to_string();
+        let g = env.task_rpc(A, "tasks/get", &task).await;
+        assert_eq!(g.result()["status"], "working", "{form}: {}", g.text);
+        assert!(
+            recorded(&env, "GET", &format!("/jobs/{job}")) >= 1,
+            "{form}"
+        );
+        let c = env.task_rpc(A, "tasks/cancel", &task).await;
+        assert!(c.body.get("error").is_none(), "{form}: {}", c.text);
+        assert_eq!(recorded(&env, "POST", &format!("/jobs/{job}/cancel")), 1);
+        let done = env
+            .poll_task(A, &task, |r| r["status"] == "cancelled", 10)
+            .await;
+        assert_eq!(done["result"]["taskId"], task.as_str(), "{form}: {done}");
+        // Another tenant's caller: the host's 404 (opaque) or the seal (sealed) keeps it out.
+        let b = env.task_rpc(B, "tasks/get", &task).await;
+        assert_eq!(b.error_code(), Some(-32602), "{form}: {}", b.text);
+        env.shutdown().await;
+    }
 }
