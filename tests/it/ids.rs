@@ -336,3 +336,55 @@ async fn an_azure_job_name_survives_the_round_trip_in_both_forms() {
         env.shutdown().await;
     }
 }
+
+#[tokio::test]
+async fn a_listen_follows_a_sealed_task_and_acknowledges_no_one_elses() {
+    // The AIP-151 host has no event stream: the listen opens the taskId, finds no stream for
+    // the operation and follows it by reading, with the same taskId in every notification.
+    let env = env("sealed").await;
+    let task = tasked(&env, A, "cancellable", json!({"delayMs": 20000})).await;
+    let other = tasked(&env, A, "cancellable", json!({"delayMs": 20000})).await;
+    let (env2, t2) = (&env, task.clone());
+    let cancel = async move {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        env2.task_rpc(A, "tasks/cancel", &t2).await
+    };
+    let (messages, c) = tokio::join!(
+        env.listen(A, vec![task.clone()], Duration::from_secs(4)),
+        cancel
+    );
+    assert!(c.body.get("error").is_none(), "{}", c.text);
+    assert_eq!(
+        messages[0]["params"]["notifications"]["taskIds"],
+        json!([task]),
+        "{messages:?}"
+    );
+    let notes: Vec<&Value> = messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/tasks")
+        .collect();
+    assert!(
+        notes.iter().all(|n| n["params"]["taskId"] == task.as_str()),
+        "{notes:?}"
+    );
+    assert_eq!(
+        notes.last().map(|n| n["params"]["status"].clone()),
+        Some(json!("cancelled")),
+        "{notes:?}"
+    );
+    // Another caller's listen acknowledges neither of this caller's sealed tasks.
+    let b = env
+        .listen(
+            B,
+            vec![task.clone(), other.clone()],
+            Duration::from_millis(300),
+        )
+        .await;
+    assert_eq!(
+        b[0]["params"]["notifications"]["taskIds"],
+        json!([]),
+        "{b:?}"
+    );
+    env.task_rpc(A, "tasks/cancel", &other).await;
+    env.shutdown().await;
+}
