@@ -78,7 +78,10 @@ fn main() -> ExitCode {
     if let Cmd::CheckConfig { file } = &cli.cmd {
         return match Config::load(file, &Overrides::default()) {
             // A closed stdout after a valid file still means "valid": the exit code says it.
-            Ok(_) => {
+            Ok(cfg) => {
+                for w in cfg.warnings() {
+                    console::error_line(format_args!("warning: {w}"));
+                }
                 let _ = console::line(format_args!("{}: ok", file.display()));
                 ExitCode::SUCCESS
             }
@@ -186,6 +189,9 @@ async fn demo(_listen: SocketAddr, _config: Option<PathBuf>, _anonymous: bool) -
 }
 
 async fn serve(cfg: Config, source: Option<ConfigSource>) -> ExitCode {
+    for w in cfg.warnings() {
+        tracing::warn!("{w}");
+    }
     if cfg.mcp.request_state_key.is_none() {
         tracing::warn!("no requestState key configured: using a random per-process key, so replicas cannot verify each other's requestState (set mcp.requestStateKeyEnv or OPENWOP_SIDECAR_STATE_KEY)");
     }

@@ -10,9 +10,10 @@ use std::cell::Cell;
 use std::sync::OnceLock;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
-use openwop_mcp_sidecar::config::{Config, IdEncoding, Overrides};
+use openwop_mcp_sidecar::config::{Config, IdEncoding, Overrides, TaskIdEncoding};
 use openwop_mcp_sidecar::host::Caller;
 use openwop_mcp_sidecar::mcp::request_state::Keys;
+use openwop_mcp_sidecar::mcp::task_id::{TaskIds, MAX_HOST_ID_BYTES};
 use openwop_mcp_sidecar::mcp::{parse_envelope_for_fuzz, McpError};
 use openwop_mcp_sidecar::sse::{SseError, SseFrame, SseParser};
 use openwop_mcp_sidecar::wire_id;
@@ -89,6 +90,17 @@ fn cfg() -> &'static Config {
 fn keys() -> &'static Keys {
     static KEYS: OnceLock<Keys> = OnceLock::new();
     KEYS.get_or_init(|| Keys::new(cfg()))
+}
+
+/// The taskId codecs of the forms that carry any host id (src/mcp/task_id.rs).
+fn task_id_codecs() -> &'static [TaskIds; 2] {
+    static CODECS: OnceLock<[TaskIds; 2]> = OnceLock::new();
+    CODECS.get_or_init(|| {
+        [
+            TaskIds::new(TaskIdEncoding::Opaque, keys()),
+            TaskIds::new(TaskIdEncoding::Sealed, keys()),
+        ]
+    })
 }
 
 fn caller(bearer: &str) -> Caller {
@@ -319,8 +331,32 @@ pub fn is_canonical_wire(w: &str) -> bool {
 /// wire string decodes and re-projects to itself iff it is the canonical spelling; `parse_bound`
 /// accepts only what decodes to a tenant-bound id; the percent form decodes to the same id; a
 /// taskId is accepted (`encode(parse_bound(w)) == w`) only in its one canonical spelling.
+/// The `opaque` and `sealed` taskIds: any id up to the limit comes back exactly; the input as
+/// a taskId opens only if it is what the codec issues for the id it names, and a sealed one
+/// only for its own caller.
 pub fn wire_id_codec(data: &[u8]) {
     let s = String::from_utf8_lossy(data);
+    let (who, other) = (caller("fuzz-principal"), caller("another-principal"));
+    for codec in task_id_codecs() {
+        let t = codec.issue(&who, &s);
+        assert!(
+            t.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
+            "taskId not URL-safe: {t:?}"
+        );
+        let back = codec.open(&who, &t);
+        if !s.is_empty() && s.len() <= MAX_HOST_ID_BYTES {
+            assert_eq!(back.as_deref(), Some(&*s));
+        }
+        if let Some(id) = codec.open(&who, &s) {
+            assert_eq!(codec.issue(&who, &id), *s, "opened a spelling never issued");
+        }
+    }
+    let sealed = &task_id_codecs()[1];
+    assert!(
+        sealed.open(&other, &sealed.issue(&who, &s)).is_none(),
+        "a sealed taskId opened for another caller"
+    );
     let p = wire_id::project(&s);
     assert!(
         p.bytes().all(|b| wire_char(b) || b == b'~'),

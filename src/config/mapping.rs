@@ -79,14 +79,42 @@ impl IdEncoding {
     }
 }
 
-/// The encodings a taskId may use: a taskId must be URL-safe, so not `raw`.
+/// The forms a taskId may take (src/mcp/task_id.rs): each is URL-safe and reversible, so not
+/// `raw`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum TaskIdEncoding {
-    /// OpenWOP `~HH` projection (OpenWOP v2 identity.md §5): `acme~2Fr-…`.
+    /// OpenWOP `~HH` projection (OpenWOP v2 identity.md §5): `acme~2Fr-…`. The id must be
+    /// tenant-bound (`<tenant>/<16+ chars>`, ≥ 128 bits in its opaque segment).
     Tilde,
-    /// Percent encoding: `acme%2Fr-…`.
+    /// Percent encoding: `acme%2Fr-…`, tenant-bound ids like `tilde`.
     Percent,
+    /// Any host id, base64url (RFC 4648 §5, no padding) of its bytes: `b3BlcmF0aW9ucy9vcC0x`.
+    /// Reversible by anyone: as guessable as the host's ids.
+    Opaque,
+    /// Any host id sealed with the state key (`mcp.requestStateKeyEnv`) and bound to the
+    /// caller's credential (ChaCha20-Poly1305, RFC 8439): only the caller it was issued to
+    /// opens it, on any replica with the same key.
+    Sealed,
+}
+
+impl TaskIdEncoding {
+    /// Why this form leaves a host's tasks open to probing, if it does (`check-config`):
+    /// OpenWOP's tenant-bound ids carry ≥ 128 random bits, and a sealed taskId names nothing
+    /// without the key and the caller's credential; an `opaque` id is the host's id, as
+    /// guessable as the host makes it.
+    pub fn risk(self) -> Option<&'static str> {
+        match self {
+            TaskIdEncoding::Tilde | TaskIdEncoding::Percent | TaskIdEncoding::Sealed => None,
+            TaskIdEncoding::Opaque => Some(
+                "host.ids.taskId: opaque taskIds are the host's own ids, readable by anyone; if \
+                 those ids are guessable (short, sequential, timestamps) a caller can probe other \
+                 callers' tasks by guessing them, and only a host that checks ownership on every \
+                 read, cancel and resolve stops it; use `sealed` unless the host's ids carry \
+                 128 random bits or the host checks ownership",
+            ),
+        }
+    }
 }
 
 /// What a host error means to the mount.
@@ -254,7 +282,7 @@ pub struct Bodies {
 #[derive(Debug, Clone)]
 pub struct Mapping {
     pub path_ids: IdEncoding,
-    pub task_ids: IdEncoding,
+    pub task_ids: TaskIdEncoding,
     pub fields: Fields,
     pub statuses: HashMap<String, RunStatus>,
     pub bodies: Bodies,
@@ -576,13 +604,9 @@ impl RawHost {
         };
         let path_ids = ids(&self.ids.path, "path")?;
         let task_ids = match &self.ids.task_id {
-            None => IdEncoding::Tilde,
-            Some(v) => match word::<TaskIdEncoding>(&v.value)
-                .map_err(|m| (loc(v), format!("host.ids.taskId: {m}")))?
-            {
-                TaskIdEncoding::Tilde => IdEncoding::Tilde,
-                TaskIdEncoding::Percent => IdEncoding::Percent,
-            },
+            None => TaskIdEncoding::Tilde,
+            Some(v) => word::<TaskIdEncoding>(&v.value)
+                .map_err(|m| (loc(v), format!("host.ids.taskId: {m}")))?,
         };
 
         let given: HashMap<&str, &String> = self

@@ -29,7 +29,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use mapping::{ErrorClass, IdEncoding, Mapping};
+pub use mapping::{ErrorClass, IdEncoding, Mapping, TaskIdEncoding};
 pub use raw::RawConfig;
 pub use routes::{Operation, Route, Routes};
 pub use secret::Secret;
@@ -117,6 +117,25 @@ pub struct Overrides {
 }
 
 impl Config {
+    /// What a valid file still leaves at risk, one sentence each (`check-config` prints them,
+    /// `serve` logs them).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        let form = self.mapping.task_ids;
+        if let Some(risk) = form.risk() {
+            w.push(risk.to_string());
+        }
+        if form == TaskIdEncoding::Sealed && self.mcp.request_state_key.is_none() {
+            w.push(format!(
+                "host.ids.taskId: sealed taskIds are sealed with a random per-process key while no \
+                 state key is configured (mcp.requestStateKeyEnv, else ${}): they do not open on \
+                 another replica or after a restart",
+                mcp::STATE_KEY_ENV
+            ));
+        }
+        w
+    }
+
     /// The built-in defaults (OpenWOP v2), as if an empty file had been given.
     #[allow(
         clippy::expect_used,

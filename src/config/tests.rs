@@ -306,7 +306,7 @@ fn template_mistakes_name_the_yaml_path_and_line() {
     let e = parse("host:\n  ids: { taskId: raw }\n").unwrap_err();
     assert_eq!(
         e.message,
-        "host.ids.taskId: 'raw' is not one of tilde, percent"
+        "host.ids.taskId: 'raw' is not one of tilde, percent, opaque, sealed"
     );
 }
 
@@ -424,4 +424,40 @@ fn default_bodies_are_the_openwop_v2_bodies() {
             .to_string(),
         r#"{"resumeValue":{"action":"accept"}}"#
     );
+}
+
+#[test]
+fn task_id_forms_are_read_and_check_config_warns_when_ids_may_be_guessed() {
+    // OpenWOP's tenant-bound ids (≥ 128 bits) and sealed taskIds leave nothing to warn about.
+    let c = parse("").unwrap();
+    assert_eq!(c.mapping.task_ids, TaskIdEncoding::Tilde);
+    assert!(c.warnings().is_empty(), "{:?}", c.warnings());
+    let c = parse("host:\n  ids: { taskId: percent }\n").unwrap();
+    assert_eq!(c.mapping.task_ids, TaskIdEncoding::Percent);
+    assert!(c.warnings().is_empty());
+    let mut c = parse("host:\n  ids: { path: raw, taskId: sealed }\n").unwrap();
+    assert_eq!(c.mapping.task_ids, TaskIdEncoding::Sealed);
+    c.mcp.request_state_key = Some(Secret::new(b"0123456789abcdef".to_vec()));
+    assert!(c.warnings().is_empty(), "{:?}", c.warnings());
+    // Sealed without a shared key: nothing guessable, but replicas cannot open each other's.
+    c.mcp.request_state_key = None;
+    let w = c.warnings();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].contains("another replica"), "{w:?}");
+    // The host's own ids, readable: the risk is named.
+    let c = parse("host:\n  ids: { path: raw, taskId: opaque }\n").unwrap();
+    assert_eq!(c.mapping.task_ids, TaskIdEncoding::Opaque);
+    let w = c.warnings();
+    assert_eq!(w.len(), 1, "{w:?}");
+    for part in [
+        "guessable",
+        "probe other callers' tasks",
+        "checks ownership",
+        "sealed",
+    ] {
+        assert!(w[0].contains(part), "{part}: {w:?}");
+    }
+    // `raw` is for paths only: a taskId must be URL-safe.
+    let e = parse("host:\n  ids: { taskId: raw }\n").unwrap_err();
+    assert!(e.message.contains("host.ids.taskId"), "{e}");
 }

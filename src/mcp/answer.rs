@@ -83,7 +83,7 @@ pub(super) async fn task_answer(
         &run,
         &t,
         ctx.cfg.tasks.poll_interval_ms,
-        ctx.host.mapping().task_ids,
+        &ctx.task_ids.issue(&req.caller, &run.run_id),
     );
     guarded_json(
         &envelope_result(&req.id, with_server_info(&ctx.cfg, result)),
@@ -283,11 +283,11 @@ pub(super) fn outcome(
         return shaped_result(run, tool.shape());
     }
     if !run.status.awaits_client() {
-        return still_running(ctx, run);
+        return still_running(ctx, req, run);
     }
     let open = open_interrupts(events, ctx.host.mapping());
     let Some(first) = open.first() else {
-        return still_running(ctx, run);
+        return still_running(ctx, req, run);
     };
     let modes = Modes::of(&req.caps);
     let keys = wire_keys(tool, &open);
@@ -329,12 +329,12 @@ pub(super) fn outcome(
 }
 
 /// The answer for a run still going when the cap passed (see [`still_running_result`]).
-fn still_running(ctx: &McpContext, run: &RunSnapshot) -> Value {
+fn still_running(ctx: &McpContext, req: &McpRequest, run: &RunSnapshot) -> Value {
     let task_id = ctx
         .cfg
         .tasks
         .enabled
-        .then(|| ctx.host.mapping().task_ids.encode(&run.run_id));
+        .then(|| ctx.task_ids.issue(&req.caller, &run.run_id));
     still_running_result(run, task_id.as_deref())
 }
 

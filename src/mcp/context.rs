@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use tokio::sync::{watch, Semaphore};
 
-use super::{request_state, tools, watch::Watchers};
+use super::{request_state, task_id::TaskIds, tools, watch::Watchers};
 use crate::config::Config;
 use crate::host::HostClient;
 use crate::ownership::CancelDispatcher;
@@ -34,6 +34,8 @@ pub struct McpContext {
     pub(crate) tools: tools::Catalog,
     /// The requestState keys (sealed MRTR state).
     pub(crate) state_key: Arc<request_state::Keys>,
+    /// The taskId codec (`host.ids.taskId`), sealing with a key derived from `state_key`.
+    pub(crate) task_ids: TaskIds,
     pub dispatcher: CancelDispatcher,
     pub metrics: Metrics,
     /// Flips to true when shutdown begins (listen streams end with a final result).
@@ -64,6 +66,7 @@ impl McpContext {
         };
         McpContext {
             tools: tools::Catalog::new(&cfg),
+            task_ids: TaskIds::new(cfg.mapping.task_ids, &state_key),
             state_key,
             cfg,
             host,

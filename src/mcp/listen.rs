@@ -167,7 +167,11 @@ impl Listen {
         // closes it.
         let mut watches = StreamMap::new();
         for id in &ids {
-            let sub = ctx.watchers.subscribe(&ctx.host, &req.caller, id);
+            // Every id here opened when it was read (the codec is deterministic).
+            let Some(run_id) = ctx.task_ids.open(&req.caller, id) else {
+                continue;
+            };
+            let sub = ctx.watchers.subscribe(&ctx.host, &req.caller, &run_id);
             watches.insert(id.clone(), sub.into_stream());
         }
         let period = ctx.cfg.mcp.sse_keepalive;

@@ -19,6 +19,7 @@ pub mod project;
 pub mod request_state;
 mod respond;
 mod schema;
+pub mod task_id;
 mod tasks;
 mod tools;
 pub mod watch;

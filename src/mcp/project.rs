@@ -2,7 +2,6 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::config::IdEncoding;
 use crate::host::{RunSnapshot, RunStatus};
 
 /// The OpenWOP error code of a host fault (RFC 0208 error catalogue: `internal_error`,
@@ -229,11 +228,12 @@ pub fn task_fields(
     run: &RunSnapshot,
     t: &Times,
     poll_interval_ms: u64,
-    ids: IdEncoding,
+    task_id: &str,
 ) -> Map<String, Value> {
     let mut m = Map::new();
-    // RFC 0198 §C.5: the taskId is the run id in its wire form, nothing else.
-    m.insert("taskId".into(), json!(ids.encode(&run.run_id)));
+    // RFC 0198 §C.5: the taskId is the run id in its wire form, nothing else (the form
+    // `host.ids.taskId` names, src/mcp/task_id.rs).
+    m.insert("taskId".into(), json!(task_id));
     m.insert("status".into(), json!(run_task_status(run)));
     // Content-free (§3.7 fields): the status only, never run internals.
     m.insert(
@@ -252,9 +252,9 @@ pub fn create_task_result(
     run: &RunSnapshot,
     t: &Times,
     poll_interval_ms: u64,
-    ids: IdEncoding,
+    task_id: &str,
 ) -> Value {
-    let mut m = task_fields(run, t, poll_interval_ms, ids);
+    let mut m = task_fields(run, t, poll_interval_ms, task_id);
     m.insert("resultType".into(), json!("task"));
     Value::Object(m)
 }
@@ -265,9 +265,9 @@ pub fn detailed_task(
     t: &Times,
     poll_interval_ms: u64,
     input_requests: Option<Map<String, Value>>,
-    ids: IdEncoding,
+    task_id: String,
 ) -> Map<String, Value> {
-    DetailedTask::new(run, t, poll_interval_ms, input_requests, ids).into_map()
+    DetailedTask::new(run, t, poll_interval_ms, input_requests, task_id).into_map()
 }
 
 /// A DetailedTask as a struct that serializes to exactly the members, in the order, of
@@ -310,9 +310,16 @@ impl<'a> DetailedTask<'a> {
         t: &'a Times,
         poll_interval_ms: u64,
         input_requests: Option<Map<String, Value>>,
-        ids: IdEncoding,
+        task_id: String,
     ) -> DetailedTask<'a> {
-        DetailedTask::shaped(run, t, poll_interval_ms, input_requests, ids, Shape::Run)
+        DetailedTask::shaped(
+            run,
+            t,
+            poll_interval_ms,
+            input_requests,
+            task_id,
+            Shape::Run,
+        )
     }
 
     /// A DetailedTask whose inlined result has the [`Shape`] of the run's tool (a task's
@@ -322,13 +329,13 @@ impl<'a> DetailedTask<'a> {
         t: &'a Times,
         poll_interval_ms: u64,
         input_requests: Option<Map<String, Value>>,
-        ids: IdEncoding,
+        task_id: String,
         shape: Shape,
     ) -> DetailedTask<'a> {
         let host_fault = is_host_fault(run);
         DetailedTask {
             // RFC 0198 §C.5: the taskId is the run id in its wire form, nothing else.
-            task_id: ids.encode(&run.run_id),
+            task_id,
             status: run_task_status(run),
             // Content-free (§3.7 fields): the status only, never run internals.
             status_message: StatusMessage(&run.status),
@@ -371,6 +378,16 @@ impl<'a> DetailedTask<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::IdEncoding;
+
+    /// The taskId of the default (`tilde`) and the `percent` forms (src/mcp/task_id.rs).
+    fn tilde(r: &RunSnapshot) -> String {
+        IdEncoding::Tilde.encode(&r.run_id)
+    }
+
+    fn percent(r: &RunSnapshot) -> String {
+        IdEncoding::Percent.encode(&r.run_id)
+    }
 
     fn run(status: &str) -> RunSnapshot {
         RunSnapshot::from_json(json!({"runId":"acme/r-0123456789abcdefghijklmn","workflowId":"w","status":status,"startedAt":"2026-01-01T00:00:00Z","error":{"code":"x","message":"y"}}), &crate::config::Mapping::default()).unwrap()
@@ -403,7 +420,7 @@ mod tests {
     #[test]
     fn failed_run_is_a_completed_task_with_an_error_result() {
         let t = times(&run("failed"), None);
-        let d = detailed_task(&run("failed"), &t, 500, None, IdEncoding::Tilde);
+        let d = detailed_task(&run("failed"), &t, 500, None, tilde(&run("failed")));
         assert_eq!(d["status"], "completed");
         assert_eq!(d["result"]["isError"], true);
         assert_eq!(d["result"]["resultType"], "complete");
@@ -450,7 +467,7 @@ mod tests {
         let failed = shaped_result(&run("failed"), Shape::Declared);
         assert_eq!(failed, terminal_result(&run("failed")));
         let t = times(&r, None);
-        let d = DetailedTask::shaped(&r, &t, 500, None, IdEncoding::Tilde, Shape::Declared);
+        let d = DetailedTask::shaped(&r, &t, 500, None, tilde(&r), Shape::Declared);
         assert_eq!(d.into_map()["result"], res);
     }
 
@@ -458,14 +475,14 @@ mod tests {
     fn a_host_fault_is_a_failed_task_with_a_json_rpc_error() {
         let m = crate::config::Mapping::default();
         let r = RunSnapshot::from_json(json!({"runId":"acme/r-0123456789abcdefghijklmn","workflowId":"w","status":"failed","error":{"code":"internal_error","message":"boom"}}), &m).unwrap();
-        let d = detailed_task(&r, &times(&r, None), 500, None, IdEncoding::Tilde);
+        let d = detailed_task(&r, &times(&r, None), 500, None, tilde(&r));
         assert_eq!(d["status"], "failed");
         assert_eq!(d["error"]["code"], -32603);
         assert!(d["error"]["message"].as_str().unwrap().contains("boom"));
         assert!(d.get("result").is_none());
         // Any other failure code stays a tool error.
         let t = times(&run("failed"), None);
-        let d = detailed_task(&run("failed"), &t, 500, None, IdEncoding::Tilde);
+        let d = detailed_task(&run("failed"), &t, 500, None, tilde(&run("failed")));
         assert_eq!(
             (d["status"].as_str(), d.get("error")),
             (Some("completed"), None)
@@ -484,7 +501,7 @@ mod tests {
         ];
         for r in &runs {
             let t = times(r, Some("2026-01-03T00:00:00Z"));
-            let mut expected = task_fields(r, &t, 750, IdEncoding::Percent);
+            let mut expected = task_fields(r, &t, 750, &percent(r));
             if r.status.awaits_client() {
                 expected.insert("inputRequests".into(), json!({}));
             }
@@ -493,13 +510,13 @@ mod tests {
             } else if r.status.is_terminal() {
                 expected.insert("result".into(), terminal_result(r));
             }
-            let d = detailed_task(r, &t, 750, None, IdEncoding::Percent);
+            let d = detailed_task(r, &t, 750, None, percent(r));
             assert_eq!(
                 serde_json::to_string(&d).unwrap(),
                 serde_json::to_string(&expected).unwrap()
             );
             // With resultType, as tasks/get writes it: the same members, resultType last.
-            let mut task = DetailedTask::new(r, &t, 750, None, IdEncoding::Percent);
+            let mut task = DetailedTask::new(r, &t, 750, None, percent(r));
             task.result_type = Some("complete");
             expected.insert("resultType".into(), json!("complete"));
             assert_eq!(
@@ -512,7 +529,7 @@ mod tests {
     #[test]
     fn create_task_result_is_flat() {
         let r = run("running");
-        let c = create_task_result(&r, &times(&r, None), 500, IdEncoding::Tilde);
+        let c = create_task_result(&r, &times(&r, None), 500, &tilde(&r));
         assert_eq!(c["resultType"], "task");
         assert_eq!(c["taskId"], "acme~2Fr-0123456789abcdefghijklmn");
         for k in ["result", "error", "inputRequests", "requestState"] {

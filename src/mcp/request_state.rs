@@ -80,12 +80,18 @@ impl Refusal {
 }
 
 pub fn principal_of(caller: &Caller) -> String {
+    B64.encode(principal_digest(caller))
+}
+
+/// SHA-256 of the caller's `Authorization` (domain-separated): the principal binding of
+/// requestState and of sealed taskIds (src/mcp/task_id.rs).
+pub fn principal_digest(caller: &Caller) -> [u8; 32] {
     let mut h = Sha256::new();
     h.update(b"openwop-sidecar-principal\0");
     if let Some(a) = &caller.authorization {
         h.update(a.as_bytes());
     }
-    B64.encode(h.finalize())
+    h.finalize().into()
 }
 
 /// Serialises JSON with sorted object keys, so the digest does not depend on key order.
@@ -155,6 +161,13 @@ impl Keys {
             HmacSha256::new_from_slice(self.key.expose()).expect("HMAC takes any key length");
         m.update(body);
         m
+    }
+
+    /// A 32-byte key for another use of the state key: HMAC-SHA256 of `label` under it (a PRF,
+    /// RFC 2104), so sealed taskIds (src/mcp/task_id.rs) never use the key that MACs
+    /// requestState itself.
+    pub fn derive(&self, label: &[u8]) -> [u8; 32] {
+        self.mac(label).finalize().into_bytes().into()
     }
 
     pub fn issue(

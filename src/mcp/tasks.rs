@@ -39,13 +39,14 @@ pub(super) async fn read(
     let wire = task_id
         .and_then(Value::as_str)
         .ok_or(McpError::TaskNotFound)?;
-    let run_id = wire_id::parse_bound(wire).map_err(|_| McpError::TaskNotFound)?;
-    // Only the exact id the mount issued names a task: another spelling of it (`%2F` for a
-    // `~2F` mount, lower-case hex) is refused locally, like any malformed id, without touching
-    // the host.
-    if ctx.host.mapping().task_ids.encode(&run_id) != wire {
-        return Err(McpError::TaskNotFound);
-    }
+    // Only the exact id the mount issued (to this caller, for a sealed one) names a task:
+    // another spelling of it (`%2F` for a `~2F` mount, lower-case hex), a tampered or foreign
+    // seal, is refused locally, like any malformed id, without touching the host
+    // (src/mcp/task_id.rs).
+    let run_id = ctx
+        .task_ids
+        .open(&req.caller, wire)
+        .ok_or(McpError::TaskNotFound)?;
     let run = ctx
         .host
         .get_run(&req.caller, &run_id)
@@ -86,7 +87,7 @@ pub(super) async fn detailed(
         &t,
         ctx.cfg.tasks.poll_interval_ms,
         requests,
-        ctx.host.mapping().task_ids,
+        ctx.task_ids.issue(&req.caller, &run.run_id),
         shape,
     )
     .into_map())
@@ -152,7 +153,7 @@ pub async fn get(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpErro
         &t,
         ctx.cfg.tasks.poll_interval_ms,
         requests,
-        ctx.host.mapping().task_ids,
+        ctx.task_ids.issue(&req.caller, &run.run_id),
         shape,
     );
     task.result_type = Some("complete");

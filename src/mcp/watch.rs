@@ -17,7 +17,6 @@ use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::broadcast;
 
 use crate::host::{Caller, HostClient};
-use crate::wire_id;
 
 /// What a watcher tells its listens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,12 +59,13 @@ pub struct Subscription {
 }
 
 impl Watchers {
-    /// Joins the watcher of `task_id` for this caller's credential, starting it if none runs.
-    /// An id that cannot name a run gets a watcher that at once says `Lost` (poll it).
-    pub fn subscribe(&self, host: &HostClient, caller: &Caller, task_id: &str) -> Subscription {
+    /// Joins the watcher of the run `run_id` (the host's id, which the listen read from the
+    /// taskId, src/mcp/task_id.rs) for this caller's credential, starting it if none runs. A
+    /// stream that cannot open tells its listens at once: `Lost` (poll it).
+    pub fn subscribe(&self, host: &HostClient, caller: &Caller, run_id: &str) -> Subscription {
         let key: Key = (
             caller.authorization.as_ref().map(|v| v.as_bytes().to_vec()),
-            task_id.to_string(),
+            run_id.to_string(),
         );
         let watcher = {
             let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
@@ -84,7 +84,7 @@ impl Watchers {
                         Arc::downgrade(&w),
                         host.clone(),
                         caller.clone(),
-                        task_id.to_string(),
+                        run_id.to_string(),
                     ));
                     *w.task.lock().unwrap_or_else(|p| p.into_inner()) = Some(task);
                     w
@@ -177,7 +177,7 @@ impl Drop for Watcher {
 
 /// Reads the run's event stream and broadcasts one wake-up per event. Holds the watcher only
 /// weakly, so the last listen leaving ends it.
-async fn follow(me: Weak<Watcher>, host: HostClient, caller: Caller, task_id: String) {
+async fn follow(me: Weak<Watcher>, host: HostClient, caller: Caller, run_id: String) {
     let end = |state: u8, signal: Signal| {
         if let Some(w) = me.upgrade() {
             // Unregister first: a listen arriving after this point starts a new stream
@@ -186,10 +186,6 @@ async fn follow(me: Weak<Watcher>, host: HostClient, caller: Caller, task_id: St
             w.state.store(state, Ordering::SeqCst);
             let _ = w.tx.send(signal);
         }
-    };
-    let Ok(run_id) = wire_id::parse_bound(&task_id) else {
-        end(ENDED_LOST, Signal::Lost);
-        return;
     };
     if let Ok(mut stream) = host.stream_events(&caller, &run_id, None).await {
         while let Ok(Some(ev)) = stream.next().await {
@@ -233,11 +229,11 @@ mod tests {
     async fn one_stream_per_credential_and_run_never_across_credentials() {
         let w = Watchers::default();
         let h = host();
-        let a1 = w.subscribe(&h, &caller(Some("Bearer a")), "acme~2Fr-1");
-        let a2 = w.subscribe(&h, &caller(Some("Bearer a")), "acme~2Fr-1");
-        let b = w.subscribe(&h, &caller(Some("Bearer b")), "acme~2Fr-1");
-        let anon = w.subscribe(&h, &caller(None), "acme~2Fr-1");
-        let other_run = w.subscribe(&h, &caller(Some("Bearer a")), "acme~2Fr-2");
+        let a1 = w.subscribe(&h, &caller(Some("Bearer a")), "acme/r-1");
+        let a2 = w.subscribe(&h, &caller(Some("Bearer a")), "acme/r-1");
+        let b = w.subscribe(&h, &caller(Some("Bearer b")), "acme/r-1");
+        let anon = w.subscribe(&h, &caller(None), "acme/r-1");
+        let other_run = w.subscribe(&h, &caller(Some("Bearer a")), "acme/r-2");
         assert!(a1.shares_with(&a2), "same credential, same run: one stream");
         assert!(!a1.shares_with(&b), "another credential never shares");
         assert!(
@@ -253,13 +249,13 @@ mod tests {
     async fn a_stream_that_cannot_open_tells_every_listen_to_poll() {
         let w = Watchers::default();
         let h = host();
-        let mut s = w.subscribe(&h, &caller(Some("Bearer a")), "acme~2Fr-1");
+        let mut s = w.subscribe(&h, &caller(Some("Bearer a")), "acme/r-1");
         // Nothing listens on port 9: the stream cannot open.
         let got = tokio::time::timeout(std::time::Duration::from_secs(30), s.next()).await;
         assert_eq!(got.expect("a signal, not a hang"), Some(Signal::Lost));
         // A listen joining afterwards is not left waiting on a stream that ended: it starts
         // a fresh one (which fails the same way here).
-        let mut late = w.subscribe(&h, &caller(Some("Bearer a")), "acme~2Fr-1");
+        let mut late = w.subscribe(&h, &caller(Some("Bearer a")), "acme/r-1");
         let got = tokio::time::timeout(std::time::Duration::from_secs(30), late.next()).await;
         assert_eq!(got.expect("a signal, not a hang"), Some(Signal::Lost));
     }

@@ -32,6 +32,41 @@ fn every_shipped_example_config_is_valid() {
 }
 
 #[test]
+fn check_config_warns_when_task_ids_are_the_hosts_readable_ids() {
+    let dir = std::env::temp_dir().join(format!("owsc-ids-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let check = |name: &str, yaml: &str| {
+        let f = dir.join(name);
+        std::fs::write(&f, yaml).unwrap();
+        let out = Command::new(BIN)
+            .arg("check-config")
+            .arg(&f)
+            .env(
+                "OPENWOP_SIDECAR_STATE_KEY",
+                "0123456789abcdef0123456789abcdef",
+            )
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "a warning is not an error: {out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = check(
+        "opaque.yaml",
+        "host:\n  ids: { path: raw, taskId: opaque }\n",
+    );
+    assert!(err.starts_with("warning: host.ids.taskId: "), "{err}");
+    assert!(err.contains("probe other callers' tasks"), "{err}");
+    assert_eq!(
+        check(
+            "sealed.yaml",
+            "host:\n  ids: { path: raw, taskId: sealed }\n"
+        ),
+        ""
+    );
+    assert_eq!(check("v2.yaml", "{}\n"), "");
+}
+
+#[test]
 fn check_config_names_file_line_and_column_and_exits_64() {
     let dir = std::env::temp_dir().join(format!("owsc-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -16,6 +16,7 @@ mod faults;
 mod host_origin;
 mod host_wire;
 mod http2;
+mod ids;
 mod isolation;
 mod limits;
 mod mcp_suite;

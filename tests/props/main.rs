@@ -286,7 +286,7 @@ fn check_projection(status: &str, m: &Mapping) {
     assert_eq!(s, want, "{status:?}");
     let t = times(&run, None);
     for ids in [IdEncoding::Tilde, IdEncoding::Percent] {
-        let d = detailed_task(&run, &t, 500, None, ids);
+        let d = detailed_task(&run, &t, 500, None, ids.encode(&run.run_id));
         assert_eq!(d["status"], s);
         assert_eq!(
             wire_id::unproject(d["taskId"].as_str().unwrap()).unwrap(),
@@ -299,7 +299,7 @@ fn check_projection(status: &str, m: &Mapping) {
         );
         assert_eq!(d.contains_key("inputRequests"), s == "input_required");
         assert!(d["ttlMs"].is_null() && d.contains_key("ttlMs"));
-        let c = create_task_result(&run, &t, 500, ids);
+        let c = create_task_result(&run, &t, 500, &ids.encode(&run.run_id));
         assert_eq!(c["resultType"], "task");
         assert!(c.get("result").is_none());
     }
