@@ -46,6 +46,18 @@ pub struct RawHost {
     // variant matched".
     #[schemars(with = "Option<RawIdempotency>")]
     pub idempotency: Option<serde_json::Value>,
+    /// How a run is followed: `events` (the event stream, then the events poll; the
+    /// default) or `poll` (the run, or the status monitor the create answer named, read no
+    /// sooner than a backoff and the host's `Retry-After` allow).
+    pub follow: Option<super::follow::RawFollow>,
+    /// Ordered predicates over the run document, each giving a status; the first that holds
+    /// wins, then `statuses` maps the status field.
+    #[serde(default)]
+    pub status_rules: Vec<super::follow::RawStatusRule>,
+    /// Where the created run's id is (the body, or a header URL), and the status monitor
+    /// header.
+    #[serde(default)]
+    pub created: super::follow::RawCreated,
 }
 
 /// What templates may draw from beyond the call itself.

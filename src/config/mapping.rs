@@ -214,6 +214,12 @@ pub struct Mapping {
     pub bodies: Bodies,
     pub error_rules: Vec<ErrorRule>,
     pub idempotency: Idempotency,
+    /// How runs are followed (src/config/follow.rs).
+    pub follow: super::follow::Follow,
+    /// Status predicates, tried in order before `statuses`.
+    pub status_rules: Vec<super::follow::StatusRule>,
+    /// Where a created run's id and status monitor are.
+    pub created: super::follow::Created,
 }
 
 impl Default for Mapping {
@@ -235,6 +241,17 @@ impl Mapping {
             .get(host_value)
             .cloned()
             .unwrap_or_else(|| RunStatus::Unknown(host_value.to_string()))
+    }
+
+    /// The status of a run document: the first `statusRules` predicate that holds, else the
+    /// status field through [`Mapping::status`]; `None` when neither says.
+    pub fn status_of(&self, doc: &Value) -> Option<RunStatus> {
+        if let Some(r) = self.status_rules.iter().find(|r| r.matches(doc)) {
+            return Some(r.status.clone());
+        }
+        crate::host::at(doc, &self.fields.status)
+            .and_then(Value::as_str)
+            .map(|s| self.status(s))
     }
 
     /// The host's status value for a canonical status (for list filters), if mapped.
@@ -702,6 +719,9 @@ impl RawHost {
             bodies,
             error_rules,
             idempotency,
+            follow: super::follow::follow(&self.follow)?,
+            status_rules: super::follow::status_rules(&self.status_rules)?,
+            created: super::follow::created(&self.created)?,
         })
     }
 }

@@ -7,6 +7,7 @@
 pub mod auth;
 mod ctx;
 mod explain;
+pub mod follow;
 mod host;
 mod limits;
 mod listener;

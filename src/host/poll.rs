@@ -1,0 +1,179 @@
+//! Reading a run without an event log (issue 19, `host.follow: poll`): the created run from
+//! the create answer's headers (`host.created`: the id in a `Location`-style URL, a status
+//! monitor in `Operation-Location`), and one status read of the run or its status monitor
+//! with the host's `Retry-After` (RFC 9110 §10.2.3), which paces the next read.
+
+use std::time::Duration;
+
+use http::{header, HeaderMap, Uri};
+use serde_json::Value;
+
+use super::client::json_value;
+use super::fill::Vars;
+use super::{Caller, CreatedRun, HostClient, HostError, RunSnapshot, RunStatus};
+use crate::config::{Mapping, Operation};
+
+/// One status read while following a run by polling.
+#[derive(Debug)]
+pub struct StatusRead {
+    pub status: RunStatus,
+    /// The run itself when getRun was read (`None` for a status monitor).
+    pub run: Option<RunSnapshot>,
+    /// How long the host asked to be left alone before the next read.
+    pub retry_after: Option<Duration>,
+}
+
+impl HostClient {
+    /// The created run of a 2xx createRun answer: the id from the body or, under
+    /// `host.created.idFrom: header`, from the header's URL (a `202` with an empty body
+    /// names its run there); the status monitor a header names, when it is on the upstream's
+    /// origin (the read carries the caller's credential: never to another origin).
+    pub(super) fn created_of(&self, h: &HeaderMap, body: &Value) -> Option<CreatedRun> {
+        let m: &Mapping = &self.mapping;
+        let mut c = match &m.created.id_header {
+            None => CreatedRun::from_json(body, m)?,
+            Some((name, pattern)) => {
+                let url = h.get(name)?.to_str().ok()?;
+                CreatedRun::with_id(&pattern.id_of(url)?, body, m)?
+            }
+        };
+        c.monitor = m
+            .created
+            .monitor
+            .as_ref()
+            .and_then(|n| h.get(n))
+            .and_then(|u| u.to_str().ok())
+            .and_then(|u| {
+                if self.same_origin(u) {
+                    Some(u.to_string())
+                } else {
+                    tracing::warn!(
+                        monitor = %u,
+                        "the create answer names a status monitor on another origin: not \
+                         followed (it would carry the caller's credential); getRun is read instead"
+                    );
+                    None
+                }
+            });
+        c.retry_after = retry_after(h);
+        Some(c)
+    }
+
+    /// Whether an absolute URL is on the upstream's origin (scheme, host and port; RFC 6454).
+    pub(super) fn same_origin(&self, url: &str) -> bool {
+        let Ok(u) = url.parse::<Uri>() else {
+            return false;
+        };
+        let (Some(scheme), Some(auth)) = (u.scheme(), u.authority()) else {
+            return false;
+        };
+        let port = |s: &http::uri::Scheme, a: &http::uri::Authority| {
+            a.port_u16()
+                .unwrap_or(if s.as_str().eq_ignore_ascii_case("https") {
+                    443
+                } else {
+                    80
+                })
+        };
+        scheme.as_str().eq_ignore_ascii_case(self.scheme.as_str())
+            && auth.host().eq_ignore_ascii_case(self.authority.host())
+            && port(scheme, auth) == port(&self.scheme, &self.authority)
+    }
+
+    /// One status read: the status monitor verbatim when the create answer named one (no
+    /// sidecar query appended), else getRun; with the answer's `Retry-After`.
+    pub async fn read_status(
+        &self,
+        caller: &Caller,
+        run_id: &str,
+        monitor: Option<&str>,
+    ) -> Result<StatusRead, HostError> {
+        let vars = Vars {
+            run_id: Some(run_id),
+            ..Vars::default()
+        };
+        let op = Operation::GetRun;
+        let monitor = match monitor {
+            Some(u) if self.same_origin(u) => {
+                Some(u.parse::<Uri>().map_err(|_| super::error::BadTarget)?)
+            }
+            _ => None,
+        };
+        let m = &self.mapping;
+        let read = self
+            .send_within_head(
+                op,
+                self.routes.get(op).timeout,
+                || {
+                    let mut req = self.request(op, &vars, &[], Some(caller))?;
+                    if let Some(u) = &monitor {
+                        *req.uri_mut() = u.clone();
+                    }
+                    Ok(req)
+                },
+                |h, b| {
+                    let v = json_value(b)?;
+                    let retry_after = retry_after(h);
+                    Ok(if monitor.is_some() {
+                        m.status_of(&v).map(|status| StatusRead {
+                            status,
+                            run: None,
+                            retry_after,
+                        })
+                    } else {
+                        RunSnapshot::from_json(v, m).map(|run| StatusRead {
+                            status: run.status.clone(),
+                            run: Some(run),
+                            retry_after,
+                        })
+                    })
+                },
+            )
+            .await?;
+        read.ok_or_else(|| HostError::BadBody("the status read has no status".into()))
+    }
+}
+
+/// `Retry-After` (RFC 9110 §10.2.3): delay-seconds or an HTTP-date; a date in the past is 0.
+pub fn retry_after(h: &HeaderMap) -> Option<Duration> {
+    let v = h.get(header::RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(s) = v.parse::<u64>() {
+        return Some(Duration::from_secs(s));
+    }
+    let at = time::OffsetDateTime::parse(v, &time::format_description::well_known::Rfc2822).ok()?;
+    let left = at - time::OffsetDateTime::now_utc();
+    Some(Duration::try_from(left).unwrap_or(Duration::ZERO))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(v: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::RETRY_AFTER, v.parse().unwrap());
+        h
+    }
+
+    #[test]
+    fn retry_after_is_seconds_or_an_http_date() {
+        assert_eq!(retry_after(&with("2")), Some(Duration::from_secs(2)));
+        assert_eq!(retry_after(&with("0")), Some(Duration::ZERO));
+        assert_eq!(
+            retry_after(&with("Sun, 06 Nov 1994 08:49:37 GMT")),
+            Some(Duration::ZERO),
+            "a past date"
+        );
+        let later = time::OffsetDateTime::now_utc() + time::Duration::seconds(30);
+        let text = later
+            .format(&time::format_description::well_known::Rfc2822)
+            .unwrap();
+        let got = retry_after(&with(&text)).unwrap();
+        assert!(
+            got > Duration::from_secs(25) && got <= Duration::from_secs(30),
+            "{got:?}"
+        );
+        assert_eq!(retry_after(&with("soon")), None);
+        assert_eq!(retry_after(&HeaderMap::new()), None);
+    }
+}
