@@ -132,6 +132,24 @@ impl IdPattern {
     }
 }
 
+/// The open interrupt of a run waiting without an event log (`host.interrupts`): read from
+/// the run document while its status is `status`, or given here in full.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DocInterrupt {
+    /// `waiting-approval` or `waiting-input`.
+    pub status: RunStatus,
+    /// Pointers into the run document; `id` given and absent: no interrupt is open yet.
+    pub id: Option<String>,
+    pub node: Option<String>,
+    pub key: Option<String>,
+    pub message: Option<String>,
+    pub schema: Option<String>,
+    /// The message when no pointer gives one.
+    pub text: Option<String>,
+    /// The requested schema when no pointer gives one.
+    pub requested_schema: Option<Value>,
+}
+
 // The raw forms. Plain comments where the schema takes doc comments as descriptions.
 
 /// `host.follow`: `events` (the default) or `poll`, or the object form with the backoff.
@@ -212,7 +230,81 @@ pub struct RawCreated {
     pub monitor: Option<String>,
 }
 
+/// `host.interrupts.<status>`: where a waiting run's open interrupt is in the run document
+/// (JSON pointers), or what it is (`text`, `requestedSchema`).
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawDocInterrupt {
+    /// The interrupt's id (when given and absent from the document, nothing is open yet;
+    /// default: the status name).
+    pub id: Option<String>,
+    /// The step or node it waits at (default: the id).
+    pub node: Option<String>,
+    /// The interrupt's own stable key, if the host has one.
+    pub key: Option<String>,
+    /// The message shown to the user.
+    pub message: Option<String>,
+    /// The JSON Schema of the input it asks for (`waiting-input`).
+    pub schema: Option<String>,
+    /// A fixed message, when no pointer gives one.
+    pub text: Option<String>,
+    /// A fixed requested schema, when no pointer gives one.
+    pub requested_schema: Option<Value>,
+}
+
 type Err = (Option<(u64, u64)>, String);
+
+pub(super) fn interrupts(
+    raw: &std::collections::BTreeMap<String, RawDocInterrupt>,
+) -> Result<Vec<DocInterrupt>, Err> {
+    raw.iter()
+        .map(|(status, r)| {
+            let what = format!("host.interrupts.{status}");
+            let status = match status.as_str() {
+                "waiting-approval" => RunStatus::WaitingApproval,
+                "waiting-input" => RunStatus::WaitingInput,
+                _ => {
+                    return Err((
+                        None,
+                        format!(
+                            "{what}: only waiting-approval and waiting-input wait on the client"
+                        ),
+                    ))
+                }
+            };
+            for (k, p) in [
+                ("id", &r.id),
+                ("node", &r.node),
+                ("key", &r.key),
+                ("message", &r.message),
+                ("schema", &r.schema),
+            ] {
+                if let Some(p) = p.as_deref().filter(|p| !p.starts_with('/')) {
+                    return Err((
+                        None,
+                        format!("{what}.{k}: '{p}' is not a JSON pointer (like /approval/id)"),
+                    ));
+                }
+            }
+            if r.requested_schema.as_ref().is_some_and(|v| !v.is_object()) {
+                return Err((
+                    None,
+                    format!("{what}.requestedSchema: a JSON Schema object"),
+                ));
+            }
+            Ok(DocInterrupt {
+                status,
+                id: r.id.clone(),
+                node: r.node.clone(),
+                key: r.key.clone(),
+                message: r.message.clone(),
+                schema: r.schema.clone(),
+                text: r.text.clone(),
+                requested_schema: r.requested_schema.clone(),
+            })
+        })
+        .collect()
+}
 
 pub(super) fn follow(raw: &Option<RawFollow>) -> Result<Follow, Err> {
     let what = "host.follow";
@@ -448,6 +540,13 @@ mod tests {
         assert!(e.contains("has no {id}"), "{e}");
         let e = load("  created: { header: Location }\n").unwrap_err();
         assert!(e.contains("need idFrom: header"), "{e}");
+        let e = load("  interrupts:\n    running: { text: hi }\n").unwrap_err();
+        assert!(e.contains("only waiting-approval and waiting-input"), "{e}");
+        let e = load("  interrupts:\n    waiting-input: { id: approval.id }\n").unwrap_err();
+        assert!(
+            e.contains("host.interrupts.waiting-input.id: 'approval.id' is not a JSON pointer"),
+            "{e}"
+        );
         let ok =
             load("  follow: poll\n  created: { idFrom: header, monitor: Operation-Location }\n")
                 .unwrap();

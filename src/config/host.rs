@@ -58,6 +58,11 @@ pub struct RawHost {
     /// header.
     #[serde(default)]
     pub created: super::follow::RawCreated,
+    /// Where a run waiting without an event log shows its open interrupt, per status
+    /// (`waiting-approval`, `waiting-input`): pointers into the run document, or a fixed
+    /// message and schema.
+    #[serde(default)]
+    pub interrupts: BTreeMap<String, super::follow::RawDocInterrupt>,
 }
 
 /// What templates may draw from beyond the call itself.

@@ -220,6 +220,8 @@ pub struct Mapping {
     pub status_rules: Vec<super::follow::StatusRule>,
     /// Where a created run's id and status monitor are.
     pub created: super::follow::Created,
+    /// Open interrupts read from the run document, per waiting status.
+    pub interrupts: Vec<super::follow::DocInterrupt>,
 }
 
 impl Default for Mapping {
@@ -722,6 +724,7 @@ impl RawHost {
             follow: super::follow::follow(&self.follow)?,
             status_rules: super::follow::status_rules(&self.status_rules)?,
             created: super::follow::created(&self.created)?,
+            interrupts: super::follow::interrupts(&self.interrupts)?,
         })
     }
 }

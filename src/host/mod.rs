@@ -25,7 +25,7 @@ pub(crate) use error::root_cause;
 pub use error::HostError;
 pub use events::EventStream;
 pub use fill::{allowed_headers, Missing, Vars};
-pub use poll::{retry_after, StatusRead};
+pub use poll::{doc_interrupt, retry_after, StatusRead};
 pub use types::*;
 
 /// Who is calling: the credential and trace context relayed from the MCP request.

@@ -6,11 +6,11 @@
 use std::time::Duration;
 
 use http::{header, HeaderMap, Uri};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::client::json_value;
 use super::fill::Vars;
-use super::{Caller, CreatedRun, HostClient, HostError, RunSnapshot, RunStatus};
+use super::{Caller, CreatedRun, HostClient, HostError, OpenInterrupt, RunSnapshot, RunStatus};
 use crate::config::{Mapping, Operation};
 
 /// One status read while following a run by polling.
@@ -80,6 +80,19 @@ impl HostClient {
             && port(scheme, auth) == port(&self.scheme, &self.authority)
     }
 
+    /// getRun as the host wrote it: the document `host.interrupts` reads a waiting run's
+    /// interrupt from.
+    pub async fn get_run_doc(&self, caller: &Caller, run_id: &str) -> Result<Value, HostError> {
+        let vars = Vars {
+            run_id: Some(run_id),
+            ..Vars::default()
+        };
+        self.send_json(Operation::GetRun, || {
+            self.request(Operation::GetRun, &vars, &[], Some(caller))
+        })
+        .await
+    }
+
     /// One status read: the status monitor verbatim when the create answer named one (no
     /// sidecar query appended), else getRun; with the answer's `Retry-After`.
     pub async fn read_status(
@@ -132,6 +145,59 @@ impl HostClient {
             .await?;
         read.ok_or_else(|| HostError::BadBody("the status read has no status".into()))
     }
+}
+
+/// The open interrupt of a waiting run read from its document (`host.interrupts`): `None`
+/// when the mapping says nothing for this status or the document has no interrupt yet.
+/// An approval becomes an `approval` interrupt (accept / reject), an input request one whose
+/// `resumeSchema` is the requested schema, so both are shown as the elicitations the event
+/// log's interrupts are (src/mcp/elicit.rs).
+pub fn doc_interrupt(doc: &Value, status: &RunStatus, m: &Mapping) -> Option<OpenInterrupt> {
+    let d = m.interrupts.iter().find(|d| &d.status == status)?;
+    let text = |p: &Option<String>| -> Option<String> {
+        match super::at(doc, p.as_deref()?)? {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        }
+    };
+    let id = match &d.id {
+        Some(_) => text(&d.id)?,
+        None => status.as_str().to_string(),
+    };
+    let node = text(&d.node).unwrap_or_else(|| id.clone());
+    let key = text(&d.key);
+    let message = text(&d.message).or_else(|| d.text.clone());
+    let schema = d
+        .schema
+        .as_deref()
+        .and_then(|p| super::at(doc, p))
+        .filter(|v| v.is_object())
+        .cloned()
+        .or_else(|| d.requested_schema.clone());
+    let (kind, payload) = if *status == RunStatus::WaitingApproval {
+        let title = message.unwrap_or_else(|| "Approval required".into());
+        (
+            "approval",
+            json!({ "kind": "approval", "data": { "title": title } }),
+        )
+    } else {
+        let mut p = json!({ "kind": "input" });
+        if let Some(s) = schema {
+            p["resumeSchema"] = s;
+        }
+        if let Some(msg) = message {
+            p["message"] = json!(msg);
+        }
+        ("input", p)
+    };
+    Some(OpenInterrupt {
+        interrupt_id: id,
+        node_id: node,
+        kind: kind.to_string(),
+        payload,
+        key,
+    })
 }
 
 /// `Retry-After` (RFC 9110 §10.2.3): delay-seconds or an HTTP-date; a date in the past is 0.

@@ -51,6 +51,9 @@ const AIP151: &str = "host:
     - { when: { field: /error/code, equals: 1 }, status: cancelled }
     - { when: { present: /error, field: /done, equals: true }, status: failed }
     - { when: { present: /response, field: /done, equals: true }, status: completed }
+  interrupts:
+    waiting-approval: { id: /metadata/approval/id, node: /metadata/approval/step, message: /metadata/approval/message }
+    waiting-input: { id: /metadata/inputRequest/id, node: /metadata/inputRequest/step, message: /metadata/inputRequest/message, schema: /metadata/inputRequest/schema }
   routes:
     listRuns: { path: /_devhost/faults }
     createRun: { path: '/v1/projects/acme/jobTypes/{tool}:run' }
@@ -66,6 +69,7 @@ tools:
     - { name: failure, workflowId: conformance-failure }
     - { name: cancellable, workflowId: conformance-cancellable }
     - { name: approval, workflowId: conformance-approval }
+    - { name: clarification, workflowId: conformance-clarification }
 mcp: { taskImmediateWindowMs: 0 }
 ";
 
@@ -282,18 +286,104 @@ async fn aip151_done_with_response_error_or_cancel_code_are_completed_failed_can
 }
 
 #[tokio::test]
-async fn aip151_an_operation_awaiting_approval_is_an_input_required_task() {
+async fn aip151_a_waiting_operation_is_an_input_required_task_with_its_request_from_the_document() {
     let env = env_flavor(Flavor::Aip151, AIP151).await;
+    // An approval: `metadata.approval` while `metadata.state` is AWAITING_APPROVAL.
     let id = tasked(&env, A, "approval", json!({})).await;
     let t = settled_task(&env, &id).await;
     assert_eq!(t["status"], "input_required", "{t}");
-    let _ = env
+    let requests = t["inputRequests"].as_object().expect("inputRequests");
+    assert_eq!(requests.len(), 1, "{t}");
+    let r = requests.values().next().unwrap();
+    assert_eq!(r["method"], "elicitation/create", "{t}");
+    assert!(
+        r["params"]["requestedSchema"]["properties"]["action"]["enum"]
+            .as_array()
+            .is_some_and(|a| a.contains(&json!("accept"))),
+        "an approval asks accept or reject: {t}"
+    );
+    cancel(&env, &id).await;
+
+    // An input request: `metadata.inputRequest` with its message and schema.
+    let id = tasked(&env, A, "clarification", json!({})).await;
+    let t = settled_task(&env, &id).await;
+    assert_eq!(t["status"], "input_required", "{t}");
+    let ops = operations(&env.host).await;
+    let op = ops
+        .iter()
+        .find(|o| o["metadata"]["inputRequest"].is_object())
+        .expect("an operation awaiting input");
+    let asked = &op["metadata"]["inputRequest"];
+    let r = &t["inputRequests"][asked["id"].as_str().unwrap()];
+    assert_eq!(r["params"]["message"], asked["message"], "{t}");
+    assert_eq!(
+        r["params"]["requestedSchema"]["properties"], asked["schema"]["properties"],
+        "{t}"
+    );
+    cancel(&env, &id).await;
+    env.shutdown().await;
+}
+
+async fn cancel(env: &Env, task_id: &str) {
+    let r = env
         .rpc(
             Some(A),
             "tasks/cancel",
-            json!({ "taskId": id }),
+            json!({ "taskId": task_id }),
             task_caps(),
         )
         .await;
+    assert!(r.body.get("result").is_some(), "{}", r.text);
+}
+
+#[tokio::test]
+async fn a_client_gone_before_the_answer_cancels_a_polled_job() {
+    // Ownership is the same under `follow: poll`: a disconnect before the answer is sent
+    // cancels the run (RFC 0198 §G.12).
+    let env = env_flavor(Flavor::Azure, AZURE).await;
+    let body = body_of(
+        1,
+        "tools/call",
+        json!({"name": "greeting", "arguments": {"name": "Cy", "delayMs": 30000}}),
+        json!({}),
+    );
+    let s = raw_post(&env, &body, "application/json", A).await;
+    let mut job = None;
+    for _ in 0..50 {
+        if let Some(r) = env.host.status_monitor_reads().first() {
+            job = Some(r.job.clone());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let job = job.expect("the job was created");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(s);
+    let mut status = String::new();
+    for _ in 0..50 {
+        let r: Value = env
+            .http
+            .get(format!(
+                "{}/jobs/{job}?api-version=2026-01-01",
+                env.host.base_url()
+            ))
+            .bearer_auth(A)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        status = r["status"].as_str().unwrap_or_default().to_string();
+        if status == "Canceled" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, "Canceled");
+    assert_eq!(
+        recorded(&env.host, "POST", &format!("/jobs/{job}/cancel")).len(),
+        1
+    );
     env.shutdown().await;
 }
