@@ -153,16 +153,18 @@ pub struct DocInterrupt {
 // The raw forms. Plain comments where the schema takes doc comments as descriptions.
 
 /// `host.follow`: `events` (the default) or `poll`, or the object form with the backoff.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(JsonSchema)]
 #[serde(untagged)]
+#[allow(dead_code, reason = "schema only: the value is read by `follow`")]
 pub enum RawFollow {
     #[schemars(with = "FollowMode")]
     Mode(String),
     Full(RawFollowFull),
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[allow(dead_code, reason = "schema only")]
 pub struct RawFollowFull {
     #[schemars(with = "FollowMode")]
     pub mode: String,
@@ -306,37 +308,53 @@ pub(super) fn interrupts(
         .collect()
 }
 
-pub(super) fn follow(raw: &Option<RawFollow>) -> Result<Follow, Err> {
+pub(super) fn follow(raw: &Option<Value>) -> Result<Follow, Err> {
     let what = "host.follow";
-    let mode = |m: &str| match m {
-        "events" => Ok(false),
-        "poll" => Ok(true),
-        other => Err((None, format!("{what}: '{other}' is not events or poll"))),
+    let form = "events, poll or {mode, initialIntervalMs, maxIntervalMs}";
+    let mode = |m: &Value| match m.as_str() {
+        Some("events") => Ok(false),
+        Some("poll") => Ok(true),
+        Some(other) => Err((None, format!("{what}: '{other}' is not events or poll"))),
+        None => Err((None, format!("{what}: {m} is not {form}"))),
     };
-    Ok(match raw {
-        None => Follow::default(),
-        Some(RawFollow::Mode(m)) => Follow {
-            poll: mode(m)?,
-            ..Follow::default()
-        },
-        Some(RawFollow::Full(f)) => {
-            let initial = f
-                .initial_interval_ms
-                .map_or(DEFAULT_INITIAL, Duration::from_millis);
-            let max = f.max_interval_ms.map_or(DEFAULT_MAX, Duration::from_millis);
-            if initial.is_zero() || max < initial {
-                return Err((
-                    None,
-                    format!("{what}: initialIntervalMs must be > 0 and <= maxIntervalMs"),
-                ));
-            }
-            Follow {
-                poll: mode(&f.mode)?,
-                initial,
-                max,
-            }
+    let o = match raw {
+        None => return Ok(Follow::default()),
+        Some(Value::Object(o)) => o,
+        Some(m) => {
+            return Ok(Follow {
+                poll: mode(m)?,
+                ..Follow::default()
+            })
         }
-    })
+    };
+    if let Some(k) = o
+        .keys()
+        .find(|k| !["mode", "initialIntervalMs", "maxIntervalMs"].contains(&k.as_str()))
+    {
+        return Err((None, format!("{what}: unknown key '{k}' (use {form})")));
+    }
+    let ms = |k: &str, default: Duration| match o.get(k) {
+        None => Ok(default),
+        Some(v) => v.as_u64().map(Duration::from_millis).ok_or_else(|| {
+            (
+                None,
+                format!("{what}.{k}: {v} is not a whole number of milliseconds"),
+            )
+        }),
+    };
+    let initial = ms("initialIntervalMs", DEFAULT_INITIAL)?;
+    let max = ms("maxIntervalMs", DEFAULT_MAX)?;
+    if initial.is_zero() || max < initial {
+        return Err((
+            None,
+            format!("{what}: initialIntervalMs must be > 0 and <= maxIntervalMs"),
+        ));
+    }
+    let poll = match o.get("mode") {
+        Some(m) => mode(m)?,
+        None => return Err((None, format!("{what}.mode: events or poll is required"))),
+    };
+    Ok(Follow { poll, initial, max })
 }
 
 pub(super) fn status_rules(raw: &[RawStatusRule]) -> Result<Vec<StatusRule>, Err> {
@@ -522,6 +540,10 @@ mod tests {
             e.contains("host.follow: 'sometimes' is not events or poll"),
             "{e}"
         );
+        let e = load("  follow: 5\n").unwrap_err();
+        assert!(e.contains("host.follow: 5 is not events, poll or"), "{e}");
+        let e = load("  follow: { mode: poll, every: 3 }\n").unwrap_err();
+        assert!(e.contains("unknown key 'every'"), "{e}");
         let e = load("  follow: { mode: poll, initialIntervalMs: 900, maxIntervalMs: 10 }\n")
             .unwrap_err();
         assert!(e.contains("initialIntervalMs"), "{e}");

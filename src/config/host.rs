@@ -49,7 +49,10 @@ pub struct RawHost {
     /// How a run is followed: `events` (the event stream, then the events poll; the
     /// default) or `poll` (the run, or the status monitor the create answer named, read no
     /// sooner than a backoff and the host's `Retry-After` allow).
-    pub follow: Option<super::follow::RawFollow>,
+    // Read by hand (`follow::follow`) so a mistake is named precisely, not as "no variant
+    // matched".
+    #[schemars(with = "Option<super::follow::RawFollow>")]
+    pub follow: Option<serde_json::Value>,
     /// Ordered predicates over the run document, each giving a status; the first that holds
     /// wins, then `statuses` maps the status field.
     #[serde(default)]
