@@ -59,6 +59,26 @@ pub struct RawHost {
     /// `/.well-known/openwop` through the sidecar gains the `mcp` family advertising the mount
     /// (default true, for OpenWOP hosts); false passes the host's document through untouched.
     pub augment_discovery: Option<bool>,
+    /// How a run is followed: `events` (the event stream, then the events poll; the
+    /// default) or `poll` (the run, or the status monitor the create answer named, read no
+    /// sooner than a backoff and the host's `Retry-After` allow).
+    // Read by hand (`follow::follow`) so a mistake is named precisely, not as "no variant
+    // matched".
+    #[schemars(with = "Option<super::follow::RawFollow>")]
+    pub follow: Option<serde_json::Value>,
+    /// Ordered predicates over the run document, each giving a status; the first that holds
+    /// wins, then `statuses` maps the status field.
+    #[serde(default)]
+    pub status_rules: Vec<super::follow::RawStatusRule>,
+    /// Where the created run's id is (the body, or a header URL), and the status monitor
+    /// header.
+    #[serde(default)]
+    pub created: super::follow::RawCreated,
+    /// Where a run waiting without an event log shows its open interrupt, per status
+    /// (`waiting-approval`, `waiting-input`): pointers into the run document, or a fixed
+    /// message and schema.
+    #[serde(default)]
+    pub interrupts: BTreeMap<String, super::follow::RawDocInterrupt>,
 }
 
 /// What templates may draw from beyond the call itself.

@@ -291,6 +291,14 @@ pub struct Mapping {
     /// Version header, credential probe, readiness route, discovery augmentation
     /// (src/config/wire.rs).
     pub wire: super::wire::HostWire,
+    /// How runs are followed (src/config/follow.rs).
+    pub follow: super::follow::Follow,
+    /// Status predicates, tried in order before `statuses`.
+    pub status_rules: Vec<super::follow::StatusRule>,
+    /// Where a created run's id and status monitor are.
+    pub created: super::follow::Created,
+    /// Open interrupts read from the run document, per waiting status.
+    pub interrupts: Vec<super::follow::DocInterrupt>,
 }
 
 impl Default for Mapping {
@@ -312,6 +320,17 @@ impl Mapping {
             .get(host_value)
             .cloned()
             .unwrap_or_else(|| RunStatus::Unknown(host_value.to_string()))
+    }
+
+    /// The status of a run document: the first `statusRules` predicate that holds, else the
+    /// status field through [`Mapping::status`]; `None` when neither says.
+    pub fn status_of(&self, doc: &Value) -> Option<RunStatus> {
+        if let Some(r) = self.status_rules.iter().find(|r| r.matches(doc)) {
+            return Some(r.status.clone());
+        }
+        crate::host::at(doc, &self.fields.status)
+            .and_then(Value::as_str)
+            .map(|s| self.status(s))
     }
 
     /// The host's status value for a canonical status (for list filters), if mapped.
@@ -838,6 +857,10 @@ impl RawHost {
             error_rules,
             idempotency,
             wire,
+            follow: super::follow::follow(&self.follow)?,
+            status_rules: super::follow::status_rules(&self.status_rules)?,
+            created: super::follow::created(&self.created)?,
+            interrupts: super::follow::interrupts(&self.interrupts)?,
         })
     }
 }

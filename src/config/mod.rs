@@ -8,6 +8,7 @@ pub mod auth;
 pub mod catalog;
 mod ctx;
 mod explain;
+pub mod follow;
 mod host;
 mod limits;
 mod listener;

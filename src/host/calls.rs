@@ -208,17 +208,29 @@ impl HostClient {
         create: &CreateRequest,
     ) -> Result<CreatedRun, HostError> {
         let vars = create.vars();
-        let v = self
-            .send_json(Operation::CreateRun, || {
-                let mut req = self.request(Operation::CreateRun, &vars, &[], Some(caller))?;
-                if let Some((k, v)) = &create.key {
-                    req.headers_mut().append(k.clone(), v.clone());
-                }
-                Ok(with_json(req, &create.body))
-            })
+        let op = Operation::CreateRun;
+        // The answer is read with its head: a `202 Accepted` may name the run only in a
+        // header URL, with an empty body, which `host.created` says is an answer, not a loss.
+        let created = self
+            .send_within_head(
+                op,
+                self.routes.get(op).timeout,
+                || {
+                    let mut req = self.request(op, &vars, &[], Some(caller))?;
+                    if let Some((k, v)) = &create.key {
+                        req.headers_mut().append(k.clone(), v.clone());
+                    }
+                    Ok(with_json(req, &create.body))
+                },
+                |h, b| Ok(self.created_of(h, &json_value(b)?)),
+            )
             .await?;
-        CreatedRun::from_json(&v, &self.mapping)
-            .ok_or_else(|| HostError::BadBody("createRun answer has no runId".into()))
+        created.ok_or_else(|| {
+            HostError::BadBody(match &self.mapping.created.id_header {
+                Some((h, _)) => format!("createRun answer has no run URL in {h}"),
+                None => "createRun answer has no runId".into(),
+            })
+        })
     }
 
     pub async fn get_run(&self, caller: &Caller, run_id: &str) -> Result<RunSnapshot, HostError> {
@@ -227,7 +239,15 @@ impl HostClient {
             ..Vars::default()
         };
         let op = Operation::GetRun;
-        let read = |b: &[u8]| RunSnapshot::from_slice(b, &self.mapping);
+        // Status predicates read the whole document; the one-pass reader knows only fields.
+        let rules = !self.mapping.status_rules.is_empty();
+        let read = |b: &[u8]| {
+            if rules {
+                Ok(RunSnapshot::from_json(json_value(b)?, &self.mapping))
+            } else {
+                RunSnapshot::from_slice(b, &self.mapping)
+            }
+        };
         self.send_within(
             op,
             self.routes.get(op).timeout,

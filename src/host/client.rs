@@ -46,8 +46,8 @@ pub struct HostClient {
     pub(super) max_event: usize,
     transport: Transport,
     base: Arc<str>,
-    scheme: Scheme,
-    authority: Authority,
+    pub(super) scheme: Scheme,
+    pub(super) authority: Authority,
     /// The path of `upstream.url` without its trailing `/`, prepended to every route path.
     prefix: Arc<str>,
     pub(super) routes: Arc<Routes>,
@@ -320,6 +320,19 @@ impl HostClient {
         build: impl Fn() -> Result<Request<Body>, BadTarget>,
         parse: impl Fn(&[u8]) -> Result<T, serde_json::Error>,
     ) -> Result<T, HostError> {
+        self.send_within_head(op, timeout, build, |_, b| parse(b))
+            .await
+    }
+
+    /// [`HostClient::send_within`] whose reader also sees the answer's headers (a createRun
+    /// answered `202` with the run in `Location`, a `Retry-After`).
+    pub(super) async fn send_within_head<T>(
+        &self,
+        op: Operation,
+        timeout: Duration,
+        build: impl Fn() -> Result<Request<Body>, BadTarget>,
+        parse: impl Fn(&HeaderMap, &[u8]) -> Result<T, serde_json::Error>,
+    ) -> Result<T, HostError> {
         let retry = self.routes.get(op).retry;
         let mut attempt = 0u32;
         loop {
@@ -329,7 +342,7 @@ impl HostClient {
                 // kB, and a blocked call or a listen keeps the futures that await host calls
                 // alive for the run's lifetime. Inline, that space is held at rest, once per
                 // open stream; boxed, only while an exchange is in flight (issue 9).
-                Ok(req) => Box::pin(self.once(req, timeout, &parse)).await,
+                Ok(req) => Box::pin(self.once_head(req, timeout, &parse)).await,
                 Err(e) => Err(e.into()),
             };
             let status = match &res {
@@ -366,6 +379,16 @@ impl HostClient {
         timeout: Duration,
         parse: impl Fn(&[u8]) -> Result<T, serde_json::Error>,
     ) -> Result<(StatusCode, T), HostError> {
+        self.once_head(req, timeout, |_, b| parse(b)).await
+    }
+
+    /// [`HostClient::once`] whose reader also sees the answer's headers.
+    pub(super) async fn once_head<T>(
+        &self,
+        req: Request<Body>,
+        timeout: Duration,
+        parse: impl Fn(&HeaderMap, &[u8]) -> Result<T, serde_json::Error>,
+    ) -> Result<(StatusCode, T), HostError> {
         tokio::time::timeout(timeout, self.exchange(req, parse))
             .await
             .unwrap_or(Err(HostError::Timeout))
@@ -374,7 +397,7 @@ impl HostClient {
     async fn exchange<T>(
         &self,
         req: Request<Body>,
-        parse: impl Fn(&[u8]) -> Result<T, serde_json::Error>,
+        parse: impl Fn(&HeaderMap, &[u8]) -> Result<T, serde_json::Error>,
     ) -> Result<(StatusCode, T), HostError> {
         let resp = self.send(req).await?;
         let (head, body) = resp.into_parts();
@@ -385,7 +408,7 @@ impl HostClient {
             .map_err(|e| HostError::BadBody(format!("the answer broke off: {}", root_cause(&e))))?
             .to_bytes();
         if head.status.is_success() {
-            let v = parse(&bytes).map_err(|e| HostError::BadBody(e.to_string()))?;
+            let v = parse(&head.headers, &bytes).map_err(|e| HostError::BadBody(e.to_string()))?;
             Ok((head.status, v))
         } else {
             Err(self.error_of(head.status, &head.headers, &bytes))

@@ -47,8 +47,13 @@ fn path_of(target: &str) -> &str {
     target.split('?').next().unwrap_or_default()
 }
 
-/// An absolute link's path and query when its origin is the upstream's.
-fn same_origin(scheme: &Scheme, authority: &Authority, link: &str) -> Result<String, String> {
+/// An absolute link's path and query when its origin is the upstream's (a catalog page's
+/// next link, a status monitor in src/host/poll.rs); a relative link is refused.
+pub(super) fn same_origin(
+    scheme: &Scheme,
+    authority: &Authority,
+    link: &str,
+) -> Result<String, String> {
     let uri: http::Uri = link
         .parse()
         .map_err(|_| format!("'{link}' is not a valid URL"))?;

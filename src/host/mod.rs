@@ -3,8 +3,11 @@
 //! under the caller's Subject; the sidecar never holds a service credential).
 //!
 //! `client.rs` builds and sends requests (transport, targets, retries, timeouts), `calls.rs`
-//! holds one method per route, `events.rs` reads a run's SSE event stream, `error.rs` says
-//! what a failed call means, `types.rs` parses the host's documents through the `Mapping`.
+//! holds one method per route, `events.rs` reads a run's SSE event stream, `poll.rs` reads a
+//! run without one (the create answer's headers, a status read paced by `Retry-After`),
+//! `link.rs` keeps a URL a host answer names (a next link, a status monitor) to the upstream's
+//! origin, `error.rs` says what a failed call means, `types.rs` parses the host's documents
+//! through the `Mapping`.
 
 mod calls;
 mod client;
@@ -13,6 +16,7 @@ mod events;
 pub mod fill;
 pub mod h2pool;
 mod link;
+mod poll;
 mod snapshot;
 mod types;
 
@@ -24,6 +28,7 @@ pub(crate) use error::root_cause;
 pub use error::HostError;
 pub use events::EventStream;
 pub use fill::{allowed_headers, Missing, Vars};
+pub use poll::{doc_interrupt, retry_after, StatusRead};
 pub use types::*;
 
 /// Who is calling: the credential and trace context relayed from the MCP request.

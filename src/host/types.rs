@@ -7,22 +7,38 @@ use crate::config::Mapping;
 use crate::wop::event::*;
 pub use crate::wop::RunStatus;
 
-/// A `201` from createRun.
+/// A `201` (or `202 Accepted`) from createRun.
 #[derive(Debug, Clone)]
 pub struct CreatedRun {
     pub run_id: String,
     pub status: RunStatus,
+    /// The status monitor URL a header named (`host.created.monitor`), same origin as the
+    /// upstream: `host.follow: poll` reads it verbatim.
+    pub monitor: Option<String>,
+    /// The answer's `Retry-After`: the first read waits that long, and a task's
+    /// `pollIntervalMs` follows it.
+    pub retry_after: Option<std::time::Duration>,
 }
 
 impl CreatedRun {
     pub fn from_json(v: &Value, m: &Mapping) -> Option<CreatedRun> {
         let run_id = Mapping::str_at(v, &m.fields.created_run_id)?;
+        CreatedRun::with_id(run_id, v, m)
+    }
+
+    /// The run named `run_id`, its status from the answer body when it has one.
+    pub fn with_id(run_id: &str, v: &Value, m: &Mapping) -> Option<CreatedRun> {
         // Bodies carry the bound form, but tolerate a host that projected it (§2.2).
         let run_id = crate::wire_id::unproject(run_id).ok()?;
         let status = Mapping::str_at(v, &m.fields.created_status)
             .map(|s| m.status(s))
             .unwrap_or(RunStatus::Pending);
-        Some(CreatedRun { run_id, status })
+        Some(CreatedRun {
+            run_id,
+            status,
+            monitor: None,
+            retry_after: None,
+        })
     }
 }
 
@@ -48,7 +64,7 @@ impl RunSnapshot {
         let s = |p: &str| str_at(&v, p).map(str::to_string);
         let run_id = crate::wire_id::unproject(str_at(&v, &f.run_id)?).ok()?;
         let workflow_id = s(&f.workflow_id).unwrap_or_default();
-        let status = m.status(str_at(&v, &f.status)?);
+        let status = m.status_of(&v)?;
         let current_node_id = s(&f.current_node_id);
         let started_at = s(&f.started_at);
         let completed_at = s(&f.completed_at);

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 
 use super::elicit::{input_request, Modes};
-use super::follow::{wait_settled, Progress};
+use super::follow::{wait_settled_via, Progress, Via};
 use super::mrtr::wire_keys;
 use super::project::{
     create_task_result, host_fault_error, is_host_fault, pending_result, shaped_result,
@@ -43,12 +43,13 @@ pub(super) async fn task_answer(
     tool: &ToolDef,
     run_id: &str,
     created: RunStatus,
+    via: &Via,
     mut guard: RunGuard,
 ) -> Response {
     let window = ctx.cfg.mcp.task_immediate_window;
     let mut seen = None;
     if !window.is_zero() && tool.task != TaskSupport::Must {
-        if let Ok((run, _)) = wait_settled(ctx, &req.caller, run_id, window, None).await {
+        if let Ok((run, _)) = wait_settled_via(ctx, &req.caller, run_id, via, window, None).await {
             if run.status.is_terminal() && !is_host_fault(&run) {
                 // Nothing left to own: the answer is the run's final result.
                 guard.release();
@@ -82,7 +83,7 @@ pub(super) async fn task_answer(
     let result = create_task_result(
         &run,
         &t,
-        ctx.cfg.tasks.poll_interval_ms,
+        via.poll_interval_ms(ctx.cfg.tasks.poll_interval_ms),
         &ctx.task_ids.issue(&req.caller, &run.run_id),
     );
     guarded_json(
@@ -112,15 +113,24 @@ pub(super) async fn blocking_answer(
     req: &McpRequest,
     tool: Arc<ToolDef>,
     args: Value,
-    run_id: String,
+    (run_id, via): (String, Via),
     round: u32,
     mut guard: RunGuard,
 ) -> Response {
     let progress_token = req.progress_token().filter(|_| req.accepts_sse());
     let json_window = ctx.cfg.mcp.json_answer_cap;
     if !req.accepts_sse() {
-        let msg =
-            settle_and_project(&ctx, req, &tool, &args, &run_id, round, json_window, None).await;
+        let msg = settle_and_project(
+            &ctx,
+            req,
+            &tool,
+            &args,
+            (&run_id, &via),
+            round,
+            json_window,
+            None,
+        )
+        .await;
         return json_answer(&ctx, req, &run_id, msg, guard);
     }
     let at_once = req.wants_sse() || progress_token.is_some();
@@ -132,6 +142,7 @@ pub(super) async fn blocking_answer(
     let progress = progress_token.map(|token| Progress::new(notes.clone(), token));
     let st = ctx.clone();
     let rid = run_id.clone();
+    let via2 = via.clone();
     let (tool2, args) = (tool.clone(), Arc::new(args));
     let args2 = args.clone();
     // One wait, bounded by the SSE cap, whichever mode ends up carrying its answer: the
@@ -144,7 +155,7 @@ pub(super) async fn blocking_answer(
                 &req_copy,
                 &tool2,
                 &args2,
-                &rid,
+                (&rid, &via2),
                 round,
                 cap,
                 progress.as_ref(),
@@ -174,7 +185,8 @@ pub(super) async fn blocking_answer(
     let Some(slot) = ctx.streams.clone().try_acquire_owned().ok() else {
         drop(follow);
         let wait = if at_once { json_window } else { Duration::ZERO };
-        let msg = settle_and_project(&ctx, req, &tool, &args, &run_id, round, wait, None).await;
+        let msg =
+            settle_and_project(&ctx, req, &tool, &args, (&run_id, &via), round, wait, None).await;
         return json_answer(&ctx, req, &run_id, msg, guard);
     };
     let metrics = ctx.metrics.clone();
@@ -227,12 +239,12 @@ async fn settle_and_project(
     req: &McpRequest,
     tool: &ToolDef,
     args: &Value,
-    run_id: &str,
+    (run_id, via): (&str, &Via),
     round: u32,
     cap: Duration,
     progress: Option<&Progress>,
 ) -> Projected {
-    let waited = wait_settled(ctx, &req.caller, run_id, cap, progress).await;
+    let waited = wait_settled_via(ctx, &req.caller, run_id, via, cap, progress).await;
     match waited {
         Err(e) => Projected {
             message: super::respond::envelope_error(&req.id, &e),

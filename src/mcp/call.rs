@@ -8,6 +8,7 @@ use serde_json::{json, Map, Value};
 
 use super::answer::{blocking_answer, task_answer};
 use super::create::{create_run, Created};
+use super::follow::Via;
 use super::method::Method;
 use super::mrtr::{answer_ahead, gather_arguments, retry};
 use super::respond::error_response;
@@ -119,7 +120,17 @@ async fn call_inner(ctx: Arc<McpContext>, req: &McpRequest) -> Result<Response, 
     tracing::debug!(run_id = %created.run_id, tool = %name, tasked, "run created");
 
     if tasked {
-        return Ok(task_answer(&ctx, req, &tool, &created.run_id, created.status, guard).await);
+        let via = Via::of(&created);
+        return Ok(task_answer(
+            &ctx,
+            req,
+            &tool,
+            &created.run_id,
+            created.status,
+            &via,
+            guard,
+        )
+        .await);
     }
     if round == 1 && tool.input_request_key == InputRequestKey::InterruptKey {
         if let Some(answers) = req.params.get("inputResponses").and_then(Value::as_object) {
@@ -127,7 +138,8 @@ async fn call_inner(ctx: Arc<McpContext>, req: &McpRequest) -> Result<Response, 
             answer_ahead(&ctx, req, &tool, &created.run_id, answers).await?;
         }
     }
-    Ok(blocking_answer(ctx, req, tool, sent, created.run_id, round, guard).await)
+    let via = Via::of(&created);
+    Ok(blocking_answer(ctx, req, tool, sent, (created.run_id, via), round, guard).await)
 }
 
 /// MCP 2026-07-28 Transports §Request headers `Mcp-Param-{Name}`: each argument the tool's schema marks with

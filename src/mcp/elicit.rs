@@ -156,7 +156,16 @@ pub fn input_request(
             let props = schema.get("properties").and_then(Value::as_object);
             let eligible =
                 props.is_some_and(|p| !p.is_empty() && p.values().all(form_eligible_property));
-            let message = format!("The run needs input ({})", i.kind);
+            // A message the host gave (an input request read from the run document,
+            // `host.interrupts`), else one naming the kind.
+            let message = i
+                .payload
+                .get("message")
+                .and_then(Value::as_str)
+                .map_or_else(
+                    || format!("The run needs input ({})", i.kind),
+                    str::to_string,
+                );
             if modes.form && eligible {
                 let required = schema
                     .get("required")

@@ -90,7 +90,56 @@ pub(super) async fn wait_settled(
     cap: Duration,
     progress: Option<&Progress>,
 ) -> Result<(RunSnapshot, Vec<RunEvent>), McpError> {
+    wait_settled_via(ctx, caller, run_id, &Via::default(), cap, progress).await
+}
+
+/// What the create answer said about following its run (`host.created`, `host.follow: poll`):
+/// the status monitor to read, and how long the host asked to wait before the first read.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Via {
+    pub monitor: Option<String>,
+    pub retry_after: Option<Duration>,
+}
+
+impl Via {
+    pub fn of(created: &crate::host::CreatedRun) -> Via {
+        Via {
+            monitor: created.monitor.clone(),
+            retry_after: created.retry_after,
+        }
+    }
+
+    /// The task's `pollIntervalMs`: the host's `Retry-After` when it gave one (a client
+    /// polling tasks/get sooner would only make the sidecar read sooner than asked).
+    pub fn poll_interval_ms(&self, configured: u64) -> u64 {
+        self.retry_after.map_or(configured, |d| {
+            u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+        })
+    }
+}
+
+/// [`wait_settled`] for a run the create answer told how to follow ([`Via`]). Under
+/// `host.follow: poll` the run (or its status monitor) is read, no sooner than the backoff
+/// and the host's `Retry-After` allow, until it settles or `cap` passes.
+pub(super) async fn wait_settled_via(
+    ctx: &McpContext,
+    caller: &Caller,
+    run_id: &str,
+    via: &Via,
+    cap: Duration,
+    progress: Option<&Progress>,
+) -> Result<(RunSnapshot, Vec<RunEvent>), McpError> {
     let deadline = Instant::now() + cap;
+    if ctx.host.mapping().follow.poll {
+        let last = follow_by_reading(ctx, caller, run_id, via, deadline).await?;
+        let run = match last {
+            Some(run) => run,
+            None => Box::pin(ctx.host.get_run(caller, run_id))
+                .await
+                .map_err(|e| McpError::from_host(&e))?,
+        };
+        return Ok((run, Vec::new()));
+    }
     let mut log = EventLog::default();
     let settled = if cap.is_zero() {
         false
@@ -242,5 +291,42 @@ async fn follow_poll(
                 }
             }
         }
+    }
+}
+
+/// `host.follow: poll`: reads the run's status (the status monitor verbatim when the create
+/// answer named one, else getRun) until it settles or the deadline passes. Each wait is the
+/// backoff's interval (doubling from `initialIntervalMs` to `maxIntervalMs`), never shorter
+/// than the host's last `Retry-After` (RFC 9110 §10.2.3; Azure REST API Guidelines,
+/// "Long-Running Operations": a client honours `Retry-After`); a wait that would end past
+/// the deadline is not followed by a read. Returns the last run read through getRun.
+async fn follow_by_reading(
+    ctx: &McpContext,
+    caller: &Caller,
+    run_id: &str,
+    via: &Via,
+    deadline: Instant,
+) -> Result<Option<RunSnapshot>, McpError> {
+    let f = &ctx.host.mapping().follow;
+    let mut backoff = f.initial;
+    let mut wait = via.retry_after.unwrap_or(Duration::ZERO);
+    let mut last = None;
+    loop {
+        let at = Instant::now() + wait;
+        if at > deadline || deadline <= Instant::now() {
+            tokio::time::sleep_until(deadline).await;
+            return Ok(last);
+        }
+        tokio::time::sleep_until(at).await;
+        let read = Box::pin(ctx.host.read_status(caller, run_id, via.monitor.as_deref()))
+            .await
+            .map_err(|e| McpError::from_host(&e))?;
+        let settled = read.status.settles_blocking_wait();
+        last = read.run;
+        if settled {
+            return Ok(last);
+        }
+        wait = f.next_wait(backoff, read.retry_after);
+        backoff = f.grow(backoff);
     }
 }

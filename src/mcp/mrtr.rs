@@ -322,7 +322,10 @@ pub(super) async fn retry(
     if tasked {
         let now = ctx.host.get_run(&req.caller, &claims.r).await.ok();
         if now.as_ref().is_some_and(|r| !r.status.is_terminal()) {
-            return Ok(task_answer(&ctx, req, tool, &claims.r, RunStatus::Running, guard).await);
+            let via = super::follow::Via::default();
+            return Ok(
+                task_answer(&ctx, req, tool, &claims.r, RunStatus::Running, &via, guard).await,
+            );
         }
     }
     Ok(blocking_answer(
@@ -330,7 +333,7 @@ pub(super) async fn retry(
         req,
         tool.clone(),
         args.clone(),
-        claims.r.clone(),
+        (claims.r.clone(), super::follow::Via::default()),
         claims.k + 1,
         guard,
     )

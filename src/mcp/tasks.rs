@@ -65,6 +65,24 @@ async fn interrupts_of(
     req: &McpRequest,
     run: &RunSnapshot,
 ) -> Result<(Vec<OpenInterrupt>, Option<String>), McpError> {
+    let m = ctx.host.mapping();
+    if m.follow.poll {
+        // `host.follow: poll`: the host has no event log; the open interrupt is read from the
+        // run document where `host.interrupts` says it is (issue 19), else the task is shown
+        // by its status alone rather than failing the read.
+        if !m.interrupts.iter().any(|d| d.status == run.status) {
+            return Ok((Vec::new(), None));
+        }
+        let doc = ctx
+            .host
+            .get_run_doc(&req.caller, &run.run_id)
+            .await
+            .map_err(|e| McpError::from_host_task_read(&e))?;
+        // The document is newer than `run`: its own status says what is open now.
+        let status = m.status_of(&doc).unwrap_or_else(|| run.status.clone());
+        let open = crate::host::doc_interrupt(&doc, &status, m);
+        return Ok((open.into_iter().collect(), None));
+    }
     let page = ctx
         .host
         .poll_events(&req.caller, &run.run_id, None, 1)

@@ -13,6 +13,7 @@ mod cli;
 mod discovery;
 mod envelope;
 mod faults;
+mod follow;
 mod host_origin;
 mod host_wire;
 mod http2;

@@ -15,7 +15,7 @@ use tokio::io::AsyncWriteExt;
 
 use crate::support::*;
 
-async fn devhost(flavor: Flavor) -> openwop_devhost::DevHost {
+pub(crate) async fn devhost(flavor: Flavor) -> openwop_devhost::DevHost {
     let cfg = DevHostConfig {
         sse_keepalive: Duration::from_millis(500),
         flavor,
@@ -40,7 +40,7 @@ async fn env_yaml(yaml: &str) -> Env {
 }
 
 /// The real sidecar in front of a devhost of `flavor`, configured by `yaml`.
-async fn env_flavor(flavor: Flavor, yaml: &str) -> Env {
+pub(crate) async fn env_flavor(flavor: Flavor, yaml: &str) -> Env {
     let host = devhost(flavor).await;
     let mut cfg = config(yaml, &host);
     cfg.mcp.sse_keepalive = Duration::from_millis(200);
@@ -57,21 +57,21 @@ async fn env_flavor(flavor: Flavor, yaml: &str) -> Env {
 }
 
 /// The sidecar's host client alone, configured by `yaml`, in front of `host`.
-fn client(yaml: &str, host: &openwop_devhost::DevHost) -> HostClient {
+pub(crate) fn client(yaml: &str, host: &openwop_devhost::DevHost) -> HostClient {
     let cfg = config(yaml, host);
     let proxy = openwop_mcp_sidecar::passthrough::Passthrough::new(&cfg).unwrap();
     let metrics = openwop_mcp_sidecar::telemetry::Metrics::new();
     HostClient::new(&cfg, metrics, proxy.client().clone()).unwrap()
 }
 
-fn caller(key: &str) -> Caller {
+pub(crate) fn caller(key: &str) -> Caller {
     Caller {
         authorization: Some(format!("Bearer {key}").parse().unwrap()),
         ..Caller::default()
     }
 }
 
-fn recorded(
+pub(crate) fn recorded(
     host: &openwop_devhost::DevHost,
     method: &str,
     path_end: &str,
@@ -174,7 +174,7 @@ async fn settled(host: &openwop_devhost::DevHost) -> Vec<Value> {
     ops
 }
 
-async fn operations(host: &openwop_devhost::DevHost) -> Vec<Value> {
+pub(crate) async fn operations(host: &openwop_devhost::DevHost) -> Vec<Value> {
     let r = reqwest::Client::builder()
         .no_proxy()
         .build()

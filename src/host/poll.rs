@@ -1,0 +1,226 @@
+//! Reading a run without an event log (issue 19, `host.follow: poll`): the created run from
+//! the create answer's headers (`host.created`: the id in a `Location`-style URL, a status
+//! monitor in `Operation-Location`), and one status read of the run or its status monitor
+//! with the host's `Retry-After` (RFC 9110 §10.2.3), which paces the next read.
+
+use std::time::Duration;
+
+use http::{header, HeaderMap};
+use serde_json::{json, Value};
+
+use super::client::json_value;
+use super::fill::Vars;
+use super::{Caller, CreatedRun, HostClient, HostError, OpenInterrupt, RunSnapshot, RunStatus};
+use crate::config::{Mapping, Operation};
+
+/// One status read while following a run by polling.
+#[derive(Debug)]
+pub struct StatusRead {
+    pub status: RunStatus,
+    /// The run itself when getRun was read (`None` for a status monitor).
+    pub run: Option<RunSnapshot>,
+    /// How long the host asked to be left alone before the next read.
+    pub retry_after: Option<Duration>,
+}
+
+impl HostClient {
+    /// The created run of a 2xx createRun answer: the id from the body or, under
+    /// `host.created.idFrom: header`, from the header's URL (a `202` with an empty body
+    /// names its run there); the status monitor a header names, when it is on the upstream's
+    /// origin (the read carries the caller's credential: never to another origin).
+    pub(super) fn created_of(&self, h: &HeaderMap, body: &Value) -> Option<CreatedRun> {
+        let m: &Mapping = &self.mapping;
+        let mut c = match &m.created.id_header {
+            None => CreatedRun::from_json(body, m)?,
+            Some((name, pattern)) => {
+                let url = h.get(name)?.to_str().ok()?;
+                CreatedRun::with_id(&pattern.id_of(url)?, body, m)?
+            }
+        };
+        c.monitor = m
+            .created
+            .monitor
+            .as_ref()
+            .and_then(|n| h.get(n))
+            .and_then(|u| u.to_str().ok())
+            .and_then(|u| match self.monitor_target(u) {
+                Ok(_) => Some(u.to_string()),
+                Err(why) => {
+                    tracing::warn!(
+                        monitor = %u,
+                        "the create answer's status monitor is not followed ({why}; it would \
+                         carry the caller's credential); getRun is read instead"
+                    );
+                    None
+                }
+            });
+        c.retry_after = retry_after(h);
+        Some(c)
+    }
+
+    /// The request target (path and query, as written) of an absolute status monitor URL
+    /// when it is on the upstream's origin (RFC 6454 §4: scheme, host and port, no userinfo),
+    /// by the same check a catalog page's next link passes (src/host/link.rs); a relative
+    /// or foreign URL is refused with the reason.
+    pub(super) fn monitor_target(&self, url: &str) -> Result<String, String> {
+        // A fragment is the client's own (RFC 3986 §3.5), never sent, as for a next link.
+        let url = url.split('#').next().unwrap_or_default();
+        super::link::same_origin(&self.scheme, &self.authority, url)
+    }
+
+    /// getRun as the host wrote it: the document `host.interrupts` reads a waiting run's
+    /// interrupt from.
+    pub async fn get_run_doc(&self, caller: &Caller, run_id: &str) -> Result<Value, HostError> {
+        let vars = Vars {
+            run_id: Some(run_id),
+            ..Vars::default()
+        };
+        self.send_json(Operation::GetRun, || {
+            self.request(Operation::GetRun, &vars, &[], Some(caller))
+        })
+        .await
+    }
+
+    /// One status read: the status monitor verbatim when the create answer named one (no
+    /// sidecar query appended) and it is on the upstream's origin, else getRun; with the
+    /// answer's `Retry-After`.
+    pub async fn read_status(
+        &self,
+        caller: &Caller,
+        run_id: &str,
+        monitor: Option<&str>,
+    ) -> Result<StatusRead, HostError> {
+        let vars = Vars {
+            run_id: Some(run_id),
+            ..Vars::default()
+        };
+        let op = Operation::GetRun;
+        let monitor = monitor.and_then(|u| self.monitor_target(u).ok());
+        let m = &self.mapping;
+        let read = self
+            .send_within_head(
+                op,
+                self.routes.get(op).timeout,
+                || match &monitor {
+                    Some(t) => self.request_to(op, t.clone(), &vars, Some(caller)),
+                    None => self.request(op, &vars, &[], Some(caller)),
+                },
+                |h, b| {
+                    let v = json_value(b)?;
+                    let retry_after = retry_after(h);
+                    Ok(if monitor.is_some() {
+                        m.status_of(&v).map(|status| StatusRead {
+                            status,
+                            run: None,
+                            retry_after,
+                        })
+                    } else {
+                        RunSnapshot::from_json(v, m).map(|run| StatusRead {
+                            status: run.status.clone(),
+                            run: Some(run),
+                            retry_after,
+                        })
+                    })
+                },
+            )
+            .await?;
+        read.ok_or_else(|| HostError::BadBody("the status read has no status".into()))
+    }
+}
+
+/// The open interrupt of a waiting run read from its document (`host.interrupts`): `None`
+/// when the mapping says nothing for this status or the document has no interrupt yet.
+/// An approval becomes an `approval` interrupt (accept / reject), an input request one whose
+/// `resumeSchema` is the requested schema, so both are shown as the elicitations the event
+/// log's interrupts are (src/mcp/elicit.rs).
+pub fn doc_interrupt(doc: &Value, status: &RunStatus, m: &Mapping) -> Option<OpenInterrupt> {
+    let d = m.interrupts.iter().find(|d| &d.status == status)?;
+    let text = |p: &Option<String>| -> Option<String> {
+        match super::at(doc, p.as_deref()?)? {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        }
+    };
+    let id = match &d.id {
+        Some(_) => text(&d.id)?,
+        None => status.as_str().to_string(),
+    };
+    let node = text(&d.node).unwrap_or_else(|| id.clone());
+    let key = text(&d.key);
+    let message = text(&d.message).or_else(|| d.text.clone());
+    let schema = d
+        .schema
+        .as_deref()
+        .and_then(|p| super::at(doc, p))
+        .filter(|v| v.is_object())
+        .cloned()
+        .or_else(|| d.requested_schema.clone());
+    let (kind, payload) = if *status == RunStatus::WaitingApproval {
+        let title = message.unwrap_or_else(|| "Approval required".into());
+        (
+            "approval",
+            json!({ "kind": "approval", "data": { "title": title } }),
+        )
+    } else {
+        let mut p = json!({ "kind": "input" });
+        if let Some(s) = schema {
+            p["resumeSchema"] = s;
+        }
+        if let Some(msg) = message {
+            p["message"] = json!(msg);
+        }
+        ("input", p)
+    };
+    Some(OpenInterrupt {
+        interrupt_id: id,
+        node_id: node,
+        kind: kind.to_string(),
+        payload,
+        key,
+    })
+}
+
+/// `Retry-After` (RFC 9110 §10.2.3): delay-seconds or an HTTP-date; a date in the past is 0.
+pub fn retry_after(h: &HeaderMap) -> Option<Duration> {
+    let v = h.get(header::RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(s) = v.parse::<u64>() {
+        return Some(Duration::from_secs(s));
+    }
+    let at = time::OffsetDateTime::parse(v, &time::format_description::well_known::Rfc2822).ok()?;
+    let left = at - time::OffsetDateTime::now_utc();
+    Some(Duration::try_from(left).unwrap_or(Duration::ZERO))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(v: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::RETRY_AFTER, v.parse().unwrap());
+        h
+    }
+
+    #[test]
+    fn retry_after_is_seconds_or_an_http_date() {
+        assert_eq!(retry_after(&with("2")), Some(Duration::from_secs(2)));
+        assert_eq!(retry_after(&with("0")), Some(Duration::ZERO));
+        assert_eq!(
+            retry_after(&with("Sun, 06 Nov 1994 08:49:37 GMT")),
+            Some(Duration::ZERO),
+            "a past date"
+        );
+        let later = time::OffsetDateTime::now_utc() + time::Duration::seconds(30);
+        let text = later
+            .format(&time::format_description::well_known::Rfc2822)
+            .unwrap();
+        let got = retry_after(&with(&text)).unwrap();
+        assert!(
+            got > Duration::from_secs(25) && got <= Duration::from_secs(30),
+            "{got:?}"
+        );
+        assert_eq!(retry_after(&with("soon")), None);
+        assert_eq!(retry_after(&HeaderMap::new()), None);
+    }
+}

@@ -1,0 +1,389 @@
+//! Issue 19: following a run without an event log (`host.follow: poll`), status from
+//! predicates over the run document (`host.statusRules`), and a created run named only by a
+//! header of a `202 Accepted` (`host.created`), against the devhost's Azure-style and
+//! AIP-151 flavours (devhost/src/azure.rs, devhost/src/aip151.rs), which have no event log.
+
+use std::time::Duration;
+
+use openwop_devhost::Flavor;
+use openwop_mcp_sidecar::host::RunStatus;
+use serde_json::{json, Value};
+
+use crate::support::*;
+use crate::templates::{caller, client, devhost, env_flavor, operations, recorded};
+
+/// The Azure-style mapping: `POST /jobs` answers `202` with an empty body, the job in
+/// `Location` and its status monitor in `Operation-Location`; `Operation-Id` dedupes a
+/// repeated create; an approval is `pendingApproval` while the status says `Running`.
+const AZURE: &str = "host:
+  follow: poll
+  created: { idFrom: header, header: Location, idPattern: '/jobs/{id}', monitor: Operation-Location }
+  idempotency: { header: Operation-Id }
+  fields: { runId: /name, workflowId: /jobType, variables: /result, error: /error, errorCode: /error/code, errorMessage: /error/message }
+  statuses: { NotStarted: pending, Running: running, Canceling: cancelling, Succeeded: completed, Failed: failed, Canceled: cancelled }
+  statusRules:
+    - { when: { present: /pendingApproval }, status: waiting-approval }
+    - { when: { present: /properties/pendingApproval }, status: waiting-approval }
+  routes:
+    listRuns: { path: '/jobTypes?api-version=2026-01-01' }
+    createRun: { path: '/jobs?api-version=2026-01-01' }
+    getRun: { path: '/jobs/{runId}?api-version=2026-01-01' }
+    cancelRun: { path: '/jobs/{runId}/cancel?api-version=2026-01-01' }
+  bodies:
+    createRun: { jobType: '{tool}', parameters: '{arguments}' }
+tools:
+  source: static
+  static:
+    - { name: greeting, workflowId: structured-greeting }
+";
+
+/// The AIP-151 mapping: the operation is the run; `done` with `error` or `response` says how
+/// it ended, and the terminal `metadata.state` names are deliberately left unmapped, so only
+/// the predicates can say it. listRuns points at the devhost's fault switches because the
+/// static catalog's credential probe sends `limit=1`, which this strict host refuses.
+const AIP151: &str = "host:
+  ids: { path: raw }
+  follow: { mode: poll, initialIntervalMs: 50, maxIntervalMs: 400 }
+  idempotency: { bodyField: /requestId }
+  fields: { createdRunId: /name, createdStatus: /metadata/state, runId: /name, workflowId: /metadata/jobType, status: /metadata/state, variables: /response/result, error: /error }
+  statuses: { PENDING: pending, RUNNING: running, AWAITING_APPROVAL: waiting-approval, AWAITING_INPUT: waiting-input, CANCELLING: cancelling }
+  statusRules:
+    - { when: { field: /error/code, equals: 1 }, status: cancelled }
+    - { when: { present: /error, field: /done, equals: true }, status: failed }
+    - { when: { present: /response, field: /done, equals: true }, status: completed }
+  interrupts:
+    waiting-approval: { id: /metadata/approval/id, node: /metadata/approval/step, message: /metadata/approval/message }
+    waiting-input: { id: /metadata/inputRequest/id, node: /metadata/inputRequest/step, message: /metadata/inputRequest/message, schema: /metadata/inputRequest/schema }
+  routes:
+    listRuns: { path: /_devhost/faults }
+    createRun: { path: '/v1/projects/acme/jobTypes/{tool}:run' }
+    getRun: { path: '/v1/{runId}' }
+    cancelRun: { path: '/v1/{runId}:cancel' }
+  bodies:
+    createRun: { parameters: '{arguments}' }
+    cancelRun: {}
+tools:
+  source: static
+  static:
+    - { name: noop, workflowId: conformance-noop }
+    - { name: failure, workflowId: conformance-failure }
+    - { name: cancellable, workflowId: conformance-cancellable }
+    - { name: approval, workflowId: conformance-approval }
+    - { name: clarification, workflowId: conformance-clarification }
+mcp: { taskImmediateWindowMs: 0 }
+";
+
+fn text_of(r: &Rpc) -> String {
+    r.result()["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test]
+async fn a_blocking_call_follows_a_202_job_by_its_status_monitor_never_sooner_than_retry_after() {
+    let env = env_flavor(Flavor::Azure, AZURE).await;
+    env.host.clear_status_monitor_reads();
+    let started = std::time::Instant::now();
+    let r = env
+        .call(
+            A,
+            "greeting",
+            json!({"name": "Ada", "delayMs": 3000}),
+            json!({}),
+        )
+        .await;
+    let took = started.elapsed();
+    assert!(text_of(&r).contains("Hello, Ada!"), "{}", r.text);
+    assert!(took >= Duration::from_secs(3), "{took:?}");
+
+    // The 202 carried no body: the job came from `Location`, and the create was not taken
+    // for a lost answer (no replay, one job).
+    let posts = recorded(&env.host, "POST", "/jobs");
+    assert_eq!(posts.len(), 1, "createRun sent once");
+    let reads = env.host.status_monitor_reads();
+    assert_eq!(reads.len(), 1, "one job: {reads:?}");
+    let job = &reads[0];
+    // Retry-After is 1 s: a 3 s job is read about three times, none sooner than asked.
+    assert_eq!(job.early_reads(), 0, "{job:?}");
+    assert!(
+        (2..=5).contains(&job.reads.len()),
+        "{} reads of a 3 s job: {job:?}",
+        job.reads.len()
+    );
+    assert_eq!(job.reads.last().unwrap().status, "Succeeded");
+    // The monitor URL is read verbatim: its one api-version, nothing appended.
+    let monitor = recorded(
+        &env.host,
+        "GET",
+        &format!("/operations/{}", job.operation_id),
+    );
+    assert!(monitor
+        .iter()
+        .all(|q| q.query.as_deref() == Some("api-version=2026-01-01")));
+    // No event log was asked for.
+    assert!(env
+        .host
+        .requests()
+        .iter()
+        .all(|q| !q.path.contains("/events")));
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_tasked_call_takes_its_poll_interval_from_retry_after() {
+    let env = env_flavor(Flavor::Azure, AZURE).await;
+    let r = env
+        .call(
+            A,
+            "greeting",
+            json!({"name": "Bo", "delayMs": 20000}),
+            task_caps(),
+        )
+        .await;
+    assert_eq!(r.result()["resultType"], "task", "{}", r.text);
+    assert_eq!(r.result()["pollIntervalMs"], 1000, "{}", r.text);
+    assert_eq!(r.result()["status"], "working", "{}", r.text);
+    assert_eq!(recorded(&env.host, "POST", "/jobs").len(), 1);
+    let reads = env.host.status_monitor_reads();
+    assert_eq!(reads.len(), 1);
+    assert_eq!(reads[0].early_reads(), 0, "{:?}", reads[0]);
+    let job = r.result()["taskId"].as_str().unwrap().to_string();
+    let _ = env
+        .http
+        .post(format!(
+            "{}/jobs/{job}/cancel?api-version=2026-01-01",
+            env.host.base_url()
+        ))
+        .bearer_auth(A)
+        .json(&json!({}))
+        .send()
+        .await;
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_pending_approval_while_running_reads_as_waiting_approval() {
+    let host = devhost(Flavor::Azure).await;
+    let c = client(AZURE, &host);
+    let who = caller(A);
+    let create = c
+        .prepare_create(
+            &who,
+            "conformance-approval",
+            &json!({}),
+            &[],
+            "3f2a1b0c-9d8e-4f7a-8b6c-5d4e3f2a1b0c",
+        )
+        .unwrap();
+    let created = c.create_run(&who, &create).await.expect("202 is an answer");
+    assert!(created.run_id.starts_with("job-"), "{created:?}");
+    assert_eq!(created.retry_after, Some(Duration::from_secs(1)));
+    let monitor = created.monitor.clone().expect("Operation-Location");
+    assert!(monitor.starts_with(&host.base_url()));
+    let mut status = RunStatus::Pending;
+    for _ in 0..50 {
+        status = c.get_run(&who, &created.run_id).await.unwrap().status;
+        if status != RunStatus::Pending && status != RunStatus::Running {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, RunStatus::WaitingApproval, "the job says Running");
+    let read = c
+        .read_status(&who, &created.run_id, Some(&monitor))
+        .await
+        .unwrap();
+    assert_eq!(read.status, RunStatus::WaitingApproval, "the monitor too");
+    assert_eq!(read.retry_after, Some(Duration::from_secs(1)));
+    host.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_status_monitor_on_another_origin_is_never_read() {
+    let host = devhost(Flavor::Azure).await;
+    let c = client(AZURE, &host);
+    let who = caller(A);
+    let e = c
+        .read_status(&who, "job-nothere", Some("http://127.0.0.2:9/operations/x"))
+        .await
+        .unwrap_err();
+    // getRun of the (missing) job was read instead; nothing went to the other origin.
+    assert_eq!(e.status().map(|s| s.as_u16()), Some(404), "{e:?}");
+    assert_eq!(recorded(&host, "GET", "/jobs/job-nothere").len(), 1);
+    host.shutdown().await;
+}
+
+async fn task_status(env: &Env, task_id: &str) -> Value {
+    let r = env
+        .rpc(
+            Some(A),
+            "tasks/get",
+            json!({ "taskId": task_id }),
+            task_caps(),
+        )
+        .await;
+    assert!(r.body.get("result").is_some(), "{}", r.text);
+    r.result().clone()
+}
+
+async fn settled_task(env: &Env, task_id: &str) -> Value {
+    let mut t = Value::Null;
+    for _ in 0..60 {
+        t = task_status(env, task_id).await;
+        if t["status"] != "working" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    t
+}
+
+#[tokio::test]
+async fn aip151_done_with_response_error_or_cancel_code_are_completed_failed_cancelled() {
+    let env = env_flavor(Flavor::Aip151, AIP151).await;
+    // Blocking calls: followed by reading the operation, no event log.
+    let r = env.call(A, "noop", json!({}), json!({})).await;
+    assert!(r.body.get("result").is_some(), "{}", r.text);
+    assert_ne!(r.result()["isError"], true, "{}", r.text);
+    let r = env.call(A, "failure", json!({}), json!({})).await;
+    assert!(
+        r.result()["isError"] == true || r.error_code().is_some(),
+        "a failed run: {}",
+        r.text
+    );
+
+    // Tasks: the operation name `operations/op-…` is the taskId's run id.
+    let done = tasked(&env, A, "cancellable", json!({"delayMs": 300})).await;
+    let t = settled_task(&env, &done).await;
+    assert_eq!(t["status"], "completed", "{t}");
+    assert!(t.to_string().contains(r#"\"status\":\"completed\""#), "{t}");
+    // ext-tasks: a failed run is a completed task whose result is an error.
+    let failed = tasked(&env, A, "failure", json!({})).await;
+    let t = settled_task(&env, &failed).await;
+    assert_eq!(t["status"], "completed", "{t}");
+    assert!(t.to_string().contains(r#"\"status\":\"failed\""#), "{t}");
+    let long = tasked(&env, A, "cancellable", json!({"delayMs": 30000})).await;
+    assert_eq!(task_status(&env, &long).await["status"], "working");
+    let r = env
+        .rpc(
+            Some(A),
+            "tasks/cancel",
+            json!({ "taskId": long }),
+            task_caps(),
+        )
+        .await;
+    assert!(r.body.get("result").is_some(), "{}", r.text);
+    assert_eq!(settled_task(&env, &long).await["status"], "cancelled");
+    let ops = operations(&env.host).await;
+    assert!(ops.iter().any(|o| o["error"]["code"] == 1), "{ops:?}");
+    assert!(env
+        .host
+        .requests()
+        .iter()
+        .all(|q| !q.path.contains("/events")));
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn aip151_a_waiting_operation_is_an_input_required_task_with_its_request_from_the_document() {
+    let env = env_flavor(Flavor::Aip151, AIP151).await;
+    // An approval: `metadata.approval` while `metadata.state` is AWAITING_APPROVAL.
+    let id = tasked(&env, A, "approval", json!({})).await;
+    let t = settled_task(&env, &id).await;
+    assert_eq!(t["status"], "input_required", "{t}");
+    let requests = t["inputRequests"].as_object().expect("inputRequests");
+    assert_eq!(requests.len(), 1, "{t}");
+    let r = requests.values().next().unwrap();
+    assert_eq!(r["method"], "elicitation/create", "{t}");
+    assert!(
+        r["params"]["requestedSchema"]["properties"]["action"]["enum"]
+            .as_array()
+            .is_some_and(|a| a.contains(&json!("accept"))),
+        "an approval asks accept or reject: {t}"
+    );
+    cancel(&env, &id).await;
+
+    // An input request: `metadata.inputRequest` with its message and schema.
+    let id = tasked(&env, A, "clarification", json!({})).await;
+    let t = settled_task(&env, &id).await;
+    assert_eq!(t["status"], "input_required", "{t}");
+    let ops = operations(&env.host).await;
+    let op = ops
+        .iter()
+        .find(|o| o["metadata"]["inputRequest"].is_object())
+        .expect("an operation awaiting input");
+    let asked = &op["metadata"]["inputRequest"];
+    let r = &t["inputRequests"][asked["id"].as_str().unwrap()];
+    assert_eq!(r["params"]["message"], asked["message"], "{t}");
+    assert_eq!(
+        r["params"]["requestedSchema"]["properties"], asked["schema"]["properties"],
+        "{t}"
+    );
+    cancel(&env, &id).await;
+    env.shutdown().await;
+}
+
+async fn cancel(env: &Env, task_id: &str) {
+    let r = env
+        .rpc(
+            Some(A),
+            "tasks/cancel",
+            json!({ "taskId": task_id }),
+            task_caps(),
+        )
+        .await;
+    assert!(r.body.get("result").is_some(), "{}", r.text);
+}
+
+#[tokio::test]
+async fn a_client_gone_before_the_answer_cancels_a_polled_job() {
+    // Ownership is the same under `follow: poll`: a disconnect before the answer is sent
+    // cancels the run (RFC 0198 §G.12).
+    let env = env_flavor(Flavor::Azure, AZURE).await;
+    let body = body_of(
+        1,
+        "tools/call",
+        json!({"name": "greeting", "arguments": {"name": "Cy", "delayMs": 30000}}),
+        json!({}),
+    );
+    let s = raw_post(&env, &body, "application/json", A).await;
+    let mut job = None;
+    for _ in 0..50 {
+        if let Some(r) = env.host.status_monitor_reads().first() {
+            job = Some(r.job.clone());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let job = job.expect("the job was created");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(s);
+    let mut status = String::new();
+    for _ in 0..50 {
+        let r: Value = env
+            .http
+            .get(format!(
+                "{}/jobs/{job}?api-version=2026-01-01",
+                env.host.base_url()
+            ))
+            .bearer_auth(A)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        status = r["status"].as_str().unwrap_or_default().to_string();
+        if status == "Canceled" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, "Canceled");
+    assert_eq!(
+        recorded(&env.host, "POST", &format!("/jobs/{job}/cancel")).len(),
+        1
+    );
+    env.shutdown().await;
+}
