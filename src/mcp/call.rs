@@ -48,15 +48,7 @@ async fn call_inner(ctx: Arc<McpContext>, req: &McpRequest) -> Result<Response, 
     };
     // SEP-2322: `inputResponses`, when present, is a map of key → response; anything else
     // (null, a number) is a protocol error, answered before any run exists.
-    if req
-        .params
-        .get("inputResponses")
-        .is_some_and(|r| !r.is_object())
-    {
-        return Err(McpError::InvalidParams(
-            "Invalid params: inputResponses must be an object".into(),
-        ));
-    }
+    super::params::input_responses(&req.params)?;
     let tools = ctx.tools.tools_for(&ctx, &req.caller).await?;
     let tool = tools
         .by_name

@@ -223,13 +223,7 @@ pub(super) async fn retry(
     let claims = keys
         .verify(token, &req.caller, &tool.name, args)
         .map_err(|r| McpError::InvalidParams(r.message()))?;
-    let responses = req
-        .params
-        .get("inputResponses")
-        .and_then(Value::as_object)
-        .ok_or_else(|| {
-            McpError::InvalidParams("Invalid params: inputResponses must be an object".into())
-        })?;
+    let responses = super::params::required_input_responses(&req.params)?;
     let refused = |why: &str| McpError::InvalidParams(format!("requestState refused: {why}"));
     let run = ctx
         .host

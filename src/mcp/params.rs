@@ -56,7 +56,7 @@ pub fn check(method: Method, params: &Map<String, Value>) -> Result<(), McpError
             optional(params, "arguments", "an object", Value::is_object)?;
             // `requestState` of the wrong type is the retry's own refusal ("requestState
             // refused: not a string"), in its documented order.
-            input_responses(params)
+            input_responses(params).map(|_| ())
         }
         Method::TasksGet | Method::TasksCancel => task_id(params),
         // ext-tasks `tasks/update`: a key that names no outstanding request is ignored
@@ -65,14 +65,9 @@ pub fn check(method: Method, params: &Map<String, Value>) -> Result<(), McpError
         // outstanding key is checked by the handler, which knows the open keys.
         Method::TasksUpdate => {
             task_id(params)?;
-            match params.get("inputResponses") {
-                Some(Value::Object(_)) => Ok(()),
-                None => Err(invalid("inputResponses is required".into())),
-                Some(v) => Err(invalid(format!(
-                    "inputResponses must be an object, not {}",
-                    type_of(v)
-                ))),
-            }
+            input_responses(params)?
+                .map(|_| ())
+                .ok_or_else(|| invalid("inputResponses is required".into()))
         }
         Method::SubscriptionsListen => listen(params),
         Method::PromptsGet | Method::ResourcesRead | Method::TasksResult | Method::TasksList => {
@@ -124,14 +119,27 @@ fn task_id(params: &Map<String, Value>) -> Result<(), McpError> {
 /// well-formed ElicitResult (elicit.rs `effect_of`, -32602 otherwise), while unexpected keys
 /// are ignored whatever they hold and an answer sent before it was asked for is asked again
 /// ("Multi Round-Trip Requests": ignore unexpected keys, re-request what is missing).
-fn input_responses(params: &Map<String, Value>) -> Result<(), McpError> {
+///
+/// The one reading of the map for every method that takes it (`tools/call`, its MRTR retry,
+/// `tasks/update`): `None` when absent, the map when it is one, -32602 naming what it is else.
+pub fn input_responses(
+    params: &Map<String, Value>,
+) -> Result<Option<&Map<String, Value>>, McpError> {
     match params.get("inputResponses") {
-        None | Some(Value::Object(_)) => Ok(()),
+        None => Ok(None),
+        Some(Value::Object(m)) => Ok(Some(m)),
         Some(v) => Err(invalid(format!(
             "inputResponses must be an object, not {}",
             type_of(v)
         ))),
     }
+}
+
+/// [`input_responses`] for a handler that reads the answers: absent is not a map either.
+pub fn required_input_responses(
+    params: &Map<String, Value>,
+) -> Result<&Map<String, Value>, McpError> {
+    input_responses(params)?.ok_or_else(|| invalid("inputResponses must be an object".into()))
 }
 
 /// An `ElicitResult`: `action` is `accept`, `decline` or `cancel`; `content`, when present, is

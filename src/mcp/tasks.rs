@@ -183,14 +183,7 @@ pub async fn get(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpErro
 /// answer is always the empty ack (ext-tasks §tasks/update; RFC 0198 §E).
 pub async fn update(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpError> {
     require_tasks(req)?;
-    let responses = req
-        .params
-        .get("inputResponses")
-        .and_then(Value::as_object)
-        .ok_or_else(|| {
-            McpError::InvalidParams("Invalid params: inputResponses must be an object".into())
-        })?
-        .clone();
+    let responses = super::params::required_input_responses(&req.params)?.clone();
     let run = read(ctx, req, req.params.get("taskId")).await?;
     if run.status.awaits_client() && !responses.is_empty() {
         let (open, _) = interrupts_of(ctx, req, &run).await?;
