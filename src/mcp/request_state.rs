@@ -264,11 +264,12 @@ fn constant_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use serde_json::json;
 
-    fn caller(k: &str) -> Caller {
+    /// A caller presenting the bearer key `k` (also task_id.rs's tests' caller).
+    pub(in crate::mcp) fn caller(k: &str) -> Caller {
         Caller {
             authorization: Some(http::HeaderValue::from_str(&format!("Bearer {k}")).unwrap()),
             ..Default::default()

@@ -166,13 +166,7 @@ impl Seal {
 mod tests {
     use super::*;
     use crate::config::Config;
-
-    fn caller(k: &str) -> Caller {
-        Caller {
-            authorization: Some(http::HeaderValue::from_str(&format!("Bearer {k}")).unwrap()),
-            ..Default::default()
-        }
-    }
+    use crate::mcp::request_state::tests::caller;
 
     fn keys_with(key: &[u8]) -> Keys {
         let mut cfg = Config::defaults();
