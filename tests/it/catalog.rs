@@ -286,35 +286,6 @@ tools:
     next: { link: /nextLink }
 "#;
 
-/// The devhost in `flavor` and the in-process sidecar in front of it, configured by `yaml`.
-async fn env_flavor(flavor: openwop_devhost::Flavor, yaml: &str) -> Env {
-    let host = openwop_devhost::spawn(
-        openwop_devhost::DevHostConfig {
-            flavor,
-            ..Default::default()
-        },
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
-    let overrides = openwop_mcp_sidecar::config::Overrides {
-        listen: Some("127.0.0.1:0".parse().unwrap()),
-        upstream: Some(host.base_url()),
-    };
-    let cfg = openwop_mcp_sidecar::config::Config::from_yaml_str(yaml, "<test>", &overrides)
-        .expect("the test mapping is valid");
-    let server = openwop_mcp_sidecar::server::Server::start(cfg)
-        .await
-        .unwrap();
-    let url = format!("http://{}", server.addr);
-    Env {
-        host,
-        server: Some(server),
-        url,
-        http: reqwest::Client::builder().no_proxy().build().unwrap(),
-    }
-}
-
 /// Every entry of a catalog read straight from the host, following `next` until it ends.
 async fn all_pages(
     env: &Env,
@@ -347,7 +318,7 @@ fn catalog_reads(env: &Env, path: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn an_aip151_catalog_is_listed_across_its_pages_with_names_descriptions_and_schemas() {
-    let env = env_flavor(openwop_devhost::Flavor::Aip151, AIP151).await;
+    let env = env_with_yaml(openwop_devhost::Flavor::Aip151, AIP151, |_| {}).await;
     let base = env.host.base_url();
     let host = all_pages(
         &env,
@@ -389,7 +360,7 @@ async fn an_aip151_catalog_is_listed_across_its_pages_with_names_descriptions_an
 
 #[tokio::test]
 async fn an_azure_catalog_is_listed_across_its_next_links_with_the_api_version_kept() {
-    let env = env_flavor(openwop_devhost::Flavor::Azure, AZURE).await;
+    let env = env_with_yaml(openwop_devhost::Flavor::Azure, AZURE, |_| {}).await;
     let host = all_pages(
         &env,
         "/jobTypes?api-version=2026-01-01&maxpagesize=4",
@@ -456,14 +427,7 @@ struct Logged {
 
 async fn spawn_logged(upstream: &str, yaml: &str) -> Logged {
     use tokio::io::AsyncBufReadExt;
-    let dir = std::env::temp_dir().join(format!(
-        "owsc-catalog-{}-{}",
-        std::process::id(),
-        free_port()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("sidecar.yaml");
-    std::fs::write(&file, format!("shutdown:\n  lameDuckMs: 0\n{yaml}")).unwrap();
+    let (dir, file) = config_dir("catalog", &format!("shutdown:\n  lameDuckMs: 0\n{yaml}"));
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_openwop-mcp-sidecar"))
         .args(["serve", "--listen", "127.0.0.1:0", "--upstream", upstream])
         .arg("--config")
@@ -537,24 +501,12 @@ impl Logged {
     }
 }
 
-async fn devhost(flavor: openwop_devhost::Flavor) -> openwop_devhost::DevHost {
-    openwop_devhost::spawn(
-        openwop_devhost::DevHostConfig {
-            flavor,
-            ..Default::default()
-        },
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap()
-}
-
 /// An entry the mapping cannot read is not listed, and the log names it and says why; the other
 /// entries are served. Here the mapping takes `tags/mcp-task-support` (a string, on some job
 /// types only) for the output schema: those job types are skipped.
 #[tokio::test]
 async fn an_unreadable_catalog_entry_is_skipped_and_logged_with_its_name_and_reason() {
-    let host = devhost(openwop_devhost::Flavor::Azure).await;
+    let host = devhost_of(openwop_devhost::Flavor::Azure).await;
     let yaml = AZURE.replace("/schema/result", "/tags/mcp-task-support");
     let s = spawn_logged(&host.base_url(), &yaml).await;
     let tools = s.tools().await;
@@ -581,7 +533,7 @@ async fn an_unreadable_catalog_entry_is_skipped_and_logged_with_its_name_and_rea
 /// and what the answer held instead.
 #[tokio::test]
 async fn a_catalog_items_pointer_that_names_no_array_is_logged_with_what_was_found() {
-    let host = devhost(openwop_devhost::Flavor::Azure).await;
+    let host = devhost_of(openwop_devhost::Flavor::Azure).await;
     let yaml = AZURE.replace("items: /value", "items: /jobTypes");
     let s = spawn_logged(&host.base_url(), &yaml).await;
     assert!(s.tools().await.is_empty());
@@ -602,7 +554,7 @@ async fn a_catalog_items_pointer_that_names_no_array_is_logged_with_what_was_fou
 /// the log says so; the pages read so far are served.
 #[tokio::test]
 async fn a_next_link_to_another_origin_is_not_followed() {
-    let host = devhost(openwop_devhost::Flavor::Azure).await;
+    let host = devhost_of(openwop_devhost::Flavor::Azure).await;
     let upstream = format!("http://localhost:{}", host.addr().port());
     let s = spawn_logged(&upstream, AZURE).await;
     let tools = s.tools().await;
@@ -640,7 +592,7 @@ tools:
   source: static
   static: [{ name: conformance-noop }]
 "#;
-    let env = env_flavor(openwop_devhost::Flavor::V2, yaml).await;
+    let env = env_with_yaml(openwop_devhost::Flavor::V2, yaml, |_| {}).await;
     env.host.clear_requests();
     let tools = listed(&env).await;
     assert_eq!(tools.len(), 1);
@@ -655,7 +607,7 @@ tools:
 /// the rest are not listed.
 #[tokio::test]
 async fn a_catalog_stops_at_max_pages_with_a_warning() {
-    let host = devhost(openwop_devhost::Flavor::Aip151).await;
+    let host = devhost_of(openwop_devhost::Flavor::Aip151).await;
     let yaml = AIP151.replace("    next: { token", "    maxPages: 2\n    next: { token");
     let s = spawn_logged(&host.base_url(), &yaml).await;
     assert_eq!(s.tools().await.len(), 8, "two pages of four");

@@ -10,7 +10,7 @@ use openwop_mcp_sidecar::host::RunStatus;
 use serde_json::{json, Value};
 
 use crate::support::*;
-use crate::templates::{caller, client, devhost, env_flavor, operations, recorded};
+use crate::templates::{caller, client, operations, recorded};
 
 /// The Azure-style mapping: `POST /jobs` answers `202` with an empty body, the job in
 /// `Location` and its status monitor in `Operation-Location`; `Operation-Id` dedupes a
@@ -82,7 +82,7 @@ fn text_of(r: &Rpc) -> String {
 
 #[tokio::test]
 async fn a_blocking_call_follows_a_202_job_by_its_status_monitor_never_sooner_than_retry_after() {
-    let env = env_flavor(Flavor::Azure, AZURE).await;
+    let env = env_with_yaml(Flavor::Azure, AZURE, |_| {}).await;
     env.host.clear_status_monitor_reads();
     let started = std::time::Instant::now();
     let r = env
@@ -122,17 +122,13 @@ async fn a_blocking_call_follows_a_202_job_by_its_status_monitor_never_sooner_th
         .iter()
         .all(|q| q.query.as_deref() == Some("api-version=2026-01-01")));
     // No event log was asked for.
-    assert!(env
-        .host
-        .requests()
-        .iter()
-        .all(|q| !q.path.contains("/events")));
+    assert_no_event_log_read(&env);
     env.shutdown().await;
 }
 
 #[tokio::test]
 async fn a_tasked_call_takes_its_poll_interval_from_retry_after() {
-    let env = env_flavor(Flavor::Azure, AZURE).await;
+    let env = env_with_yaml(Flavor::Azure, AZURE, |_| {}).await;
     let r = env
         .call(
             A,
@@ -164,7 +160,7 @@ async fn a_tasked_call_takes_its_poll_interval_from_retry_after() {
 
 #[tokio::test]
 async fn a_pending_approval_while_running_reads_as_waiting_approval() {
-    let host = devhost(Flavor::Azure).await;
+    let host = devhost_of(Flavor::Azure).await;
     let c = client(AZURE, &host);
     let who = caller(A);
     let create = c
@@ -201,7 +197,7 @@ async fn a_pending_approval_while_running_reads_as_waiting_approval() {
 
 #[tokio::test]
 async fn a_status_monitor_on_another_origin_is_never_read() {
-    let host = devhost(Flavor::Azure).await;
+    let host = devhost_of(Flavor::Azure).await;
     let c = client(AZURE, &host);
     let who = caller(A);
     let e = c
@@ -241,7 +237,7 @@ async fn settled_task(env: &Env, task_id: &str) -> Value {
 
 #[tokio::test]
 async fn aip151_done_with_response_error_or_cancel_code_are_completed_failed_cancelled() {
-    let env = env_flavor(Flavor::Aip151, AIP151).await;
+    let env = env_with_yaml(Flavor::Aip151, AIP151, |_| {}).await;
     // Blocking calls: followed by reading the operation, no event log.
     let r = env.call(A, "noop", json!({}), json!({})).await;
     assert!(r.body.get("result").is_some(), "{}", r.text);
@@ -277,17 +273,13 @@ async fn aip151_done_with_response_error_or_cancel_code_are_completed_failed_can
     assert_eq!(settled_task(&env, &long).await["status"], "cancelled");
     let ops = operations(&env.host).await;
     assert!(ops.iter().any(|o| o["error"]["code"] == 1), "{ops:?}");
-    assert!(env
-        .host
-        .requests()
-        .iter()
-        .all(|q| !q.path.contains("/events")));
+    assert_no_event_log_read(&env);
     env.shutdown().await;
 }
 
 #[tokio::test]
 async fn aip151_a_waiting_operation_is_an_input_required_task_with_its_request_from_the_document() {
-    let env = env_flavor(Flavor::Aip151, AIP151).await;
+    let env = env_with_yaml(Flavor::Aip151, AIP151, |_| {}).await;
     // An approval: `metadata.approval` while `metadata.state` is AWAITING_APPROVAL.
     let id = tasked(&env, A, "approval", json!({})).await;
     let t = settled_task(&env, &id).await;
@@ -340,7 +332,7 @@ async fn cancel(env: &Env, task_id: &str) {
 async fn a_client_gone_before_the_answer_cancels_a_polled_job() {
     // Ownership is the same under `follow: poll`: a disconnect before the answer is sent
     // cancels the run (RFC 0198 §G.12).
-    let env = env_flavor(Flavor::Azure, AZURE).await;
+    let env = env_with_yaml(Flavor::Azure, AZURE, |_| {}).await;
     let body = body_of(
         1,
         "tools/call",
@@ -386,4 +378,13 @@ async fn a_client_gone_before_the_answer_cancels_a_polled_job() {
         1
     );
     env.shutdown().await;
+}
+
+/// The flavours that are not OpenWOP have no event log: following a run never asks for one.
+fn assert_no_event_log_read(env: &Env) {
+    assert!(env
+        .host
+        .requests()
+        .iter()
+        .all(|q| !q.path.contains("/events")));
 }

@@ -8,35 +8,6 @@ use serde_json::{json, Value};
 use crate::support::*;
 use openwop_devhost::Flavor;
 
-/// The devhost in `flavor` and the in-process sidecar in front of it, configured by `yaml`.
-async fn env_of(flavor: Flavor, yaml: &str) -> Env {
-    let host = openwop_devhost::spawn(
-        openwop_devhost::DevHostConfig {
-            flavor,
-            ..Default::default()
-        },
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
-    let overrides = openwop_mcp_sidecar::config::Overrides {
-        listen: Some("127.0.0.1:0".parse().unwrap()),
-        upstream: Some(host.base_url()),
-    };
-    let cfg = openwop_mcp_sidecar::config::Config::from_yaml_str(yaml, "<test>", &overrides)
-        .expect("the test mapping is valid");
-    let server = openwop_mcp_sidecar::server::Server::start(cfg)
-        .await
-        .unwrap();
-    let url = format!("http://{}", server.addr);
-    Env {
-        host,
-        server: Some(server),
-        url,
-        http: reqwest::Client::builder().no_proxy().build().unwrap(),
-    }
-}
-
 async fn readyz(env: &Env) -> (u16, String) {
     let r = env
         .http
@@ -65,7 +36,7 @@ async fn with_version_header_none_no_openwop_version_reaches_the_host() {
     let yaml = format!(
         "host:\n  versionHeader: none\n  readiness: {{ path: /v1/operations }}\n{AIP151_CATALOG}"
     );
-    let env = env_of(Flavor::Aip151, &yaml).await;
+    let env = env_with_yaml(Flavor::Aip151, &yaml, |_| {}).await;
     let r = env.rpc(Some(A), "tools/list", json!({}), json!({})).await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert!(!r.result()["tools"].as_array().unwrap().is_empty());
@@ -81,7 +52,7 @@ async fn with_version_header_none_no_openwop_version_reaches_the_host() {
     let yaml = format!(
         "host:\n  versionHeader: {{ name: X-Api-Version, value: '2026-01-01' }}\n{AIP151_CATALOG}"
     );
-    let env = env_of(Flavor::Aip151, &yaml).await;
+    let env = env_with_yaml(Flavor::Aip151, &yaml, |_| {}).await;
     let r = env.rpc(Some(A), "tools/list", json!({}), json!({})).await;
     assert_eq!(r.status, 200, "{}", r.text);
     let reqs = env.host.requests();
@@ -99,7 +70,7 @@ const STATIC_TOOL: &str = "tools:\n  source: static\n  static: [{ name: greet }]
 async fn probe_none_sends_nothing_and_a_probe_route_is_sent_as_configured() {
     // The default probe (`?limit=1`) at an AIP-151 list: the strict host refuses the parameter.
     let yaml = format!("host:\n  probe: {{ path: /v1/operations }}\n{STATIC_TOOL}");
-    let env = env_of(Flavor::Aip151, &yaml).await;
+    let env = env_with_yaml(Flavor::Aip151, &yaml, |_| {}).await;
     let r = env.rpc(Some(A), "tools/list", json!({}), json!({})).await;
     assert_eq!(r.error_code(), Some(-32602), "{}", r.text);
     let reqs = env.host.requests();
@@ -111,7 +82,7 @@ async fn probe_none_sends_nothing_and_a_probe_route_is_sent_as_configured() {
     let yaml = format!(
         "host:\n  probe: {{ path: /v1/operations, query: {{ pageSize: '1' }} }}\n{STATIC_TOOL}"
     );
-    let env = env_of(Flavor::Aip151, &yaml).await;
+    let env = env_with_yaml(Flavor::Aip151, &yaml, |_| {}).await;
     let r = env.rpc(Some(A), "tools/list", json!({}), json!({})).await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.result()["tools"][0]["name"], "greet");
@@ -136,7 +107,7 @@ async fn probe_none_sends_nothing_and_a_probe_route_is_sent_as_configured() {
     // `none`: no probe at all; the catalog is listed without a host call, and server/discover
     // too. The host first judges the credential when a call reaches it.
     let yaml = format!("host:\n  probe: none\n{STATIC_TOOL}");
-    let env = env_of(Flavor::Aip151, &yaml).await;
+    let env = env_with_yaml(Flavor::Aip151, &yaml, |_| {}).await;
     let r = env.rpc(Some(A), "tools/list", json!({}), json!({})).await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.result()["tools"][0]["name"], "greet");
@@ -155,7 +126,7 @@ async fn an_error_rule_with_a_numeric_code_classifies_an_aip151_error() {
     // probe's unknown `limit` parameter: by default a refusal with the host's message
     // (-32602); a rule on the number at /error/code makes it a host fault (-32603).
     let base = "host:\n  probe: { path: /v1/operations }\n  fields: { errorCode: /error/status, errorMessage: /error/message }\n";
-    let env = env_of(Flavor::Aip151, &format!("{base}{STATIC_TOOL}")).await;
+    let env = env_with_yaml(Flavor::Aip151, &format!("{base}{STATIC_TOOL}"), |_| {}).await;
     let r = env.rpc(Some(A), "tools/list", json!({}), json!({})).await;
     assert_eq!(r.error_code(), Some(-32602), "{}", r.text);
     assert!(
@@ -170,7 +141,7 @@ async fn an_error_rule_with_a_numeric_code_classifies_an_aip151_error() {
         "{ status: 4xx, code: INVALID_ARGUMENT, as: internal }",
     ] {
         let yaml = format!("{base}  errors:\n    - {rule}\n{STATIC_TOOL}");
-        let env = env_of(Flavor::Aip151, &yaml).await;
+        let env = env_with_yaml(Flavor::Aip151, &yaml, |_| {}).await;
         let r = env.rpc(Some(A), "tools/list", json!({}), json!({})).await;
         assert_eq!(r.error_code(), Some(-32603), "{rule}: {}", r.text);
         assert!(
@@ -184,7 +155,7 @@ async fn an_error_rule_with_a_numeric_code_classifies_an_aip151_error() {
     let yaml = format!(
         "{base}  errors:\n    - {{ status: 400, codeAt: /error/code, code: '400', as: internal }}\n{STATIC_TOOL}"
     );
-    let env = env_of(Flavor::Aip151, &yaml).await;
+    let env = env_with_yaml(Flavor::Aip151, &yaml, |_| {}).await;
     let r = env.rpc(Some(A), "tools/list", json!({}), json!({})).await;
     assert_eq!(r.error_code(), Some(-32602), "{}", r.text);
     env.shutdown().await;
@@ -193,15 +164,16 @@ async fn an_error_rule_with_a_numeric_code_classifies_an_aip151_error() {
 #[tokio::test]
 async fn readiness_asks_the_configured_route_with_the_operators_credential() {
     // The default, discovery: an AIP-151 host has none, so the sidecar is never ready.
-    let env = env_of(Flavor::Aip151, "").await;
+    let env = env_with_yaml(Flavor::Aip151, "", |_| {}).await;
     let (s, text) = readyz(&env).await;
     assert_eq!(s, 503, "{text}");
     env.shutdown().await;
 
     // A route that needs a credential, without one: not ready.
-    let env = env_of(
+    let env = env_with_yaml(
         Flavor::Aip151,
         "host:\n  readiness: { path: '/v1/operations?pageSize=1' }\n",
+        |_| {},
     )
     .await;
     let (s, text) = readyz(&env).await;
@@ -212,27 +184,11 @@ async fn readiness_asks_the_configured_route_with_the_operators_credential() {
     // With the operator's credential from the environment (the real binary, whose
     // environment it is): ready, the credential is the readiness probe's only, and the log
     // never shows it.
-    let host = openwop_devhost::spawn(
-        openwop_devhost::DevHostConfig {
-            flavor: Flavor::Aip151,
-            ..Default::default()
-        },
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
-    let dir = std::env::temp_dir().join(format!(
-        "owsc-readiness-{}-{}",
-        std::process::id(),
-        free_port()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("sidecar.yaml");
-    std::fs::write(
-        &file,
+    let host = devhost_of(Flavor::Aip151).await;
+    let (dir, file) = config_dir(
+        "readiness",
         "shutdown:\n  lameDuckMs: 0\nhost:\n  readiness: { path: '/v1/operations?pageSize=1', credentialEnv: OWSC_READINESS_TOKEN }\n",
-    )
-    .unwrap();
+    );
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_openwop-mcp-sidecar"))
         .args([
             "serve",
@@ -296,7 +252,7 @@ async fn readiness_asks_the_configured_route_with_the_operators_credential() {
         "host:\n  versionHeader: none\n  readiness:\n    path: '/jobTypes?api-version=2026-01-01&maxpagesize=1'\n    credentialFile: '{}'\n",
         token.display()
     );
-    let env = env_of(Flavor::Azure, &yaml).await;
+    let env = env_with_yaml(Flavor::Azure, &yaml, |_| {}).await;
     let (s, text) = readyz(&env).await;
     assert_eq!(s, 200, "{text}");
     std::fs::write(&token, "revoked-key").unwrap();
@@ -314,7 +270,7 @@ async fn with_augmentation_off_the_hosts_discovery_document_passes_untouched() {
     if legacy() {
         return;
     }
-    let env = env_of(Flavor::V2, "host:\n  augmentDiscovery: false\n").await;
+    let env = env_with_yaml(Flavor::V2, "host:\n  augmentDiscovery: false\n", |_| {}).await;
     let direct = env
         .http
         .get(format!("{}/.well-known/openwop", env.host.base_url()))
@@ -343,7 +299,7 @@ async fn with_augmentation_off_the_hosts_discovery_document_passes_untouched() {
     env.shutdown().await;
 
     // On (the default): the `mcp` family advertises the mount.
-    let env = env_of(Flavor::V2, "").await;
+    let env = env_with_yaml(Flavor::V2, "", |_| {}).await;
     let doc: Value = env
         .http
         .get(format!("{}/.well-known/openwop", env.url))
@@ -366,7 +322,7 @@ async fn a_pending_answer_names_the_configured_resolve_route() {
         return;
     }
     let yaml = "host:\n  routes:\n    resolveInterrupt: { method: PUT, path: '/runs/{runId}/decisions/{nodeId}' }\ntools:\n  source: toolCatalog\n";
-    let env = env_of(Flavor::V2, yaml).await;
+    let env = env_with_yaml(Flavor::V2, yaml, |_| {}).await;
     let r = env
         .call(A, "conformance-approval", json!({}), json!({}))
         .await;

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use openwop_devhost::{DevHostConfig, Flavor};
-use openwop_mcp_sidecar::config::{Config, Overrides, Secret};
+use openwop_devhost::Flavor;
+use openwop_mcp_sidecar::config::Secret;
 use openwop_mcp_sidecar::server::Server;
 use serde_json::{json, Value};
 
@@ -88,16 +88,6 @@ fn mapping(flavor: Flavor, task_id: &str) -> String {
     }
 }
 
-async fn devhost_of(flavor: Flavor) -> openwop_devhost::DevHost {
-    let cfg = DevHostConfig {
-        flavor,
-        ..DevHostConfig::default()
-    };
-    openwop_devhost::spawn(cfg, "127.0.0.1:0".parse().unwrap())
-        .await
-        .expect("devhost starts")
-}
-
 async fn devhost() -> openwop_devhost::DevHost {
     devhost_of(Flavor::Aip151).await
 }
@@ -113,15 +103,10 @@ async fn sidecar_of(
     task_id: &str,
     key: &[u8],
 ) -> Server {
-    let overrides = Overrides {
-        listen: Some("127.0.0.1:0".parse().unwrap()),
-        upstream: Some(host.base_url()),
-    };
-    let mut cfg = Config::from_yaml_str(&mapping(flavor, task_id), "<test>", &overrides)
-        .expect("the test mapping is valid");
-    cfg.mcp.request_state_key = Some(Secret::new(key.to_vec()));
-    cfg.shutdown.drain_timeout = Duration::from_secs(2);
-    Server::start(cfg).await.expect("sidecar starts")
+    sidecar_with_yaml(host, &mapping(flavor, task_id), |cfg| {
+        cfg.mcp.request_state_key = Some(Secret::new(key.to_vec()));
+    })
+    .await
 }
 
 async fn env(task_id: &str) -> Env {
@@ -129,15 +114,10 @@ async fn env(task_id: &str) -> Env {
 }
 
 async fn env_of(flavor: Flavor, task_id: &str) -> Env {
-    let host = devhost_of(flavor).await;
-    let server = sidecar_of(flavor, &host, task_id, KEY).await;
-    let url = format!("http://{}", server.addr);
-    Env {
-        host,
-        server: Some(server),
-        url,
-        http: reqwest::Client::builder().no_proxy().build().unwrap(),
-    }
+    env_with_yaml(flavor, &mapping(flavor, task_id), |cfg| {
+        cfg.mcp.request_state_key = Some(Secret::new(KEY.to_vec()));
+    })
+    .await
 }
 
 /// The same MCP request against another sidecar.

@@ -49,23 +49,7 @@ async fn read_full_json(s: &mut TcpStream) -> Value {
 async fn disconnect_before_answer_cancels_run() {
     // T11 (client FIN)
     let env = env().await;
-    let before = env.run_ids(A, "conformance-delay").await;
-    let mut s = raw_post(
-        &env,
-        &delay_call(8000, json!({})),
-        "application/json, text/event-stream",
-        A,
-    )
-    .await;
-    let run_id = env.fresh_run(A, "conformance-delay", &before).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    s.shutdown().await.unwrap();
-    drop(s);
-    assert_eq!(
-        env.wait_status(A, &run_id, &["cancelled", "completed", "failed"], 15)
-            .await,
-        "cancelled"
-    );
+    let run_id = a_disconnected_delay_call_is_cancelled(&env).await;
     assert_eq!(
         cancel_reason(&env, &run_id).await.as_deref(),
         Some("mcp-request-cancelled")

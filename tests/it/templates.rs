@@ -6,59 +6,20 @@
 
 use std::time::Duration;
 
-use openwop_devhost::{DevHostConfig, Fault, FaultKind, Flavor, RouteClass};
-use openwop_mcp_sidecar::config::{Config, Overrides};
+use openwop_devhost::{Fault, FaultKind, Flavor, RouteClass};
 use openwop_mcp_sidecar::host::{Caller, HostClient, HostError};
-use openwop_mcp_sidecar::server::Server;
 use serde_json::{json, Value};
-use tokio::io::AsyncWriteExt;
 
 use crate::support::*;
 
-pub(crate) async fn devhost(flavor: Flavor) -> openwop_devhost::DevHost {
-    let cfg = DevHostConfig {
-        sse_keepalive: Duration::from_millis(500),
-        flavor,
-        ..DevHostConfig::default()
-    };
-    openwop_devhost::spawn(cfg, "127.0.0.1:0".parse().unwrap())
-        .await
-        .expect("devhost starts")
-}
-
-fn config(yaml: &str, host: &openwop_devhost::DevHost) -> Config {
-    let overrides = Overrides {
-        listen: Some("127.0.0.1:0".parse().unwrap()),
-        upstream: Some(host.base_url()),
-    };
-    Config::from_yaml_str(yaml, "<test>", &overrides).expect("the test mapping is valid")
-}
-
 /// The real sidecar in front of a v2 devhost, configured by `yaml`.
 async fn env_yaml(yaml: &str) -> Env {
-    env_flavor(Flavor::V2, yaml).await
-}
-
-/// The real sidecar in front of a devhost of `flavor`, configured by `yaml`.
-pub(crate) async fn env_flavor(flavor: Flavor, yaml: &str) -> Env {
-    let host = devhost(flavor).await;
-    let mut cfg = config(yaml, &host);
-    cfg.mcp.sse_keepalive = Duration::from_millis(200);
-    cfg.ownership.cancel_deadline = Duration::from_secs(5);
-    cfg.shutdown.drain_timeout = Duration::from_secs(2);
-    let server = Server::start(cfg).await.expect("sidecar starts");
-    let url = format!("http://{}", server.addr);
-    Env {
-        host,
-        server: Some(server),
-        url,
-        http: reqwest::Client::builder().no_proxy().build().unwrap(),
-    }
+    env_with_yaml(Flavor::V2, yaml, |_| {}).await
 }
 
 /// The sidecar's host client alone, configured by `yaml`, in front of `host`.
 pub(crate) fn client(yaml: &str, host: &openwop_devhost::DevHost) -> HostClient {
-    let cfg = config(yaml, host);
+    let cfg = config_of(yaml, host);
     let proxy = openwop_mcp_sidecar::passthrough::Passthrough::new(&cfg).unwrap();
     let metrics = openwop_mcp_sidecar::telemetry::Metrics::new();
     HostClient::new(&cfg, metrics, proxy.client().clone()).unwrap()
@@ -104,7 +65,7 @@ async fn the_sidecar_query_merges_into_a_template_query() {
 #[tokio::test]
 async fn azure_api_version_survives_the_sidecar_query_and_a_call_id_names_the_put() {
     // Azure-style hosts refuse a call without exactly one `api-version` (devhost/src/azure.rs).
-    let host = devhost(Flavor::Azure).await;
+    let host = devhost_of(Flavor::Azure).await;
     let c = client(
         "host:\n  routes:\n    listRuns: { path: '/jobTypes?api-version=2026-01-01' }\n    createRun: { method: PUT, path: '/jobs/{callId}?api-version=2026-01-01' }\n  bodies:\n    createRun: { jobType: '{tool}', parameters: '{arguments}' }\n  fields: { createdRunId: /name, createdStatus: /status }\n",
         &host,
@@ -190,7 +151,7 @@ pub(crate) async fn operations(host: &openwop_devhost::DevHost) -> Vec<Value> {
 
 #[tokio::test]
 async fn a_lost_create_answer_replayed_with_the_same_request_id_leaves_one_job() {
-    let host = devhost(Flavor::Aip151).await;
+    let host = devhost_of(Flavor::Aip151).await;
     let c = client(&format!("{AIP151}    cancelRun: {{}}\n"), &host);
     let who = caller(A);
     // The first answer is held back past the route timeout (the host did create the job);
@@ -242,7 +203,7 @@ async fn a_lost_create_answer_replayed_with_the_same_request_id_leaves_one_job()
 async fn a_strict_host_refuses_the_default_cancel_reason_so_the_body_is_a_template() {
     // The contrast: the v2 cancel body `{reason}` is refused by a host that refuses unknown
     // fields; that is why a cancel body of `{}` must be expressible.
-    let host = devhost(Flavor::Aip151).await;
+    let host = devhost_of(Flavor::Aip151).await;
     let c = client(AIP151, &host);
     let who = caller(A);
     let args = json!({"delayMs": 20000});
@@ -275,23 +236,7 @@ async fn a_strict_host_refuses_the_default_cancel_reason_so_the_body_is_a_templa
 #[tokio::test]
 async fn a_disconnected_call_is_cancelled_with_an_empty_cancel_body() {
     let env = env_yaml("host:\n  bodies:\n    cancelRun: {}\n").await;
-    let before = env.run_ids(A, "conformance-delay").await;
-    let call = body_of(
-        11,
-        "tools/call",
-        json!({"name":"conformance-delay","arguments":{"delayMs": 8000}}),
-        json!({}),
-    );
-    let mut s = raw_post(&env, &call, "application/json, text/event-stream", A).await;
-    let run_id = env.fresh_run(A, "conformance-delay", &before).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    s.shutdown().await.unwrap();
-    drop(s);
-    assert_eq!(
-        env.wait_status(A, &run_id, &["cancelled", "completed", "failed"], 15)
-            .await,
-        "cancelled"
-    );
+    let run_id = a_disconnected_delay_call_is_cancelled(&env).await;
     let cancels = env.host_cancels(&run_id);
     assert_eq!(cancels.len(), 1);
     assert_eq!(cancels[0].body, b"{}", "no reason field");
@@ -389,7 +334,7 @@ async fn a_lost_create_answer_through_the_mount_is_recovered_by_request_id_alone
     // The whole tools/call path against the AIP-151 flavour, which dedupes creates by
     // `requestId` and ignores `Idempotency-Key` (see `aip151_mount`).
     let yaml = aip151_mount();
-    let env = env_flavor(Flavor::Aip151, &yaml).await;
+    let env = env_with_yaml(Flavor::Aip151, &yaml, |_| {}).await;
     env.host
         .faults()
         .delay(RouteClass::CreateRun, Duration::from_millis(2000));
@@ -434,7 +379,7 @@ async fn a_lost_create_answer_through_the_mount_is_recovered_by_request_id_alone
 async fn a_client_gone_while_create_is_in_flight_leaves_no_job_on_a_request_id_host() {
     // The client leaves before the createRun answer: the run id is unknown, so the mount
     // replays the create with the same requestId, learns the job and cancels it with `{}`.
-    let env = env_flavor(Flavor::Aip151, &aip151_mount()).await;
+    let env = env_with_yaml(Flavor::Aip151, &aip151_mount(), |_| {}).await;
     env.host
         .faults()
         .delay(RouteClass::CreateRun, Duration::from_millis(800));
@@ -468,7 +413,7 @@ async fn route_header_templates_are_filled_beside_the_configured_version_header(
     // Issue 19's two halves on one request: a route's header values are templates filled with
     // the call's values, and the version header is the configured one (`host.versionHeader`),
     // not OpenWOP's.
-    let host = devhost(Flavor::V2).await;
+    let host = devhost_of(Flavor::V2).await;
     let c = client(
         "host:\n  versionHeader: { name: X-Api-Version, value: '7' }\n  templates: { allowHeaders: [x-project] }\n  routes:\n    getRun: { path: '/runs/{runId}', headers: { X-Run: 'run {runId}', X-Project: '{header.x-project}' } }\n",
         &host,

@@ -19,8 +19,8 @@ pub use {
     outage::Outage,
     panics::{assert_no_panic, watch_panics},
     rpc::{
-        approval, assert_cancelled_because_the_client_left, cancel_reason, elicit, first_input_key,
-        input_key, tasked,
+        a_disconnected_delay_call_is_cancelled, approval, assert_cancelled_because_the_client_left,
+        cancel_reason, elicit, first_input_key, input_key, tasked,
     },
     wire::{free_port, raw_post, read_head},
 };
@@ -97,21 +97,86 @@ pub async fn env_with_host(h: impl FnOnce(&mut DevHostConfig), f: impl FnOnce(&m
     } else {
         Config::from_yaml_str("{}", "<test>", &overrides).unwrap()
     };
-    cfg.mcp.sse_keepalive = Duration::from_millis(200);
-    cfg.ownership.cancel_deadline = Duration::from_secs(5);
-    cfg.shutdown.drain_timeout = Duration::from_secs(2);
+    suite_timings(&mut cfg);
     if upstream_http2() {
         cfg.upstream.http2 = true;
     }
     f(&mut cfg);
     let server = Server::start(cfg).await.expect("sidecar starts");
-    let url = format!("http://{}", server.addr);
-    Env {
-        host,
-        server: Some(server),
-        url,
-        http: reqwest::Client::builder().no_proxy().build().unwrap(),
+    Env::new(host, server)
+}
+
+impl Env {
+    /// `host` and the in-process sidecar `server` in front of it, with a client of its own.
+    pub fn new(host: DevHost, server: Server) -> Env {
+        let url = format!("http://{}", server.addr);
+        Env {
+            host,
+            server: Some(server),
+            url,
+            http: reqwest::Client::builder().no_proxy().build().unwrap(),
+        }
     }
+}
+
+/// The devhost speaking `flavor`'s wire (devhost/src/lib.rs), with the suite's quick keepalive.
+pub async fn devhost_of(flavor: openwop_devhost::Flavor) -> DevHost {
+    let cfg = DevHostConfig {
+        sse_keepalive: Duration::from_millis(500),
+        flavor,
+        ..DevHostConfig::default()
+    };
+    openwop_devhost::spawn(cfg, "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("devhost starts")
+}
+
+/// The sidecar configuration `yaml` in front of `host`, on a free loopback port.
+pub fn config_of(yaml: &str, host: &DevHost) -> Config {
+    let overrides = openwop_mcp_sidecar::config::Overrides {
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        upstream: Some(host.base_url()),
+    };
+    Config::from_yaml_str(yaml, "<test>", &overrides).expect("the test mapping is valid")
+}
+
+/// The suite's timings: quick keepalives, cancels and drains, so tests do not wait on them.
+fn suite_timings(cfg: &mut Config) {
+    cfg.mcp.sse_keepalive = Duration::from_millis(200);
+    cfg.ownership.cancel_deadline = Duration::from_secs(5);
+    cfg.shutdown.drain_timeout = Duration::from_secs(2);
+}
+
+/// The in-process sidecar in front of `host`, configured by `yaml` with the suite's timings,
+/// then adjusted by `f`.
+pub async fn sidecar_with_yaml(host: &DevHost, yaml: &str, f: impl FnOnce(&mut Config)) -> Server {
+    let mut cfg = config_of(yaml, host);
+    suite_timings(&mut cfg);
+    f(&mut cfg);
+    Server::start(cfg).await.expect("sidecar starts")
+}
+
+/// The devhost in `flavor` and the in-process sidecar in front of it, configured by `yaml`
+/// then adjusted by `f` (issue 19: the flavours that are not OpenWOP are configured by YAML).
+pub async fn env_with_yaml(
+    flavor: openwop_devhost::Flavor,
+    yaml: &str,
+    f: impl FnOnce(&mut Config),
+) -> Env {
+    let host = devhost_of(flavor).await;
+    let server = sidecar_with_yaml(&host, yaml, f).await;
+    Env::new(host, server)
+}
+
+/// A directory of its own under the temp dir (`tag` names it) holding `yaml` as `sidecar.yaml`,
+/// for a test that runs the real binary: the directory, to remove, and the file.
+pub fn config_dir(tag: &str, yaml: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir =
+        std::env::temp_dir().join(format!("owsc-{tag}-{}-{}", std::process::id(), free_port()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("sidecar.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    (dir, file)
 }
 
 /// One MCP exchange as seen on the wire.

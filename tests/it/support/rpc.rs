@@ -69,6 +69,30 @@ pub async fn assert_cancelled_because_the_client_left(env: &Env, run_id: &str) {
     );
 }
 
+/// `A`'s `conformance-delay` call (8 s) posted raw, whose client closes the connection once
+/// the run exists: the run ends `cancelled`, not `completed` or `failed` (RFC 0198 §G.12).
+/// Its id, for what each test checks of the cancel the host received.
+pub async fn a_disconnected_delay_call_is_cancelled(env: &Env) -> String {
+    let before = env.run_ids(A, "conformance-delay").await;
+    let call = body_of(
+        11,
+        "tools/call",
+        json!({"name":"conformance-delay","arguments":{"delayMs": 8000}}),
+        json!({}),
+    );
+    let mut s = super::raw_post(env, &call, "application/json, text/event-stream", A).await;
+    let run_id = env.fresh_run(A, "conformance-delay", &before).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::io::AsyncWriteExt::shutdown(&mut s).await.unwrap();
+    drop(s);
+    assert_eq!(
+        env.wait_status(A, &run_id, &["cancelled", "completed", "failed"], 15)
+            .await,
+        "cancelled"
+    );
+    run_id
+}
+
 // subscriptions/listen and fixed-id requests (tasks.rs, faults.rs).
 impl Env {
     /// Opens a listen and collects its messages until it ends or `for_` passes.
