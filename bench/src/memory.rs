@@ -127,7 +127,11 @@ pub(crate) async fn listen_once(
             tasks_caps(),
         );
         let addr = sc.addr;
-        eprintln!("[3c] opening {n} listen streams ({}), taskIds {:?}", transport.label(), ids);
+        eprintln!(
+            "[3c] opening {n} listen streams ({}), taskIds {:?}",
+            transport.label(),
+            ids
+        );
         let held = streams::open(addr, transport, n, 256, true, move |_| {
             stream_request(
                 addr,
@@ -141,7 +145,12 @@ pub(crate) async fn listen_once(
         .await?;
         tokio::time::sleep(Duration::from_secs(1)).await;
         let open = sc.mem();
-        let (opened, failed, took, fe) = (held.opened, held.failed, held.took, held.first_error.clone());
+        let (opened, failed, took, fe) = (
+            held.opened,
+            held.failed,
+            held.took,
+            held.first_error.clone(),
+        );
         held.close();
         tokio::time::sleep(Duration::from_secs(2)).await;
         let after = sc.mem();
@@ -153,10 +162,14 @@ pub(crate) async fn listen_once(
             (false, false) => "taskIds: []",
         };
         let full_count = opened == n;
-        let target_applies = n >= 10_000 && task.is_none() && transport == Transport::H1 && !host_h2;
+        let target_applies =
+            n >= 10_000 && task.is_none() && transport == Transport::H1 && !host_h2;
         ctx.report.row(Row {
             section: "3c",
-            measure: format!("sidecar VmRSS with {opened} open subscriptions/listen ({with}; {})", transport.label()),
+            measure: format!(
+                "sidecar VmRSS with {opened} open subscriptions/listen ({with}; {})",
+                transport.label()
+            ),
             sidecar: report::mb(open.rss_kb),
             direct: "—".into(),
             compare: format!(
@@ -174,23 +187,70 @@ pub(crate) async fn listen_once(
             },
             verdict: target_applies.then_some(full_count && open.rss_kb as f64 / 1024.0 <= 100.0),
         });
-        ctx.report.note(format!(
-            "3c ({with}, {}): opened {opened}/{n} in {:.1} s, {failed} failed{}; idle before {}, open {}, after close {}",
-            transport.label(),
-            took.as_secs_f64(),
-            fe.map(|e| format!(" (first: {e})")).unwrap_or_default(),
-            report::mem_str(idle),
-            report::mem_str(open),
-            report::mem_str(after)
-        ));
-        if failed > 0 {
-            anyhow::bail!("{failed} of {n} listen streams failed to open");
-        }
-        Ok(())
+        note_opened(
+            ctx,
+            &format!("3c ({with}, {})", transport.label()),
+            Opened {
+                opened,
+                n,
+                took,
+                failed,
+                first_error: fe,
+            },
+            [
+                ("idle before", idle),
+                ("open", open),
+                ("after close", after),
+            ],
+            "listen streams",
+        )
     }
     .await;
     sc.stop(Duration::from_secs(5)).await;
     res
+}
+
+/// How many of a section's `n` streams or connections opened, and how long that took.
+struct Opened<E> {
+    opened: usize,
+    n: usize,
+    took: Duration,
+    failed: usize,
+    first_error: Option<E>,
+}
+
+/// The note sections 3c, 3d and 3e end with (the memory before, while open and after, each
+/// with its label), and the section's failure when any of them did not open.
+fn note_opened<E: std::fmt::Display>(
+    ctx: &mut Ctx,
+    head: &str,
+    o: Opened<E>,
+    mems: [(&str, procs::Mem); 3],
+    what: &str,
+) -> anyhow::Result<()> {
+    let Opened {
+        opened,
+        n,
+        took,
+        failed,
+        first_error,
+    } = o;
+    let mems: Vec<String> = mems
+        .iter()
+        .map(|(label, m)| format!("{label} {}", report::mem_str(*m)))
+        .collect();
+    ctx.report.note(format!(
+        "{head}: opened {opened}/{n} in {:.1} s, {failed} failed{}; {}",
+        took.as_secs_f64(),
+        first_error
+            .map(|e| format!(" (first: {e})"))
+            .unwrap_or_default(),
+        mems.join(", ")
+    ));
+    if failed > 0 {
+        anyhow::bail!("{failed} of {n} {what} failed to open");
+    }
+    Ok(())
 }
 
 /// Section 3c: `n` concurrent open listen streams.
@@ -329,19 +389,19 @@ pub(crate) async fn sse_calls_once(ctx: &mut Ctx, host_h2: bool) -> anyhow::Resu
             target: "all".into(),
             verdict: Some(cancel_time.is_some() && swept == 0),
         });
-        ctx.report.note(format!(
-            "3d{}: opened {opened}/{n} in {:.1} s, {failed} failed{}; idle {}, open {}, after {}",
-            if host_h2 { " (host over HTTP/2)" } else { "" },
-            took.as_secs_f64(),
-            fe.map(|e| format!(" (first: {e})")).unwrap_or_default(),
-            report::mem_str(idle),
-            report::mem_str(open),
-            report::mem_str(after)
-        ));
-        if failed > 0 {
-            anyhow::bail!("{failed} of {n} blocking SSE calls failed to open");
-        }
-        Ok(())
+        note_opened(
+            ctx,
+            &format!("3d{}", if host_h2 { " (host over HTTP/2)" } else { "" }),
+            Opened {
+                opened,
+                n,
+                took,
+                failed,
+                first_error: fe,
+            },
+            [("idle", idle), ("open", open), ("after", after)],
+            "blocking SSE calls",
+        )
     }
     .await;
     sc.stop(Duration::from_secs(10)).await;
@@ -401,19 +461,13 @@ pub(crate) async fn idle_once(ctx: &mut Ctx, kind: idle::Idle) -> anyhow::Result
             verdict: target_applies
                 .then_some(opened == n && open.rss_kb as f64 / 1024.0 <= 100.0),
         });
-        ctx.report.note(format!(
-            "3e ({}): opened {opened}/{n} in {:.1} s, {failed} failed{}; idle before {}, open {}, after close {}",
-            kind.label(),
-            took.as_secs_f64(),
-            fe.map(|e| format!(" (first: {e})")).unwrap_or_default(),
-            report::mem_str(idle_mem),
-            report::mem_str(open),
-            report::mem_str(after)
-        ));
-        if failed > 0 {
-            anyhow::bail!("{failed} of {n} idle connections failed to open");
-        }
-        Ok(())
+        note_opened(
+            ctx,
+            &format!("3e ({})", kind.label()),
+            Opened { opened, n, took, failed, first_error: fe },
+            [("idle before", idle_mem), ("open", open), ("after close", after)],
+            "idle connections",
+        )
     }
     .await;
     sc.stop(Duration::from_secs(5)).await;
