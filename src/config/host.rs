@@ -79,6 +79,13 @@ pub struct RawHost {
     /// message and schema.
     #[serde(default)]
     pub interrupts: BTreeMap<String, super::follow::RawDocInterrupt>,
+    /// How a run waiting without an event log is answered, per waiting status
+    /// (`waiting-approval`: `accept`, `reject`; `waiting-input`: `accept`, `decline`): a route
+    /// of its own with a templated path and body, no `{nodeId}` required. Needs `follow: poll`
+    /// and `interrupts` for the status; without it, answers go through
+    /// `routes.resolveInterrupt`.
+    #[serde(default)]
+    pub resolve: BTreeMap<String, BTreeMap<String, super::resolve::RawActionRoute>>,
 }
 
 /// What templates may draw from beyond the call itself.
@@ -246,6 +253,7 @@ impl RawRoutes {
                     op,
                     place: Place::Header,
                     allow_headers: &allow_headers,
+                    per_action: false,
                 };
                 let segs = parse(v, &scope).map_err(|m| {
                     cx.err(None, format!("host.routes.{}.headers.{k}: {m}", op.key()))

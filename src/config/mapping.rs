@@ -299,6 +299,8 @@ pub struct Mapping {
     pub created: super::follow::Created,
     /// Open interrupts read from the run document, per waiting status.
     pub interrupts: Vec<super::follow::DocInterrupt>,
+    /// Routes answering those interrupts, per status and action (`host.resolve`).
+    pub resolve: super::resolve::Resolve,
 }
 
 impl Default for Mapping {
@@ -738,6 +740,7 @@ impl RawHost {
                 op,
                 place: Place::Body,
                 allow_headers,
+                per_action: false,
             };
             BodyTemplate::compile(v, &scope, &what).map_err(|m| (None, m))
         };
@@ -848,6 +851,10 @@ impl RawHost {
         error_rules.extend(default_rules());
 
         let wire = self.wire()?;
+        let follow = super::follow::follow(&self.follow)?;
+        let interrupts = super::follow::interrupts(&self.interrupts)?;
+        let resolve =
+            super::resolve::resolve(&self.resolve, follow.poll, &interrupts, allow_headers)?;
         Ok(Mapping {
             path_ids,
             task_ids,
@@ -857,10 +864,11 @@ impl RawHost {
             error_rules,
             idempotency,
             wire,
-            follow: super::follow::follow(&self.follow)?,
+            follow,
             status_rules: super::follow::status_rules(&self.status_rules)?,
             created: super::follow::created(&self.created)?,
-            interrupts: super::follow::interrupts(&self.interrupts)?,
+            interrupts,
+            resolve,
         })
     }
 }

@@ -16,6 +16,7 @@ pub mod mapping;
 mod mcp;
 mod mount;
 mod raw;
+pub mod resolve;
 pub mod routes;
 mod secret;
 mod tasks;

@@ -152,24 +152,36 @@ pub fn parse_template(
     template: &str,
     allow_headers: &[http::HeaderName],
 ) -> Result<(Vec<Segment>, Vec<Segment>), String> {
-    if !template.starts_with('/') {
-        return Err(format!("the {} path must start with '/'", op.key()));
-    }
     let scope = Scope {
         op,
         place: Place::Target,
         allow_headers,
+        per_action: false,
     };
+    parse_target(&scope, template, op.required_params(), op.key())
+}
+
+/// [`parse_template`] for `scope` (a `host.resolve` action's too, src/config/resolve.rs):
+/// `required` placeholders must appear; `what` names the route in errors.
+pub fn parse_target(
+    scope: &Scope,
+    template: &str,
+    required: &[&str],
+    what: &str,
+) -> Result<(Vec<Segment>, Vec<Segment>), String> {
+    if !template.starts_with('/') {
+        return Err(format!("the {what} path must start with '/'"));
+    }
     let (path, query) = template.split_once('?').unwrap_or((template, ""));
-    let segs = parse(path, &scope)?;
-    let query = parse(query, &scope)?;
-    for need in op.required_params() {
+    let segs = parse(path, scope)?;
+    let query = parse(query, scope)?;
+    for need in required {
         let has = segs.iter().chain(&query).any(|s| match s {
             Segment::Param(v) => v.name() == *need,
             Segment::Literal(_) => false,
         });
         if !has {
-            return Err(format!("the {} path must contain {{{need}}}", op.key()));
+            return Err(format!("the {what} path must contain {{{need}}}"));
         }
     }
     // The host client sends the literals verbatim (no URL parser re-encodes them), so they
@@ -190,8 +202,7 @@ pub fn parse_template(
     }
     if http::uri::PathAndQuery::try_from(filled).is_err() {
         return Err(format!(
-            "the {} path is not a valid URL path (percent-encode it)",
-            op.key()
+            "the {what} path is not a valid URL path (percent-encode it)"
         ));
     }
     Ok((segs, query))

@@ -14,7 +14,13 @@
 //! | `{header.NAME}` | the MCP request's header `NAME`, if `host.templates.allowHeaders` lists it | every route but discovery |
 //! | `{arguments}` | the arguments object | createRun body |
 //! | `{reason}` | why the sidecar cancels (absent: the key is left out) | cancelRun body |
-//! | `{value}` | the resume value | resolveInterrupt body |
+//! | `{value}` | the resume value | resolveInterrupt body, `host.resolve` bodies |
+//! | `{interruptId}` | the open interrupt's id (`host.interrupts`) | `host.resolve` routes |
+//! | `{content}` | the accepted elicitation's content object (absent: the key is left out) | `host.resolve` bodies |
+//! | `{content.NAME}` | one field of that content (absent: the key is left out) | `host.resolve` routes |
+//!
+//! `host.resolve` routes (src/config/resolve.rs) also take `{runId}`, `{nodeId}` and
+//! `{header.NAME}`.
 
 use http::HeaderName;
 use serde_json::Value;
@@ -37,8 +43,14 @@ pub enum Var {
     Arguments,
     /// Body only (cancelRun): the cancel reason, when there is one.
     Reason,
-    /// Body only (resolveInterrupt): the resume value.
+    /// Body only (resolveInterrupt, `host.resolve`): the resume value.
     Value,
+    /// `host.resolve` only: the open interrupt's id.
+    InterruptId,
+    /// `host.resolve` bodies only: the accepted elicitation's content object.
+    Content,
+    /// `host.resolve` only: one field of the accepted content.
+    ContentField(String),
 }
 
 impl Var {
@@ -54,6 +66,9 @@ impl Var {
             Var::Arguments => "arguments",
             Var::Reason => "reason",
             Var::Value => "value",
+            Var::InterruptId => "interruptId",
+            Var::Content => "content",
+            Var::ContentField(f) => f,
         }
     }
 }
@@ -79,6 +94,9 @@ pub struct Scope<'a> {
     pub place: Place,
     /// `host.templates.allowHeaders`, lower-cased.
     pub allow_headers: &'a [HeaderName],
+    /// A `host.resolve` action's template (src/config/resolve.rs), `op` being
+    /// resolveInterrupt: the interrupt and the answer's content are available.
+    pub per_action: bool,
 }
 
 impl Scope<'_> {
@@ -89,9 +107,12 @@ impl Scope<'_> {
             GetRun | CancelRun | ResolveInterrupt | PollEvents | StreamEvents
         );
         let body = self.place == Place::Body;
+        let action = self.per_action && self.op == ResolveInterrupt;
         match v {
             Var::RunId(_) => runs,
             Var::NodeId => self.op == ResolveInterrupt,
+            Var::InterruptId | Var::ContentField(_) => action,
+            Var::Content => body && action,
             Var::Tool => matches!(self.op, GetWorkflow | CreateRun),
             Var::Arg(_) | Var::CallId => self.op == CreateRun,
             Var::Header(_) => self.op != Discovery,
@@ -113,6 +134,9 @@ impl Scope<'_> {
             ("{arguments}", Var::Arguments),
             ("{reason}", Var::Reason),
             ("{value}", Var::Value),
+            ("{interruptId}", Var::InterruptId),
+            ("{content}", Var::Content),
+            ("{content.NAME}", Var::ContentField(String::new())),
         ];
         let ok: Vec<&str> = all
             .iter()
@@ -138,6 +162,11 @@ fn placeholder(name: &str, scope: &Scope) -> Result<Var, String> {
             return Err(format!("{{{name}}} names no argument"));
         }
         Var::Arg(arg.to_string())
+    } else if let Some(f) = name.strip_prefix("content.") {
+        if f.is_empty() {
+            return Err(format!("{{{name}}} names no field"));
+        }
+        Var::ContentField(f.to_string())
     } else if let Some(h) = name.strip_prefix("header.") {
         let h = HeaderName::from_bytes(h.as_bytes())
             .map_err(|_| format!("{{{name}}}: '{h}' is not a header name"))?;
@@ -157,6 +186,8 @@ fn placeholder(name: &str, scope: &Scope) -> Result<Var, String> {
             "arguments" => Var::Arguments,
             "reason" => Var::Reason,
             "value" => Var::Value,
+            "interruptId" => Var::InterruptId,
+            "content" => Var::Content,
             _ => {
                 return Err(format!(
                     "unknown placeholder {{{name}}} (allowed here: {})",
@@ -166,6 +197,15 @@ fn placeholder(name: &str, scope: &Scope) -> Result<Var, String> {
         }
     };
     if !scope.allows(&var) {
+        if matches!(var, Var::InterruptId | Var::Content | Var::ContentField(_))
+            && !scope.per_action
+        {
+            return Err(format!(
+                "the placeholder {{{name}}} is available in host.resolve routes only (allowed \
+                 here: {})",
+                scope.listed()
+            ));
+        }
         return Err(format!(
             "the placeholder {{{name}}} is not available for {} (allowed here: {})",
             scope.op.key(),
@@ -346,6 +386,7 @@ mod tests {
             op,
             place: Place::Target,
             allow_headers: ALLOW.get_or_init(|| vec![HeaderName::from_static("x-project")]),
+            per_action: false,
         }
     }
 
@@ -411,6 +452,7 @@ mod tests {
             op: Operation::CreateRun,
             place: Place::Body,
             allow_headers: &[],
+            per_action: false,
         };
         let v = serde_json::json!({"requestId": "{callId}", "parameters": "{arguments}", "labels": {"via": "mcp"}, "title": "run {tool}"});
         let t = BodyTemplate::compile(&v, &sc, "host.bodies.createRun").unwrap();

@@ -12,7 +12,19 @@ use serde_json::Value;
 use super::client::{header_value, json_bytes, json_value, with_json, LAST_EVENT_ID};
 use super::fill::{self, Dest, Missing, Vars};
 use super::{Caller, CreatedRun, EventPage, EventStream, HostClient, HostError, RunSnapshot};
+use crate::config::resolve::ActionRoute;
 use crate::config::{CreateTemplate, Idempotency, Operation};
+
+/// What a `host.resolve` route is filled with: the run, the open interrupt it answers, the
+/// resume value and the accepted elicitation's content.
+#[derive(Debug, Clone, Copy)]
+pub struct ActionAnswer<'a> {
+    pub run_id: &'a str,
+    pub interrupt_id: &'a str,
+    pub node_id: &'a str,
+    pub resume: &'a Value,
+    pub content: Option<&'a Value>,
+}
 
 /// A createRun ready to send, and to send again byte for byte: a repeat carries the same
 /// per-call value (`{callId}`, the idempotency header or body field), which is what a host
@@ -335,6 +347,64 @@ impl HostClient {
         };
         self.send_json(Operation::ResolveInterrupt, || {
             let mut req = self.request(Operation::ResolveInterrupt, &vars, &[], Some(caller))?;
+            if let Some((k, v)) = &key {
+                req.headers_mut().append(k.clone(), v.clone());
+            }
+            Ok(with_json(req, &body))
+        })
+        .await
+    }
+
+    /// Answers an open interrupt through its `host.resolve` route (src/config/resolve.rs):
+    /// the route's method, target and body filled with the run, the interrupt, the resume
+    /// value and the accepted content; the key in the idempotency header when the host has
+    /// one, as [`HostClient::resolve_interrupt`] sends it. Counted, timed and retried as the
+    /// resolveInterrupt operation (never retried by default: a lost answer must not resolve a
+    /// second vote).
+    pub async fn resolve_by_action(
+        &self,
+        caller: &Caller,
+        route: &ActionRoute,
+        answer: &ActionAnswer<'_>,
+        idempotency_key: &str,
+    ) -> Result<Value, HostError> {
+        let op = Operation::ResolveInterrupt;
+        let vars = Vars {
+            run_id: Some(answer.run_id),
+            node_id: Some(answer.node_id),
+            interrupt_id: Some(answer.interrupt_id),
+            value: Some(answer.resume),
+            content: answer.content,
+            ..Vars::default()
+        };
+        let not_sent = |m: Missing| {
+            tracing::warn!(operation = "resolveInterrupt", route = %route.template, "host request not sent: {m}");
+            super::error::BadTarget
+        };
+        let body = fill::body(&route.body, &vars, Some(caller))
+            .map_err(not_sent)?
+            .unwrap_or_else(|| Value::Object(serde_json::Map::new()));
+        let body = json_bytes(&body);
+        let target = self
+            .target_of(
+                (&route.segments, &route.query, route.template.len()),
+                &vars,
+                &[],
+                Some(caller),
+            )
+            .map_err(not_sent)?;
+        let key = match &self.mapping.idempotency {
+            Idempotency::Header(name) => Some((name.clone(), header_value(idempotency_key)?)),
+            Idempotency::BodyField(_) | Idempotency::None => None,
+        };
+        self.send_json(op, || {
+            let mut req = self.request_raw(
+                route.method.clone(),
+                target.clone(),
+                true,
+                &[],
+                Some(caller),
+            )?;
             if let Some((k, v)) = &key {
                 req.headers_mut().append(k.clone(), v.clone());
             }

@@ -17,6 +17,7 @@ use super::fill::{fill, Dest, Missing, Vars};
 use super::h2pool::{H2Pool, PoolError, PooledBody};
 use super::{Caller, HostError};
 use crate::body::Body;
+use crate::config::template::Segment;
 use crate::config::{Config, Mapping, Operation, Routes};
 use crate::passthrough::UpstreamClient;
 use crate::telemetry::UpstreamStatus;
@@ -147,16 +148,33 @@ impl HostClient {
         caller: Option<&Caller>,
     ) -> Result<String, Missing> {
         let route = self.routes.get(op);
+        self.target_of(
+            (&route.segments, &route.query, route.template.len()),
+            vars,
+            query,
+            caller,
+        )
+    }
+
+    /// [`HostClient::target`] of a template given by its parts (a `host.resolve` action's,
+    /// src/config/resolve.rs): path segments, query segments and the template's length.
+    pub(super) fn target_of(
+        &self,
+        (segments, template_query, len): (&[Segment], &[Segment], usize),
+        vars: &Vars,
+        query: &[(&str, &str)],
+        caller: Option<&Caller>,
+    ) -> Result<String, Missing> {
         let ids = self.mapping.path_ids;
-        let mut target = String::with_capacity(self.prefix.len() + route.template.len() + 64);
+        let mut target = String::with_capacity(self.prefix.len() + len + 64);
         target.push_str(&self.prefix);
         // Ids are projected (`[A-Za-z0-9._~%-]` only) and inserted verbatim so `~2F` reaches
         // the host byte for byte (OpenWOP v2 identity.md §5).
-        fill(&mut target, &route.segments, vars, caller, ids, Dest::Path)?;
+        fill(&mut target, segments, vars, caller, ids, Dest::Path)?;
         let mut first = true;
-        if !route.query.is_empty() {
+        if !template_query.is_empty() {
             target.push('?');
-            fill(&mut target, &route.query, vars, caller, ids, Dest::Query)?;
+            fill(&mut target, template_query, vars, caller, ids, Dest::Query)?;
             first = false;
         }
         for (k, v) in query {

@@ -20,6 +20,10 @@ pub struct Vars<'a> {
     pub call_id: Option<&'a str>,
     pub reason: Option<&'a str>,
     pub value: Option<&'a Value>,
+    /// The open interrupt's id (`host.resolve`).
+    pub interrupt_id: Option<&'a str>,
+    /// The accepted elicitation's content object (`host.resolve`).
+    pub content: Option<&'a Value>,
 }
 
 /// A placeholder the call cannot fill: the caller's mistake (`-32602` before any host call,
@@ -156,7 +160,20 @@ fn fill_var(
         Var::CallId => text(out, vars.call_id.ok_or(Missing::Value("call id"))?),
         Var::Header(h) => text(out, header_of(caller, h)?),
         Var::Reason => text(out, vars.reason.unwrap_or_default()),
-        Var::Arguments | Var::Value => return Err(Missing::Value("JSON value in a string")),
+        Var::InterruptId => text(
+            out,
+            vars.interrupt_id.ok_or(Missing::Value("interrupt id"))?,
+        ),
+        // An absent field writes nothing: a path or text needs the content the answer gave.
+        Var::ContentField(f) => match content_field(vars, f) {
+            Some(Value::String(s)) => text(out, s),
+            Some(v @ (Value::Number(_) | Value::Bool(_))) => text(out, &v.to_string()),
+            Some(_) => return Err(Missing::NotScalar(format!("content.{f}"))),
+            None => {}
+        },
+        Var::Arguments | Var::Value | Var::Content => {
+            return Err(Missing::Value("JSON value in a string"))
+        }
     }
     Ok(())
 }
@@ -185,6 +202,10 @@ pub fn body(
                 Var::Arguments => vars.args.cloned(),
                 Var::Reason => vars.reason.and_then(s),
                 Var::Value => vars.value.cloned(),
+                Var::InterruptId => vars.interrupt_id.and_then(s),
+                // The content object, or one of its fields; absent leaves the key out.
+                Var::Content => vars.content.filter(|c| c.is_object()).cloned(),
+                Var::ContentField(f) => content_field(vars, f).cloned(),
             })
         },
         &mut |var, out| match var {
@@ -203,6 +224,13 @@ pub fn body(
             v => fill_var(out, v, vars, caller, IdEncoding::Raw, Dest::Header),
         },
     )
+}
+
+/// One field of the accepted content (`{content.NAME}`); `null` counts as absent.
+fn content_field<'v>(vars: &Vars<'v>, name: &str) -> Option<&'v Value> {
+    vars.content
+        .and_then(|c| c.get(name))
+        .filter(|v| !v.is_null())
 }
 
 /// Writes `value` at a JSON pointer of `body`, making the objects on the way.

@@ -22,7 +22,7 @@ mod types;
 
 use http::{HeaderValue, Method};
 
-pub use calls::CreateRequest;
+pub use calls::{ActionAnswer, CreateRequest};
 pub use client::HostClient;
 pub(crate) use error::root_cause;
 pub use error::HostError;

@@ -22,7 +22,7 @@ use super::tools::ToolDef;
 use super::{McpContext, McpError, McpRequest};
 use crate::body::Response;
 use crate::config::TaskSupport;
-use crate::host::{open_interrupts, Caller, RunEvent, RunSnapshot, RunStatus};
+use crate::host::{Caller, OpenInterrupt, RunSnapshot, RunStatus};
 use crate::ownership::{GuardedBody, RunGuard};
 use crate::sse::message_frame;
 
@@ -257,9 +257,9 @@ async fn settle_and_project(
             terminal: true,
             failure: None,
         },
-        Ok((run, events)) => {
+        Ok((run, open)) => {
             let terminal = run.status.is_terminal();
-            let result = outcome(ctx, req, tool, args, &run, &events, round);
+            let result = outcome(ctx, req, tool, args, &run, &open, round);
             Projected {
                 message: envelope_result(&req.id, with_server_info(&ctx.cfg, result)),
                 terminal,
@@ -288,7 +288,7 @@ pub(super) fn outcome(
     tool: &ToolDef,
     args: &Value,
     run: &RunSnapshot,
-    events: &[RunEvent],
+    open: &[OpenInterrupt],
     round: u32,
 ) -> Value {
     if run.status.is_terminal() {
@@ -297,12 +297,11 @@ pub(super) fn outcome(
     if !run.status.awaits_client() {
         return still_running(ctx, req, run);
     }
-    let open = open_interrupts(events, ctx.host.mapping());
     let Some(first) = open.first() else {
         return still_running(ctx, req, run);
     };
     let modes = Modes::of(&req.caps);
-    let keys = wire_keys(tool, &open);
+    let keys = wire_keys(tool, open);
     let mut requests = Map::new();
     for (i, key) in open.iter().zip(&keys) {
         let url = resolve_url(ctx, req, run, &i.node_id);

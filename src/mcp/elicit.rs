@@ -7,7 +7,8 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::request_state::stable_json;
-use crate::host::OpenInterrupt;
+use crate::config::resolve::Action;
+use crate::host::{OpenInterrupt, RunStatus};
 
 /// The elicitation modes a request declared (`{}` means form only, MCP 2026-07-28 Basic §_meta).
 #[derive(Debug, Clone, Copy)]
@@ -255,6 +256,31 @@ pub fn effect_of(i: &OpenInterrupt, answer: &Value) -> Result<Effect, String> {
     }
 }
 
+/// The `host.resolve` route an answer takes (src/config/resolve.rs): the waiting status its
+/// interrupt was read under (an approval is `waiting-approval`, any other `waiting-input`,
+/// as `crate::host::doc_interrupt` makes them) and the action. An approval declined, or
+/// accepted with the form's `action: reject` (`effect_of` makes both the resume value
+/// `{action: reject}`), is rejected; an input request declined is declined.
+pub fn action_of(i: &OpenInterrupt, answer: &Value, resume: &Value) -> (RunStatus, Action) {
+    let declined = answer.get("action").and_then(Value::as_str) == Some("decline");
+    if matches!(i.kind.as_str(), "approval" | "low-confidence") {
+        let rejected = declined || resume.get("action").and_then(Value::as_str) == Some("reject");
+        let action = if rejected {
+            Action::Reject
+        } else {
+            Action::Accept
+        };
+        (RunStatus::WaitingApproval, action)
+    } else {
+        let action = if declined {
+            Action::Decline
+        } else {
+            Action::Accept
+        };
+        (RunStatus::WaitingInput, action)
+    }
+}
+
 /// A key that makes a retried resolve of the same answer idempotent at the host (§1.9): an
 /// `Effect::Resolve` sent twice, by an MRTR retry or a tasks/update, is one resolution.
 pub(super) fn resolve_key(interrupt_id: &str, resume: &Value) -> String {
@@ -356,6 +382,47 @@ mod tests {
             Ok(Effect::CancelRun)
         );
         assert!(effect_of(&a, &json!({"action":"maybe"})).is_err());
+    }
+
+    #[test]
+    fn answers_pick_their_resolve_action() {
+        let a = approval();
+        let act = |i: &OpenInterrupt, answer: Value| {
+            let Ok(Effect::Resolve(resume)) = effect_of(i, &answer) else {
+                panic!("{answer}")
+            };
+            action_of(i, &answer, &resume)
+        };
+        let ap = RunStatus::WaitingApproval;
+        assert_eq!(
+            act(&a, json!({"action":"accept","content":{"action":"accept"}})),
+            (ap.clone(), Action::Accept)
+        );
+        assert_eq!(
+            act(&a, json!({"action":"accept"})),
+            (ap.clone(), Action::Accept)
+        );
+        assert_eq!(
+            act(&a, json!({"action":"accept","content":{"action":"reject"}})),
+            (ap.clone(), Action::Reject)
+        );
+        assert_eq!(act(&a, json!({"action":"decline"})), (ap, Action::Reject));
+        let input = OpenInterrupt {
+            kind: "input".into(),
+            ..approval()
+        };
+        let inp = RunStatus::WaitingInput;
+        assert_eq!(
+            act(
+                &input,
+                json!({"action":"accept","content":{"color":"blue"}})
+            ),
+            (inp.clone(), Action::Accept)
+        );
+        assert_eq!(
+            act(&input, json!({"action":"decline"})),
+            (inp, Action::Decline)
+        );
     }
 
     #[test]

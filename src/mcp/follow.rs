@@ -10,7 +10,9 @@ use tokio::time::Instant;
 
 use super::respond::Notes;
 use super::{McpContext, McpError};
-use crate::host::{bears_on_interrupts, open_interrupts, Caller, HostError, RunEvent, RunSnapshot};
+use crate::host::{
+    bears_on_interrupts, open_interrupts, Caller, HostError, OpenInterrupt, RunEvent, RunSnapshot,
+};
 use crate::sse::message_frame;
 
 /// `notifications/progress` for a request that sent `_meta.progressToken`: one per
@@ -79,17 +81,54 @@ impl EventLog {
     }
 }
 
+/// The open interrupts of `run` now, and the newest event time: read from its event log
+/// (a read: nothing is appended, RFC 0198 §D), or under `host.follow: poll` from its document
+/// ([`open_in_document`]). tasks/get, tasks/update and an MRTR retry read them here.
+pub(super) async fn open_now(
+    ctx: &McpContext,
+    caller: &Caller,
+    run: &RunSnapshot,
+) -> Result<(Vec<OpenInterrupt>, Option<String>), HostError> {
+    if ctx.host.mapping().follow.poll {
+        return Ok((open_in_document(ctx, caller, run).await?, None));
+    }
+    let page = ctx.host.poll_events(caller, &run.run_id, None, 1).await?;
+    let newest = page.events.iter().rev().find_map(|e| e.timestamp.clone());
+    Ok((open_interrupts(&page.events, ctx.host.mapping()), newest))
+}
+
+/// `host.follow: poll`: the host has no event log; the open interrupt is read from the run
+/// document where `host.interrupts` says it is (issue 19), else there is none and the run is
+/// shown by its status alone rather than failing the read. The document is newer than `run`:
+/// its own status says what is open now.
+pub(super) async fn open_in_document(
+    ctx: &McpContext,
+    caller: &Caller,
+    run: &RunSnapshot,
+) -> Result<Vec<OpenInterrupt>, HostError> {
+    let m = ctx.host.mapping();
+    if !m.interrupts.iter().any(|d| d.status == run.status) {
+        return Ok(Vec::new());
+    }
+    let doc = Box::pin(ctx.host.get_run_doc(caller, &run.run_id)).await?;
+    let status = m.status_of(&doc).unwrap_or_else(|| run.status.clone());
+    Ok(crate::host::doc_interrupt(&doc, &status, m)
+        .into_iter()
+        .collect())
+}
+
 /// Follows the run until it is terminal or waits on something, or `cap` passes. The host's
 /// event stream drives the wait (each lifecycle event is a cue to re-read the run); when the
 /// stream cannot be opened or breaks, the long-poll endpoint takes over (issue 3: "wait on the
-/// run's event stream, poll as fallback").
+/// run's event stream, poll as fallback"). Returns the run and, when it waits on its client,
+/// its open interrupts (from the events read, or under `host.follow: poll` its document).
 pub(super) async fn wait_settled(
     ctx: &McpContext,
     caller: &Caller,
     run_id: &str,
     cap: Duration,
     progress: Option<&Progress>,
-) -> Result<(RunSnapshot, Vec<RunEvent>), McpError> {
+) -> Result<(RunSnapshot, Vec<OpenInterrupt>), McpError> {
     wait_settled_via(ctx, caller, run_id, &Via::default(), cap, progress).await
 }
 
@@ -128,7 +167,7 @@ pub(super) async fn wait_settled_via(
     via: &Via,
     cap: Duration,
     progress: Option<&Progress>,
-) -> Result<(RunSnapshot, Vec<RunEvent>), McpError> {
+) -> Result<(RunSnapshot, Vec<OpenInterrupt>), McpError> {
     let deadline = Instant::now() + cap;
     if ctx.host.mapping().follow.poll {
         let last = follow_by_reading(ctx, caller, run_id, via, deadline).await?;
@@ -138,7 +177,16 @@ pub(super) async fn wait_settled_via(
                 .await
                 .map_err(|e| McpError::from_host(&e))?,
         };
-        return Ok((run, Vec::new()));
+        // A run waiting on its client answers with its open interrupt (MRTR, RFC 0208
+        // mcp.mrtr), read from its document as tasks/get reads it.
+        let open = if run.status.awaits_client() {
+            open_in_document(ctx, caller, &run)
+                .await
+                .map_err(|e| McpError::from_host(&e))?
+        } else {
+            Vec::new()
+        };
+        return Ok((run, open));
     }
     let mut log = EventLog::default();
     let settled = if cap.is_zero() {
@@ -157,14 +205,19 @@ pub(super) async fn wait_settled_via(
     let run = Box::pin(ctx.host.get_run(caller, run_id))
         .await
         .map_err(|e| McpError::from_host(&e))?;
-    if run.status.awaits_client() && open_interrupts(&log.kept, ctx.host.mapping()).is_empty() {
-        // The snapshot moved ahead of the events we read: read the rest of the log once.
-        let after = log.last;
-        if let Ok(page) = Box::pin(ctx.host.poll_events(caller, run_id, after, 1)).await {
-            page.events.into_iter().for_each(|e| log.push(e));
+    let mut open = Vec::new();
+    if run.status.awaits_client() {
+        open = open_interrupts(&log.kept, ctx.host.mapping());
+        if open.is_empty() {
+            // The snapshot moved ahead of the events we read: read the rest of the log once.
+            let after = log.last;
+            if let Ok(page) = Box::pin(ctx.host.poll_events(caller, run_id, after, 1)).await {
+                page.events.into_iter().for_each(|e| log.push(e));
+            }
+            open = open_interrupts(&log.kept, ctx.host.mapping());
         }
     }
-    Ok((run, log.kept))
+    Ok((run, open))
 }
 
 /// Errors that no fallback can fix: the caller is not allowed, or the run is not there.

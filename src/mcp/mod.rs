@@ -17,6 +17,7 @@ mod origin;
 mod params;
 pub mod project;
 pub mod request_state;
+mod resolve;
 mod respond;
 mod schema;
 pub mod task_id;

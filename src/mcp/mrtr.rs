@@ -9,14 +9,14 @@ use serde_json::{json, Map, Value};
 use tokio::time::Instant;
 
 use super::answer::{blocking_answer, outcome, task_answer};
-use super::elicit::{effect_of, resolve_key, Effect, Modes};
+use super::elicit::{effect_of, Effect, Modes};
 use super::follow::wait_settled;
 use super::project::{host_fault_error, is_host_fault, shaped_result};
 use super::tools::ToolDef;
 use super::{McpContext, McpError, McpRequest};
 use crate::body::Response;
 use crate::config::InputRequestKey;
-use crate::host::{open_interrupts, HostError, OpenInterrupt, RunStatus};
+use crate::host::{HostError, OpenInterrupt, RunStatus};
 use crate::ownership::RunGuard;
 
 /// The `inputRequests` key of each open interrupt. RFC 0208 mcp.mrtr: "Key = the open
@@ -66,11 +66,10 @@ pub(super) async fn answer_ahead(
             return Ok(());
         }
         let cap = deadline.saturating_duration_since(Instant::now());
-        let (run, events) = wait_settled(ctx, &req.caller, run_id, cap, None).await?;
+        let (run, open) = wait_settled(ctx, &req.caller, run_id, cap, None).await?;
         if !run.status.awaits_client() {
             return Ok(());
         }
-        let open = open_interrupts(&events, ctx.host.mapping());
         let mut answered = false;
         for (i, key) in open.iter().zip(wire_keys(tool, &open)) {
             if key == i.interrupt_id || used.contains(&key) {
@@ -85,10 +84,7 @@ pub(super) async fn answer_ahead(
             };
             match effect {
                 Effect::Resolve(resume) => {
-                    let idem = resolve_key(&i.interrupt_id, &resume);
-                    match ctx
-                        .host
-                        .resolve_interrupt(&req.caller, run_id, &i.node_id, &resume, &idem)
+                    match super::resolve::resolve(ctx, &req.caller, run_id, i, &resume, answer)
                         .await
                     {
                         Ok(_) => answered = true,
@@ -232,9 +228,8 @@ pub(super) async fn retry(
         .map_err(|_| refused("its run is not readable"))?;
     let Some(answer) = responses.get(&claims.n) else {
         // MCP 2026-07-28 MRTR: re-ask when the required response is missing, never error.
-        let (run, events) =
-            wait_settled(&ctx, &req.caller, &claims.r, Duration::ZERO, None).await?;
-        let result = outcome(&ctx, req, tool, args, &run, &events, claims.k);
+        let (run, open) = wait_settled(&ctx, &req.caller, &claims.r, Duration::ZERO, None).await?;
+        let result = outcome(&ctx, req, tool, args, &run, &open, claims.k);
         return Ok(super::result_response(&ctx.cfg, &req.id, result));
     };
     if !answer.get("action").is_some_and(Value::is_string) {
@@ -258,12 +253,11 @@ pub(super) async fn retry(
             shaped_result(&run, tool.shape()),
         ));
     }
-    let page = ctx
-        .host
-        .poll_events(&req.caller, &claims.r, None, 1)
+    // The interrupts open now: from the run's log, or its document under `host.follow:
+    // poll` (src/mcp/follow.rs `open_now`, as tasks/get reads them).
+    let (open, _) = super::follow::open_now(&ctx, &req.caller, &run)
         .await
         .map_err(|e| McpError::from_host(&e))?;
-    let open = open_interrupts(&page.events, ctx.host.mapping());
     // The token names the interrupt it asked about: `i` when the round keyed it by the
     // interrupt's own key, else the key is the interruptId itself.
     let target = claims.i.as_deref().unwrap_or(&claims.n);
@@ -283,10 +277,7 @@ pub(super) async fn retry(
     guard.own(&claims.r, &req.caller);
     match effect {
         Effect::Resolve(resume) => {
-            let key = resolve_key(&interrupt.interrupt_id, &resume);
-            match ctx
-                .host
-                .resolve_interrupt(&req.caller, &claims.r, &interrupt.node_id, &resume, &key)
+            match super::resolve::resolve(&ctx, &req.caller, &claims.r, &interrupt, &resume, answer)
                 .await
             {
                 // Spent only once the host took the answer: a retry that failed on a host

@@ -3,13 +3,12 @@
 
 use serde_json::{json, Map, Value};
 
-use super::elicit::resolve_key;
 use super::elicit::{effect_of, input_request, Effect, Modes};
 use super::project::{times, DetailedTask, Shape, Times};
 use super::respond::{bare_result_response, object_result_response};
 use super::{McpContext, McpError, McpRequest, TASKS_EXT};
 use crate::body::Response;
-use crate::host::{open_interrupts, HostError, OpenInterrupt, RunSnapshot, RunStatus};
+use crate::host::{HostError, OpenInterrupt, RunSnapshot, RunStatus};
 use crate::wire_id;
 
 /// A host refusal that leaves the task as it was: acknowledged, not surfaced (RFC 0198 §E:
@@ -58,38 +57,16 @@ pub(super) async fn read(
     Ok(run)
 }
 
-/// Open interrupts and the newest event time, read from the run's log (a read: nothing is
-/// appended, RFC 0198 §D).
+/// Open interrupts and the newest event time (src/mcp/follow.rs `open_now`: the run's log,
+/// or its document under `host.follow: poll`); a failed read is a task read's error.
 async fn interrupts_of(
     ctx: &McpContext,
     req: &McpRequest,
     run: &RunSnapshot,
 ) -> Result<(Vec<OpenInterrupt>, Option<String>), McpError> {
-    let m = ctx.host.mapping();
-    if m.follow.poll {
-        // `host.follow: poll`: the host has no event log; the open interrupt is read from the
-        // run document where `host.interrupts` says it is (issue 19), else the task is shown
-        // by its status alone rather than failing the read.
-        if !m.interrupts.iter().any(|d| d.status == run.status) {
-            return Ok((Vec::new(), None));
-        }
-        let doc = ctx
-            .host
-            .get_run_doc(&req.caller, &run.run_id)
-            .await
-            .map_err(|e| McpError::from_host_task_read(&e))?;
-        // The document is newer than `run`: its own status says what is open now.
-        let status = m.status_of(&doc).unwrap_or_else(|| run.status.clone());
-        let open = crate::host::doc_interrupt(&doc, &status, m);
-        return Ok((open.into_iter().collect(), None));
-    }
-    let page = ctx
-        .host
-        .poll_events(&req.caller, &run.run_id, None, 1)
+    super::follow::open_now(ctx, &req.caller, run)
         .await
-        .map_err(|e| McpError::from_host_task_read(&e))?;
-    let newest = page.events.iter().rev().find_map(|e| e.timestamp.clone());
-    Ok((open_interrupts(&page.events, ctx.host.mapping()), newest))
+        .map_err(|e| McpError::from_host_task_read(&e))
 }
 
 /// The DetailedTask as `tasks/get` returns it now.
@@ -197,14 +174,12 @@ pub async fn update(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpE
             let effect = effect_of(i, answer).map_err(|why| {
                 McpError::InvalidParams(format!("Invalid params: inputResponses[\"{key}\"]: {why}"))
             })?;
-            effects.push((i, effect));
+            effects.push((i, effect, answer));
         }
-        for (i, effect) in effects {
+        for (i, effect, answer) in effects {
             let outcome = match effect {
                 Effect::Resolve(resume) => {
-                    let k = resolve_key(&i.interrupt_id, &resume);
-                    ctx.host
-                        .resolve_interrupt(&req.caller, &run.run_id, &i.node_id, &resume, &k)
+                    super::resolve::resolve(ctx, &req.caller, &run.run_id, i, &resume, answer)
                         .await
                         .map(|_| ())
                 }

@@ -14,8 +14,10 @@ use crate::templates::{caller, client, operations, recorded};
 
 /// The Azure-style mapping: `POST /jobs` answers `202` with an empty body, the job in
 /// `Location` and its status monitor in `Operation-Location`; `Operation-Id` dedupes a
-/// repeated create; an approval is `pendingApproval` while the status says `Running`.
-const AZURE: &str = "host:
+/// repeated create; an approval is `pendingApproval` (an input request `pendingInput`) while
+/// the status says `Running`, answered at `/jobs/{name}/approve` and `/jobs/{name}/input`
+/// (tests/it/resolve.rs).
+pub(crate) const AZURE: &str = "host:
   follow: poll
   created: { idFrom: header, header: Location, idPattern: '/jobs/{id}', monitor: Operation-Location }
   idempotency: { header: Operation-Id }
@@ -24,6 +26,18 @@ const AZURE: &str = "host:
   statusRules:
     - { when: { present: /pendingApproval }, status: waiting-approval }
     - { when: { present: /properties/pendingApproval }, status: waiting-approval }
+    - { when: { present: /pendingInput }, status: waiting-input }
+    - { when: { present: /properties/pendingInput }, status: waiting-input }
+  interrupts:
+    waiting-approval: { id: /pendingApproval/id, node: /pendingApproval/step, message: /pendingApproval/title }
+    waiting-input: { id: /pendingInput/id, node: /pendingInput/step, message: /pendingInput/prompt, schema: /pendingInput/answerSchema }
+  resolve:
+    waiting-approval:
+      accept: { path: '/jobs/{runId}/approve?api-version=2026-01-01', body: { approvalId: '{interruptId}', decision: Approve, comment: '{content.feedback}' } }
+      reject: { path: '/jobs/{runId}/approve?api-version=2026-01-01', body: { approvalId: '{interruptId}', decision: Reject, comment: '{content.feedback}' } }
+    waiting-input:
+      accept: { path: '/jobs/{runId}/input?api-version=2026-01-01', body: { inputRequestId: '{interruptId}', answers: '{content}' } }
+      decline: { path: '/jobs/{runId}/input?api-version=2026-01-01', body: { inputRequestId: '{interruptId}', decline: true } }
   routes:
     listRuns: { path: '/jobTypes?api-version=2026-01-01' }
     createRun: { path: '/jobs?api-version=2026-01-01' }
@@ -35,13 +49,18 @@ tools:
   source: static
   static:
     - { name: greeting, workflowId: structured-greeting }
+    - { name: approval, workflowId: conformance-approval }
+    - { name: clarification, workflowId: conformance-clarification }
 ";
 
 /// The AIP-151 mapping: the operation is the run; `done` with `error` or `response` says how
 /// it ended, and the terminal `metadata.state` names are deliberately left unmapped, so only
 /// the predicates can say it. listRuns points at the devhost's fault switches because the
-/// static catalog's credential probe sends `limit=1`, which this strict host refuses.
-const AIP151: &str = "host:
+/// static catalog's credential probe sends `limit=1`, which this strict host refuses. A
+/// waiting operation is answered through its custom methods (`:approve`, `:reject`,
+/// `:provideInput`; tests/it/resolve.rs); a rejected approval ends with `error.code` 10
+/// (ABORTED), which reads `failed`, as OpenWOP's `approval_rejected` does.
+pub(crate) const AIP151: &str = "host:
   ids: { path: raw }
   follow: { mode: poll, initialIntervalMs: 50, maxIntervalMs: 400 }
   idempotency: { bodyField: /requestId }
@@ -54,6 +73,13 @@ const AIP151: &str = "host:
   interrupts:
     waiting-approval: { id: /metadata/approval/id, node: /metadata/approval/step, message: /metadata/approval/message }
     waiting-input: { id: /metadata/inputRequest/id, node: /metadata/inputRequest/step, message: /metadata/inputRequest/message, schema: /metadata/inputRequest/schema }
+  resolve:
+    waiting-approval:
+      accept: { path: '/v1/{runId}:approve', body: { approvalId: '{interruptId}', comment: '{content.feedback}' } }
+      reject: { path: '/v1/{runId}:reject', body: { approvalId: '{interruptId}', reason: '{content.feedback}' } }
+    waiting-input:
+      accept: { path: '/v1/{runId}:provideInput', body: { inputRequestId: '{interruptId}', values: '{content}' } }
+      decline: { path: '/v1/{runId}:provideInput', body: { inputRequestId: '{interruptId}', decline: true } }
   routes:
     listRuns: { path: /_devhost/faults }
     createRun: { path: '/v1/projects/acme/jobTypes/{tool}:run' }

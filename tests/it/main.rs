@@ -31,6 +31,7 @@ mod params;
 mod passthrough;
 mod reload;
 mod replicas;
+mod resolve;
 mod support;
 mod tasks;
 mod templates;
