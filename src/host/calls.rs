@@ -556,14 +556,33 @@ impl HostClient {
     /// the sidecar's origin would use it: its method and its path relative to `upstream.url`,
     /// ids in the host's encoding (`host.ids.path`). Answer texts name this, never a fixed
     /// OpenWOP path.
-    pub fn resolve_route(&self, run_id: &str, node_id: &str) -> (http::Method, String) {
+    /// With `accept`, the interrupt's `host.resolve` accept route instead (src/config/resolve.rs).
+    pub fn resolve_route(
+        &self,
+        run_id: &str,
+        interrupt: &super::OpenInterrupt,
+        accept: Option<&ActionRoute>,
+    ) -> (http::Method, String) {
         let op = Operation::ResolveInterrupt;
         let route = self.routes.get(op);
         let vars = Vars {
             run_id: Some(run_id),
-            node_id: Some(node_id),
+            node_id: Some(&interrupt.node_id),
+            interrupt_id: Some(&interrupt.interrupt_id),
             ..Vars::default()
         };
+        if let Some(a) = accept {
+            let target =
+                self.target_of((&a.segments, &a.query, a.template.len()), &vars, &[], None);
+            let path = match target {
+                Ok(t) => t
+                    .strip_prefix(self.prefix())
+                    .map(str::to_string)
+                    .unwrap_or(t),
+                Err(_) => a.template.clone(),
+            };
+            return (a.method.clone(), path);
+        }
         // No caller: a `{header.NAME}` value is not echoed into an answer text; a template
         // that needs one is named as configured instead.
         let path = match self.target(op, &vars, &[], None) {

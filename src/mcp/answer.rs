@@ -21,6 +21,7 @@ use super::respond::{
 use super::tools::ToolDef;
 use super::{McpContext, McpError, McpRequest};
 use crate::body::Response;
+use crate::config::resolve::Action;
 use crate::config::TaskSupport;
 use crate::host::{Caller, OpenInterrupt, RunSnapshot, RunStatus};
 use crate::ownership::{GuardedBody, RunGuard};
@@ -311,7 +312,13 @@ pub(super) fn outcome(
             }
             // §3.6: an interrupt that cannot be carried is never degraded into a form.
             Err(nc) => {
-                let (method, path) = ctx.host.resolve_route(&run.run_id, &i.node_id);
+                // The route that would accept it: its `host.resolve` route when it has one.
+                let accept = ctx
+                    .host
+                    .mapping()
+                    .resolve
+                    .route(&super::elicit::waits_as(i), Action::Accept);
+                let (method, path) = ctx.host.resolve_route(&run.run_id, i, accept);
                 let at = format!("{method} {path}");
                 return pending_result(run, Some((&nc.kind, &at)));
             }

@@ -256,6 +256,16 @@ pub fn effect_of(i: &OpenInterrupt, answer: &Value) -> Result<Effect, String> {
     }
 }
 
+/// The waiting status an interrupt is answered under in `host.resolve`: an approval is
+/// `waiting-approval`, any other `waiting-input`, as `crate::host::doc_interrupt` makes them.
+pub fn waits_as(i: &OpenInterrupt) -> RunStatus {
+    if matches!(i.kind.as_str(), "approval" | "low-confidence") {
+        RunStatus::WaitingApproval
+    } else {
+        RunStatus::WaitingInput
+    }
+}
+
 /// The `host.resolve` route an answer takes (src/config/resolve.rs): the waiting status its
 /// interrupt was read under (an approval is `waiting-approval`, any other `waiting-input`,
 /// as `crate::host::doc_interrupt` makes them) and the action. An approval declined, or
@@ -263,7 +273,7 @@ pub fn effect_of(i: &OpenInterrupt, answer: &Value) -> Result<Effect, String> {
 /// `{action: reject}`), is rejected; an input request declined is declined.
 pub fn action_of(i: &OpenInterrupt, answer: &Value, resume: &Value) -> (RunStatus, Action) {
     let declined = answer.get("action").and_then(Value::as_str) == Some("decline");
-    if matches!(i.kind.as_str(), "approval" | "low-confidence") {
+    if waits_as(i) == RunStatus::WaitingApproval {
         let rejected = declined || resume.get("action").and_then(Value::as_str) == Some("reject");
         let action = if rejected {
             Action::Reject

@@ -350,3 +350,25 @@ async fn the_openwop_resolve_route_is_unchanged_without_host_resolve() {
     assert!(sent[0].header("idempotency-key").is_some());
     env.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_pending_answer_names_the_hosts_accept_route() {
+    // A client that cannot be asked (no elicitation declared) is told where the interrupt is
+    // resolved: the `host.resolve` accept route, not the OpenWOP one.
+    for (flavour, yaml) in flavours() {
+        let env = env_with_yaml(flavour, &yaml, |_| {}).await;
+        let r = env.call(A, "approval", json!({}), json!({})).await;
+        let text = r.result()["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let want = match flavour {
+            Flavor::Aip151 => ":approve",
+            _ => "/approve?api-version=2026-01-01",
+        };
+        assert!(text.contains(want), "{flavour:?}: {}", r.text);
+        assert!(text.contains("POST "), "{flavour:?}: {}", r.text);
+        assert!(!text.contains("/interrupts/"), "{flavour:?}: {}", r.text);
+        env.shutdown().await;
+    }
+}
