@@ -151,6 +151,7 @@ pub fn parse_template(
     op: Operation,
     template: &str,
     allow_headers: &[http::HeaderName],
+    caller_values: &[std::sync::Arc<super::callers::CallerValues>],
 ) -> Result<(Vec<Segment>, Vec<Segment>), String> {
     if !template.starts_with('/') {
         return Err(format!("the {} path must start with '/'", op.key()));
@@ -159,6 +160,7 @@ pub fn parse_template(
         op,
         place: Place::Target,
         allow_headers,
+        caller_values,
     };
     let (path, query) = template.split_once('?').unwrap_or((template, ""));
     let segs = parse(path, &scope)?;
@@ -204,6 +206,8 @@ pub struct Routes {
     /// `host.templates.allowHeaders`: the MCP request headers templates may copy (the
     /// caller's copy of them is taken once per request, `crate::host::Caller::headers`).
     pub allow_headers: Vec<http::HeaderName>,
+    /// `host.templates.callerValues`: the tables `{caller.NAME}` placeholders read.
+    pub caller_values: Vec<std::sync::Arc<super::callers::CallerValues>>,
 }
 
 impl Routes {
