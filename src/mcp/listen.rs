@@ -166,8 +166,9 @@ struct Listen {
     watches: StreamMap<String, std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Signal> + Send>>>,
     poll: tokio::time::Interval,
     /// `host.follow: poll` (the host has no event stream): when each task is read next, and
-    /// its backoff, as a blocking call paces its reads (src/mcp/follow.rs).
-    paced: Option<Paced>,
+    /// its backoff, as a blocking call paces its reads (src/mcp/follow.rs). Boxed: an
+    /// OpenWOP listen holds only the pointer's room (issue 10: memory per open listen).
+    paced: Option<Box<Paced>>,
     keepalive: tokio::time::Interval,
     finished: bool,
 }
@@ -176,7 +177,6 @@ struct Listen {
 /// task is read after its backoff's interval, doubling from `host.follow.initialIntervalMs`
 /// to `maxIntervalMs`, and never sooner than the host's last `Retry-After` for it asked
 /// (RFC 9110 §10.2.3); the listen's own poll interval plays no part.
-#[derive(Default)]
 struct Paced {
     /// Per task: when it is due, and the backoff after that read.
     next: HashMap<String, (tokio::time::Instant, Duration)>,
@@ -218,9 +218,11 @@ impl Listen {
         let mut watches = StreamMap::new();
         // A host followed by polling has no event stream to open (issue 19): its tasks are
         // read on their own schedule ([`Paced`]).
-        let paced = ctx.host.mapping().follow.poll.then(|| Paced {
-            next: HashMap::new(),
-            first: first_reads,
+        let paced = ctx.host.mapping().follow.poll.then(|| {
+            Box::new(Paced {
+                next: HashMap::new(),
+                first: first_reads,
+            })
         });
         for id in ids.iter().filter(|_| paced.is_none()) {
             // Every id here opened when it was read (the codec is deterministic).
