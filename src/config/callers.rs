@@ -188,6 +188,34 @@ mod tests {
     }
 
     #[test]
+    fn a_table_that_cannot_be_read_names_its_source() {
+        let missing = RawCallerValues {
+            file: Some("/nonexistent/owsc-projects.json".into()),
+            env: None,
+        };
+        let e = CallerValues::load("project", &missing).unwrap_err();
+        assert!(
+            e.starts_with("host.templates.callerValues.project: /nonexistent/owsc-projects.json"),
+            "{e}"
+        );
+        let unset = RawCallerValues {
+            file: None,
+            env: Some("OWSC_UNSET_CALLER_TABLE_FOR_TEST".into()),
+        };
+        let e = CallerValues::load("project", &unset).unwrap_err();
+        assert!(
+            e.ends_with("$OWSC_UNSET_CALLER_TABLE_FOR_TEST is not set"),
+            "{e}"
+        );
+        let both = RawCallerValues {
+            file: Some("/x".into()),
+            env: Some("X".into()),
+        };
+        let e = CallerValues::load("project", &both).unwrap_err();
+        assert!(e.ends_with("give exactly one of file, env"), "{e}");
+    }
+
+    #[test]
     fn a_bad_table_is_refused_without_quoting_it() {
         for (text, want) in [
             (r#"{"secret-key": 1}"#, "entry 1: the value is not a string"),

@@ -371,6 +371,14 @@ async fn project_for_listen(
         None => match read_paced(ctx, req, Some(&json!(id))).await {
             Ok(r) => r,
             Err(McpError::TaskNotFound) => return None,
+            // A host that asks for a pause (429 + `Retry-After` in seconds) gets it.
+            Err(McpError::RateLimited { retry_after }) => {
+                let wait = retry_after
+                    .as_ref()
+                    .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
+                    .map(Duration::from_secs);
+                return Some((None, false, wait));
+            }
             Err(_) => return Some((None, false, None)),
         },
     };
