@@ -42,7 +42,7 @@ pub struct MonitorRead {
     pub retry_after: Option<Duration>,
 }
 
-/// Every read of one operation's status monitor.
+/// Every read of one operation's status monitor, and of its job resource.
 #[derive(Debug, Clone)]
 pub struct MonitorReads {
     pub tenant: String,
@@ -54,23 +54,22 @@ pub struct MonitorReads {
     /// and what it asked for; the last one when the request was retried.
     pub announced: Option<(Instant, Duration)>,
     pub reads: Vec<MonitorRead>,
+    /// Every `GET /jobs/{name}` of the job, which also answers `Retry-After` while the job
+    /// is not terminal.
+    pub resource_reads: Vec<MonitorRead>,
 }
 
 impl MonitorReads {
     /// Reads that came sooner after the answer before them (the `202` included) than
     /// its `Retry-After` asked.
     pub fn early_reads(&self) -> usize {
-        let mut asked = self.announced;
-        let mut early = 0;
-        for r in &self.reads {
-            if let Some((at, wait)) = asked {
-                if r.at.duration_since(at) < wait {
-                    early += 1;
-                }
-            }
-            asked = r.retry_after.map(|w| (r.at, w));
-        }
-        early
+        early(self.announced, &self.reads)
+    }
+
+    /// Job resource reads that came sooner after the resource read before them than its
+    /// `Retry-After` asked.
+    pub fn early_resource_reads(&self) -> usize {
+        early(None, &self.resource_reads)
     }
 
     /// The shortest time between two reads.
@@ -103,8 +102,26 @@ impl MonitorReads {
             "earlyReads": self.early_reads(),
             "minGapMs": self.min_gap().map(ms),
             "entries": entries,
+            "resourceReads": self.resource_reads.len(),
+            "earlyResourceReads": self.early_resource_reads(),
         })
     }
+}
+
+/// Reads that came sooner after the answer before them (`announced` included) than its
+/// `Retry-After` asked.
+fn early(announced: Option<(Instant, Duration)>, reads: &[MonitorRead]) -> usize {
+    let mut asked = announced;
+    let mut early = 0;
+    for r in reads {
+        if let Some((at, wait)) = asked {
+            if r.at.duration_since(at) < wait {
+                early += 1;
+            }
+        }
+        asked = r.retry_after.map(|w| (r.at, w));
+    }
+    early
 }
 
 /// The flavour's own records: jobs by `(tenant, name)` and by `(tenant, operation id)`.
@@ -134,6 +151,7 @@ impl Table {
         for j in &lock(&self.inner).order {
             let mut r = lock(&j.reads);
             r.reads.clear();
+            r.resource_reads.clear();
             r.announced = None;
         }
     }
@@ -295,7 +313,22 @@ fn serve(host: &HostState, req: &Req<'_>) -> Result<Reply, ApiError> {
         Route::Job(raw) => {
             caller.require("runs:read")?;
             let job = job_of(host, &caller, raw)?;
-            Ok(Reply::json(200, &resource(&job)))
+            let body = resource(&job);
+            // Like the status monitor: `Retry-After` while the job is not terminal, and every
+            // read recorded with it.
+            let status = body["status"].as_str().unwrap_or("").to_owned();
+            let terminal = matches!(status.as_str(), "Succeeded" | "Failed" | "Canceled");
+            let wait = (!terminal).then(|| Duration::from_secs(host.config.retry_after_secs));
+            lock(&job.reads).resource_reads.push(MonitorRead {
+                at: Instant::now(),
+                status,
+                retry_after: wait,
+            });
+            let reply = Reply::json(200, &body);
+            Ok(match wait {
+                Some(w) => reply.header("retry-after", &w.as_secs().to_string()),
+                None => reply,
+            })
         }
         Route::Operation(raw) => {
             caller.require("runs:read")?;
@@ -553,6 +586,7 @@ fn create(
             created: Instant::now(),
             announced: None,
             reads: Vec::new(),
+            resource_reads: Vec::new(),
         }),
         name,
         job_type,
@@ -872,8 +906,10 @@ mod tests {
                 read(t0 + s * 2 + s / 4, None), // early
                 read(t0 + s * 2 + s / 2, None), // after a terminal answer: nothing asked
             ],
+            resource_reads: vec![read(t0, Some(1)), read(t0 + s / 2, None)],
         };
         assert_eq!(reads.early_reads(), 2);
+        assert_eq!(reads.early_resource_reads(), 1);
         assert_eq!(reads.min_gap(), Some(s / 4));
     }
 

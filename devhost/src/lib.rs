@@ -204,8 +204,9 @@
 //! {id, step, prompt, answerSchema}`, both while the status stays `Running`.
 //!
 //! * `Retry-After` is [`DevHostConfig::retry_after_secs`] (default 1 s) on every `202`
-//!   and every non-terminal status monitor read; each read is recorded with it
-//!   ([`MonitorReads::early_reads`] counts the reads that came sooner than asked).
+//!   and every non-terminal status monitor or job (`GET /jobs/{name}`) read; each read is
+//!   recorded with it ([`MonitorReads::early_reads`] and
+//!   [`MonitorReads::early_resource_reads`] count the reads that came sooner than asked).
 //! * Jobs and operations are per tenant: another tenant's is `404 NotFound`; job names are
 //!   the client's (`PUT`, 1 to 64 of `[A-Za-z0-9._-]`) or `job-<12 hex>`, operation ids a
 //!   GUID or the client's `Operation-Id` header.

@@ -96,6 +96,12 @@ pub struct RawTemplates {
     /// header never reaches it.
     #[serde(default)]
     pub allow_headers: Vec<String>,
+    /// Values bound to callers' credentials for `{caller.NAME}` placeholders: per name, a
+    /// file or an environment variable holding a JSON object from each credential (the
+    /// bearer token, or `sha256:` and its hex SHA-256) to its value. A caller whose
+    /// credential is not listed has no value, and a request needing it is refused.
+    #[serde(default)]
+    pub caller_values: BTreeMap<String, super::callers::RawCallerValues>,
 }
 
 // The schema of `host.idempotency` (the value itself is read by `idempotency_setting`).
@@ -156,6 +162,29 @@ impl RawHost {
         }
     }
 
+    /// `host.templates.callerValues`, each table read now (src/config/callers.rs).
+    pub(super) fn caller_values_list(
+        &self,
+    ) -> Result<Vec<std::sync::Arc<super::callers::CallerValues>>, String> {
+        self.templates
+            .caller_values
+            .iter()
+            .map(|(name, raw)| {
+                if name.is_empty()
+                    || !name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+                {
+                    return Err(format!(
+                        "host.templates.callerValues: '{name}' is not a name (letters, digits, \
+                         '_' and '-')"
+                    ));
+                }
+                super::callers::CallerValues::load(name, raw).map(std::sync::Arc::new)
+            })
+            .collect()
+    }
+
     pub(super) fn allow_headers_list(&self) -> Result<Vec<HeaderName>, String> {
         self.templates
             .allow_headers
@@ -207,6 +236,7 @@ impl RawRoutes {
         cx: &Ctx,
         request_timeout: Duration,
         allow_headers: Vec<HeaderName>,
+        caller_values: Vec<std::sync::Arc<super::callers::CallerValues>>,
         idempotency: &Idempotency,
     ) -> Result<Routes, ConfigError> {
         let mut by_op = BTreeMap::new();
@@ -235,8 +265,9 @@ impl RawRoutes {
                 Some(s) => (s.value.clone(), loc(s)),
                 None => (dp.to_string(), None),
             };
-            let (segments, query) = parse_template(op, &template, &allow_headers)
-                .map_err(|m| cx.err(tloc, format!("host.routes.{}.path: {m}", op.key())))?;
+            let (segments, query) =
+                parse_template(op, &template, &allow_headers, &caller_values)
+                    .map_err(|m| cx.err(tloc, format!("host.routes.{}.path: {m}", op.key())))?;
             let mut headers = Vec::new();
             let mut header_templates = Vec::new();
             for (k, v) in &raw.headers {
@@ -254,6 +285,7 @@ impl RawRoutes {
                     place: Place::Header,
                     allow_headers: &allow_headers,
                     per_action: false,
+                    caller_values: &caller_values,
                 };
                 let segs = parse(v, &scope).map_err(|m| {
                     cx.err(None, format!("host.routes.{}.headers.{k}: {m}", op.key()))
@@ -297,7 +329,9 @@ impl RawRoutes {
             route.fills_from_call = route.uses(&|v| {
                 matches!(
                     v,
-                    super::template::Var::Arg(_) | super::template::Var::Header(_)
+                    super::template::Var::Arg(_)
+                        | super::template::Var::Header(_)
+                        | super::template::Var::Caller(_)
                 )
             });
             by_op.insert(op, route);
@@ -305,6 +339,7 @@ impl RawRoutes {
         Ok(Routes {
             by_op,
             allow_headers,
+            caller_values,
         })
     }
 }
@@ -329,15 +364,17 @@ impl RawHost {
         request_timeout: Duration,
     ) -> Result<(Routes, Mapping), ConfigError> {
         let allow_headers = self.allow_headers_list().map_err(|m| cx.err(None, m))?;
+        let caller_values = self.caller_values_list().map_err(|m| cx.err(None, m))?;
         let idempotency = self.idempotency_setting().map_err(|m| cx.err(None, m))?;
         let routes = std::mem::take(&mut self.routes).normalise(
             cx,
             request_timeout,
             allow_headers,
+            caller_values,
             &idempotency,
         )?;
         let mapping = self
-            .mapping_with(&routes.allow_headers, idempotency)
+            .mapping_with(&routes.allow_headers, &routes.caller_values, idempotency)
             .map_err(|(l, m)| cx.err(l, m))?;
         Ok((routes, mapping))
     }

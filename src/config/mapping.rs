@@ -602,8 +602,9 @@ impl RawHost {
     /// Normalises the mapping alone (its defaults); `Err((location, message))`.
     pub(super) fn mapping(&self) -> Result<Mapping, (Option<(u64, u64)>, String)> {
         let allow = self.allow_headers_list().map_err(|m| (None, m))?;
+        let callers = self.caller_values_list().map_err(|m| (None, m))?;
         let idempotency = self.idempotency_setting().map_err(|m| (None, m))?;
-        self.mapping_with(&allow, idempotency)
+        self.mapping_with(&allow, &callers, idempotency)
     }
 
     /// Normalises the mapping with the templates' allowed headers and the idempotency setting
@@ -611,6 +612,7 @@ impl RawHost {
     pub(super) fn mapping_with(
         &self,
         allow_headers: &[http::HeaderName],
+        caller_values: &[std::sync::Arc<super::callers::CallerValues>],
         idempotency: Idempotency,
     ) -> Result<Mapping, (Option<(u64, u64)>, String)> {
         let loc = |s: &Spanned<String>| Some((s.referenced.line(), s.referenced.column()));
@@ -741,6 +743,7 @@ impl RawHost {
                 place: Place::Body,
                 allow_headers,
                 per_action: false,
+                caller_values,
             };
             BodyTemplate::compile(v, &scope, &what).map_err(|m| (None, m))
         };
@@ -853,8 +856,13 @@ impl RawHost {
         let wire = self.wire()?;
         let follow = super::follow::follow(&self.follow)?;
         let interrupts = super::follow::interrupts(&self.interrupts)?;
-        let resolve =
-            super::resolve::resolve(&self.resolve, follow.poll, &interrupts, allow_headers)?;
+        let resolve = super::resolve::resolve(
+            &self.resolve,
+            follow.poll,
+            &interrupts,
+            allow_headers,
+            caller_values,
+        )?;
         Ok(Mapping {
             path_ids,
             task_ids,

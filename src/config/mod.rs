@@ -5,6 +5,7 @@
 //! OpenWOP v2 as the default, so that no route string is scattered through the handlers.
 
 pub mod auth;
+pub mod callers;
 pub mod catalog;
 mod ctx;
 mod explain;

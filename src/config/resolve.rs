@@ -12,12 +12,14 @@
 //! `cancel` ends the run through `host.routes.cancelRun`, as it always has.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use http::{HeaderName, Method};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::callers::CallerValues;
 use super::routes::{parse_target, Operation};
 use super::template::{BodyTemplate, Place, Scope, Segment};
 use crate::wop::RunStatus;
@@ -108,6 +110,7 @@ pub(super) fn resolve(
     follow_poll: bool,
     interrupts: &[super::follow::DocInterrupt],
     allow_headers: &[HeaderName],
+    caller_values: &[Arc<CallerValues>],
 ) -> Result<Resolve, Err> {
     let mut routes = Vec::new();
     if !raw.is_empty() && !follow_poll {
@@ -172,7 +175,11 @@ pub(super) fn resolve(
                 return Err((None, format!("{what}: needs {} ({why})", action.key())));
             };
             let at = format!("{what}.{}", action.key());
-            routes.push((status.clone(), action, action_route(r, &at, allow_headers)?));
+            routes.push((
+                status.clone(),
+                action,
+                action_route(r, &at, allow_headers, caller_values)?,
+            ));
         }
     }
     Ok(Resolve { routes })
@@ -182,6 +189,7 @@ fn action_route(
     r: &RawActionRoute,
     at: &str,
     allow_headers: &[HeaderName],
+    caller_values: &[Arc<CallerValues>],
 ) -> Result<ActionRoute, Err> {
     let method = match &r.method {
         None => Method::POST,
@@ -193,6 +201,7 @@ fn action_route(
         place,
         allow_headers,
         per_action: true,
+        caller_values,
     };
     let (segments, query) = parse_target(&scope(Place::Target), &r.path, &[], at)
         .map_err(|m| (None, format!("{at}.path: {m}")))?;

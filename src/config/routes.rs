@@ -151,12 +151,14 @@ pub fn parse_template(
     op: Operation,
     template: &str,
     allow_headers: &[http::HeaderName],
+    caller_values: &[std::sync::Arc<super::callers::CallerValues>],
 ) -> Result<(Vec<Segment>, Vec<Segment>), String> {
     let scope = Scope {
         op,
         place: Place::Target,
         allow_headers,
         per_action: false,
+        caller_values,
     };
     parse_target(&scope, template, op.required_params(), op.key())
 }
@@ -215,6 +217,8 @@ pub struct Routes {
     /// `host.templates.allowHeaders`: the MCP request headers templates may copy (the
     /// caller's copy of them is taken once per request, `crate::host::Caller::headers`).
     pub allow_headers: Vec<http::HeaderName>,
+    /// `host.templates.callerValues`: the tables `{caller.NAME}` placeholders read.
+    pub caller_values: Vec<std::sync::Arc<super::callers::CallerValues>>,
 }
 
 impl Routes {

@@ -12,6 +12,7 @@
 //! | `{arg.NAME}` | the tool argument `NAME` (a string, number or boolean) | createRun |
 //! | `{callId}` | a value generated once per MCP call, the same on every retry and replay | createRun |
 //! | `{header.NAME}` | the MCP request's header `NAME`, if `host.templates.allowHeaders` lists it | every route but discovery |
+//! | `{caller.NAME}` | the value `host.templates.callerValues.NAME` binds to the caller's credential (src/config/callers.rs) | every route but discovery |
 //! | `{arguments}` | the arguments object | createRun body |
 //! | `{reason}` | why the sidecar cancels (absent: the key is left out) | cancelRun body |
 //! | `{value}` | the resume value | resolveInterrupt body, `host.resolve` bodies |
@@ -22,9 +23,12 @@
 //! `host.resolve` routes (src/config/resolve.rs) also take `{runId}`, `{nodeId}` and
 //! `{header.NAME}`.
 
+use std::sync::Arc;
+
 use http::HeaderName;
 use serde_json::Value;
 
+use super::callers::CallerValues;
 use super::mapping::IdEncoding;
 use super::routes::Operation;
 
@@ -39,6 +43,8 @@ pub enum Var {
     Arg(String),
     CallId,
     Header(HeaderName),
+    /// The caller's value in a `host.templates.callerValues` table.
+    Caller(Arc<CallerValues>),
     /// Body only: the arguments object.
     Arguments,
     /// Body only (cancelRun): the cancel reason, when there is one.
@@ -63,6 +69,7 @@ impl Var {
             Var::Arg(a) => a,
             Var::CallId => "callId",
             Var::Header(h) => h.as_str(),
+            Var::Caller(c) => &c.placeholder,
             Var::Arguments => "arguments",
             Var::Reason => "reason",
             Var::Value => "value",
@@ -97,6 +104,8 @@ pub struct Scope<'a> {
     /// A `host.resolve` action's template (src/config/resolve.rs), `op` being
     /// resolveInterrupt: the interrupt and the answer's content are available.
     pub per_action: bool,
+    /// `host.templates.callerValues`.
+    pub caller_values: &'a [Arc<CallerValues>],
 }
 
 impl Scope<'_> {
@@ -115,7 +124,7 @@ impl Scope<'_> {
             Var::Content => body && action,
             Var::Tool => matches!(self.op, GetWorkflow | CreateRun),
             Var::Arg(_) | Var::CallId => self.op == CreateRun,
-            Var::Header(_) => self.op != Discovery,
+            Var::Header(_) | Var::Caller(_) => self.op != Discovery,
             Var::Arguments => body && self.op == CreateRun,
             Var::Reason => body && self.op == CancelRun,
             Var::Value => body && self.op == ResolveInterrupt,
@@ -131,6 +140,10 @@ impl Scope<'_> {
             ("{arg.NAME}", Var::Arg(String::new())),
             ("{callId}", Var::CallId),
             ("{header.NAME}", Var::Header(HeaderName::from_static("x"))),
+            (
+                "{caller.NAME}",
+                Var::Caller(Arc::new(CallerValues::empty("x"))),
+            ),
             ("{arguments}", Var::Arguments),
             ("{reason}", Var::Reason),
             ("{value}", Var::Value),
@@ -177,6 +190,18 @@ fn placeholder(name: &str, scope: &Scope) -> Result<Var, String> {
             ));
         }
         Var::Header(h)
+    } else if let Some(c) = name.strip_prefix("caller.") {
+        let t = scope
+            .caller_values
+            .iter()
+            .find(|t| t.name == c)
+            .ok_or_else(|| {
+                format!(
+                    "{{{name}}}: '{c}' is not in host.templates.callerValues (only the values the \
+                 operator binds to credentials there may reach the host)"
+                )
+            })?;
+        Var::Caller(t.clone())
     } else {
         match name {
             "runId" => Var::RunId(None),
@@ -387,6 +412,7 @@ mod tests {
             place: Place::Target,
             allow_headers: ALLOW.get_or_init(|| vec![HeaderName::from_static("x-project")]),
             per_action: false,
+            caller_values: &[],
         }
     }
 
@@ -419,7 +445,7 @@ mod tests {
         let e = parse("/runs/{runid}", &scope(Operation::GetRun)).unwrap_err();
         assert_eq!(
             e,
-            "unknown placeholder {runid} (allowed here: {runId}, {header.NAME})"
+            "unknown placeholder {runid} (allowed here: {runId}, {header.NAME}, {caller.NAME})"
         );
         let e = parse("/runs/{runId", &scope(Operation::GetRun)).unwrap_err();
         assert_eq!(e, "unclosed '{' at character 7");
@@ -430,7 +456,7 @@ mod tests {
         let e = parse("/runs/{callId}", &scope(Operation::GetRun)).unwrap_err();
         assert_eq!(
             e,
-            "the placeholder {callId} is not available for getRun (allowed here: {runId}, {header.NAME})"
+            "the placeholder {callId} is not available for getRun (allowed here: {runId}, {header.NAME}, {caller.NAME})"
         );
         let e = parse("/runs/{runId:base64}", &scope(Operation::GetRun)).unwrap_err();
         assert_eq!(
@@ -440,6 +466,11 @@ mod tests {
         let e = parse("/x/{header.x-team}", &scope(Operation::GetRun)).unwrap_err();
         assert!(
             e.contains("'x-team' is not in host.templates.allowHeaders"),
+            "{e}"
+        );
+        let e = parse("/x/{caller.project}", &scope(Operation::GetRun)).unwrap_err();
+        assert!(
+            e.contains("'project' is not in host.templates.callerValues"),
             "{e}"
         );
         let e = parse("/x/{arg.}", &scope(Operation::CreateRun)).unwrap_err();
@@ -453,6 +484,7 @@ mod tests {
             place: Place::Body,
             allow_headers: &[],
             per_action: false,
+            caller_values: &[],
         };
         let v = serde_json::json!({"requestId": "{callId}", "parameters": "{arguments}", "labels": {"via": "mcp"}, "title": "run {tool}"});
         let t = BodyTemplate::compile(&v, &sc, "host.bodies.createRun").unwrap();

@@ -262,7 +262,7 @@ fn template_mistakes_name_the_yaml_path_and_line() {
     assert_eq!(e.line, 4, "{e}");
     assert_eq!(
         e.message,
-        "host.routes.getRun.path: unknown placeholder {job} (allowed here: {runId}, {header.NAME})"
+        "host.routes.getRun.path: unknown placeholder {job} (allowed here: {runId}, {header.NAME}, {caller.NAME})"
     );
     let e = parse("host:\n  routes:\n    getRun:\n      path: /jobs/{runId\n").unwrap_err();
     assert_eq!(

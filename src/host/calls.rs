@@ -10,6 +10,7 @@ use http_body_util::BodyExt;
 use serde_json::Value;
 
 use super::client::{header_value, json_bytes, json_value, with_json, LAST_EVENT_ID};
+use super::error::BadTarget;
 use super::fill::{self, Dest, Missing, Vars};
 use super::{Caller, CreatedRun, EventPage, EventStream, HostClient, HostError, RunSnapshot};
 use crate::config::resolve::ActionRoute;
@@ -118,10 +119,7 @@ impl HostClient {
         query: &[(&str, &str)],
     ) -> Result<String, HostError> {
         self.target(Operation::ListTools, &Vars::default(), query, Some(caller))
-            .map_err(|m| {
-                tracing::warn!(operation = "listTools", "host request not sent: {m}");
-                HostError::from(super::error::BadTarget)
-            })
+            .map_err(|m| HostError::from(BadTarget::unfilled(Operation::ListTools, &m)))
     }
 
     /// One page of the tool catalog, at `target` ([`HostClient::list_tools_target`], or a
@@ -271,12 +269,9 @@ impl HostClient {
     }
 
     /// The cancelRun body (`host.bodies.cancelRun`; the reason left out when there is none).
-    fn cancel_body(&self, caller: &Caller, vars: &Vars) -> Result<Bytes, super::error::BadTarget> {
+    fn cancel_body(&self, caller: &Caller, vars: &Vars) -> Result<Bytes, BadTarget> {
         let body = fill::body(&self.mapping.bodies.cancel_run, vars, Some(caller))
-            .map_err(|m| {
-                tracing::warn!(operation = "cancelRun", "host request not sent: {m}");
-                super::error::BadTarget
-            })?
+            .map_err(|m| BadTarget::unfilled(Operation::CancelRun, &m))?
             .unwrap_or_else(|| Value::Object(serde_json::Map::new()));
         Ok(json_bytes(&body))
     }
@@ -334,10 +329,7 @@ impl HostClient {
             ..Vars::default()
         };
         let body = fill::body(&self.mapping.bodies.resolve_interrupt, &vars, Some(caller))
-            .map_err(|m| {
-                tracing::warn!(operation = "resolveInterrupt", "host request not sent: {m}");
-                super::error::BadTarget
-            })?
+            .map_err(|m| BadTarget::unfilled(Operation::ResolveInterrupt, &m))?
             .unwrap_or_else(|| Value::Object(serde_json::Map::new()));
         let body = json_bytes(&body);
         // The resolve carries the key in the idempotency header when the host has one.
@@ -377,10 +369,8 @@ impl HostClient {
             content: answer.content,
             ..Vars::default()
         };
-        let not_sent = |m: Missing| {
-            tracing::warn!(operation = "resolveInterrupt", route = %route.template, "host request not sent: {m}");
-            super::error::BadTarget
-        };
+        // A caller's missing value is named to it (-32602), anything else is a warning.
+        let not_sent = |m: Missing| HostError::from(BadTarget::unfilled(op, &m));
         let body = fill::body(&route.body, &vars, Some(caller))
             .map_err(not_sent)?
             .unwrap_or_else(|| Value::Object(serde_json::Map::new()));

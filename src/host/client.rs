@@ -196,10 +196,9 @@ impl HostClient {
         query: &[(&str, &str)],
         caller: Option<&Caller>,
     ) -> Result<Request<Body>, BadTarget> {
-        let target = self.target(op, vars, query, caller).map_err(|m| {
-            tracing::warn!(operation = op.key(), "host request not sent: {m}");
-            BadTarget
-        })?;
+        let target = self
+            .target(op, vars, query, caller)
+            .map_err(|m| BadTarget::unfilled(op, &m))?;
         self.request_to(op, target, vars, caller)
     }
 
@@ -244,11 +243,11 @@ impl HostClient {
                         self.mapping.path_ids,
                         Dest::Header,
                     )
-                    .map_err(|m| {
-                        tracing::warn!(operation = op.key(), "host request not sent: {m}");
-                        BadTarget
-                    })?;
-                    all.push((k.clone(), HeaderValue::from_str(&v).map_err(|_| BadTarget)?));
+                    .map_err(|m| BadTarget::unfilled(op, &m))?;
+                    all.push((
+                        k.clone(),
+                        HeaderValue::from_str(&v).map_err(|_| BadTarget::Wire)?,
+                    ));
                 }
                 std::borrow::Cow::Owned(all)
             };
@@ -272,12 +271,13 @@ impl HostClient {
         headers: &[(HeaderName, HeaderValue)],
         caller: Option<&Caller>,
     ) -> Result<Request<Body>, BadTarget> {
-        let pq = PathAndQuery::from_maybe_shared(Bytes::from(target)).map_err(|_| BadTarget)?;
+        let pq =
+            PathAndQuery::from_maybe_shared(Bytes::from(target)).map_err(|_| BadTarget::Wire)?;
         let mut parts = http::uri::Parts::default();
         parts.scheme = Some(self.scheme.clone());
         parts.authority = Some(self.authority.clone());
         parts.path_and_query = Some(pq);
-        let uri = Uri::from_parts(parts).map_err(|_| BadTarget)?;
+        let uri = Uri::from_parts(parts).map_err(|_| BadTarget::Wire)?;
 
         let mut h = HeaderMap::with_capacity(8 + headers.len());
         // `host.versionHeader` (src/config/wire.rs): OpenWOP v2's `OpenWOP-Version: 2.0` by
@@ -361,6 +361,8 @@ impl HostClient {
                 // alive for the run's lifetime. Inline, that space is held at rest, once per
                 // open stream; boxed, only while an exchange is in flight (issue 9).
                 Ok(req) => Box::pin(self.once_head(req, timeout, &parse)).await,
+                // Nothing was sent, so this is no host call (no metric, no access line).
+                Err(BadTarget::Caller(m)) => return Err(HostError::NotSent(m)),
                 Err(e) => Err(e.into()),
             };
             let status = match &res {
@@ -369,6 +371,7 @@ impl HostClient {
                 Err(HostError::Timeout) => UpstreamStatus::Timeout,
                 Err(HostError::Unavailable(_)) => UpstreamStatus::Unavailable,
                 Err(HostError::BadBody(_)) => UpstreamStatus::BadBody,
+                Err(HostError::NotSent(_)) => UpstreamStatus::Unavailable,
             };
             let took = started.elapsed();
             self.metrics.upstream(op, status, took.as_secs_f64());
@@ -505,5 +508,5 @@ pub(super) fn with_json(mut req: Request<Body>, body: &Bytes) -> Request<Body> {
 
 /// An idempotency key that cannot be a header value is refused before anything is sent.
 pub(super) fn header_value(v: &str) -> Result<HeaderValue, BadTarget> {
-    HeaderValue::from_str(v).map_err(|_| BadTarget)
+    HeaderValue::from_str(v).map_err(|_| BadTarget::Wire)
 }

@@ -25,6 +25,10 @@ pub enum HostError {
     },
     #[error("the host sent a body that is not what its API promises: {0}")]
     BadBody(String),
+    /// Nothing was sent: the call lacks a value the request is built from (an allowed
+    /// header, a caller value; src/host/fill.rs): the caller's mistake, `-32602`.
+    #[error("{0}")]
+    NotSent(String),
 }
 
 impl HostError {
@@ -58,6 +62,7 @@ impl HostError {
             HostError::Unavailable(_) | HostError::BadBody(_) => true,
             HostError::Status { status, .. } => status.is_server_error(),
             HostError::Timeout => op == Operation::CreateRun,
+            HostError::NotSent(_) => false,
         }
     }
 
@@ -89,16 +94,39 @@ pub(crate) fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     last.to_string()
 }
 
-/// A request that cannot be put on the wire (a target that is not a valid URI, a header value
-/// with control bytes, a `{header.NAME}` the request did not carry: logged where it is found,
-/// src/host/client.rs). The loader checks the route templates and ids are projected (a `raw`
-/// id is sent as the host wrote it), so the rest is not expected; it is still refused before
-/// anything is sent.
+/// A request that cannot be put on the wire, refused before anything is sent.
 #[derive(Debug)]
-pub(super) struct BadTarget;
+pub(super) enum BadTarget {
+    /// A target that is not a valid URI, a header value with control bytes (logged where it
+    /// is found, src/host/client.rs). The loader checks the route templates and ids are
+    /// projected (a `raw` id is sent as the host wrote it), so this is not expected.
+    Wire,
+    /// The call lacks a value a template needs (a `{header.NAME}` the request did not carry,
+    /// a `{caller.NAME}` its credential has none of): the caller's mistake, named.
+    Caller(String),
+}
+
+impl BadTarget {
+    /// A template of `op` that could not be filled: the caller's mistake is named to it
+    /// (a debug line only), anything else is a warning.
+    pub(super) fn unfilled(op: Operation, m: &super::fill::Missing) -> BadTarget {
+        if m.is_callers() {
+            tracing::debug!(operation = op.key(), "host request not sent: {m}");
+            BadTarget::Caller(m.to_string())
+        } else {
+            tracing::warn!(operation = op.key(), "host request not sent: {m}");
+            BadTarget::Wire
+        }
+    }
+}
 
 impl From<BadTarget> for HostError {
-    fn from(_: BadTarget) -> HostError {
-        HostError::Unavailable("the request cannot be put on the wire".into())
+    fn from(b: BadTarget) -> HostError {
+        match b {
+            BadTarget::Wire => {
+                HostError::Unavailable("the request cannot be put on the wire".into())
+            }
+            BadTarget::Caller(m) => HostError::NotSent(m),
+        }
     }
 }

@@ -6,6 +6,7 @@ use http::{HeaderName, HeaderValue};
 use serde_json::Value;
 
 use super::Caller;
+use crate::config::callers::CallerValues;
 use crate::config::template::{BodyTemplate, Segment, Var};
 use crate::config::IdEncoding;
 
@@ -26,13 +27,16 @@ pub struct Vars<'a> {
     pub content: Option<&'a Value>,
 }
 
-/// A placeholder the call cannot fill: the caller's mistake (`-32602` before any host call,
-/// where the call is checked first), or a header it did not send.
+/// A placeholder the call cannot fill: the caller's mistake (`-32602` before any host call:
+/// an argument, a header it did not send, a credential without a caller value).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Missing {
     Arg(String),
     NotScalar(String),
     Header(HeaderName),
+    /// `{caller.NAME}` for a caller whose credential `host.templates.callerValues.NAME`
+    /// binds no value to.
+    Caller(String),
     /// A value the operation never has (cannot happen: the loader checks each template's
     /// placeholders against its operation).
     Value(&'static str),
@@ -55,8 +59,21 @@ impl std::fmt::Display for Missing {
                 "missing request header '{h}' (host.templates.allowHeaders: the host request \
                  is built from it)"
             ),
+            Missing::Caller(n) => write!(
+                f,
+                "the caller's credential has no value for {{caller.{n}}} \
+                 (host.templates.callerValues: the host request is built from it)"
+            ),
             Missing::Value(v) => write!(f, "no {v} for this host request"),
         }
+    }
+}
+
+impl Missing {
+    /// Whether the call itself lacks the value (its arguments, headers or credential), so the
+    /// refusal is the caller's `-32602`, not a fault of the sidecar.
+    pub fn is_callers(&self) -> bool {
+        !matches!(self, Missing::Value(_))
     }
 }
 
@@ -96,6 +113,11 @@ fn header_of<'c>(caller: Option<&'c Caller>, h: &HeaderName) -> Result<&'c str, 
         .and_then(|m| m.get(h))
         .and_then(|v| v.to_str().ok())
         .ok_or_else(|| Missing::Header(h.clone()))
+}
+
+fn caller_value<'c>(caller: Option<&Caller>, t: &'c CallerValues) -> Result<&'c str, Missing> {
+    t.value_for(caller.and_then(|c| c.authorization.as_ref()))
+        .ok_or_else(|| Missing::Caller(t.name.clone()))
 }
 
 /// An argument as text (strings as they are, numbers and booleans as JSON writes them).
@@ -159,6 +181,7 @@ fn fill_var(
         Var::Arg(a) => text(out, &arg_text(vars.args, a)?),
         Var::CallId => text(out, vars.call_id.ok_or(Missing::Value("call id"))?),
         Var::Header(h) => text(out, header_of(caller, h)?),
+        Var::Caller(t) => text(out, caller_value(caller, t)?),
         Var::Reason => text(out, vars.reason.unwrap_or_default()),
         Var::InterruptId => text(
             out,
@@ -199,6 +222,7 @@ pub fn body(
                     .cloned(),
                 Var::CallId => vars.call_id.and_then(s),
                 Var::Header(h) => s(header_of(caller, h)?),
+                Var::Caller(t) => s(caller_value(caller, t)?),
                 Var::Arguments => vars.args.cloned(),
                 Var::Reason => vars.reason.and_then(s),
                 Var::Value => vars.value.cloned(),

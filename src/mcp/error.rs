@@ -237,12 +237,18 @@ impl McpError {
             HostError::Unavailable(_) | HostError::Timeout | HostError::BadBody(_) => {
                 McpError::Internal
             }
+            HostError::NotSent(m) => McpError::InvalidParams(m.clone()),
         }
     }
 
     /// Maps a failed read of a task: everything the caller may not see is "task not found";
     /// only authentication, scope step-up, rate limits and host faults stay distinct.
     pub fn from_host_task_read(e: &HostError) -> McpError {
+        // A read the call could not even build (it lacks an allowed header or a caller value)
+        // says nothing about the task: it is named as the caller's mistake.
+        if let HostError::NotSent(m) = e {
+            return McpError::InvalidParams(m.clone());
+        }
         match McpError::from_host(e) {
             McpError::InvalidParams(_) => McpError::TaskNotFound,
             other => other,

@@ -151,10 +151,17 @@ impl Via {
     /// The task's `pollIntervalMs`: the host's `Retry-After` when it gave one (a client
     /// polling tasks/get sooner would only make the sidecar read sooner than asked).
     pub fn poll_interval_ms(&self, configured: u64) -> u64 {
-        self.retry_after.map_or(configured, |d| {
-            u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-        })
+        poll_interval_ms(self.retry_after, configured)
     }
+}
+
+/// A task's `pollIntervalMs` under `host.follow: poll`: the `Retry-After` of the host's last
+/// answer about the run when it gave one, else the configured interval. The tasked call's
+/// CreateTaskResult, `tasks/get` and a listen's `notifications/tasks` all say the same.
+pub(super) fn poll_interval_ms(retry_after: Option<Duration>, configured: u64) -> u64 {
+    retry_after.map_or(configured, |d| {
+        u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+    })
 }
 
 /// [`wait_settled`] for a run the create answer told how to follow ([`Via`]). Under

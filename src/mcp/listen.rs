@@ -4,15 +4,18 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
 use super::method::Method;
 use super::respond::{error_response, sse_response, FramesBody, KeepaliveBody};
-use super::tasks::{detailed, read, require_tasks};
+use super::tasks::{detailed, read_paced, require_tasks};
 use super::watch::Signal;
 use super::{McpContext, McpError, McpRequest, META_SUBSCRIPTION};
 use crate::body::Response;
+use crate::config::follow::Follow;
+use crate::host::RunSnapshot;
 use crate::sse::{keepalive_frame, message_frame};
 use futures_util::FutureExt;
 use tokio_stream::{StreamExt, StreamMap};
@@ -72,13 +75,21 @@ async fn listen_inner(ctx: Arc<McpContext>, req: &McpRequest) -> Result<Response
     // Only ids the caller can read are acknowledged; the others are left out exactly like a
     // nonexistent id and never notified (RFC 0208, subscriptions/listen).
     let mut readable: Vec<String> = Vec::new();
+    // Under `host.follow: poll` each read is kept for the task's first notification: reading
+    // the run again at once would read sooner than the host's `Retry-After` asked.
+    let mut first_reads = HashMap::new();
     if tasks_on {
         for id in asked.iter().flatten() {
             if readable.contains(id) {
                 continue;
             }
-            match read(&ctx, req, Some(&json!(id))).await {
-                Ok(_) => readable.push(id.clone()),
+            match read_paced(&ctx, req, Some(&json!(id))).await {
+                Ok(read) => {
+                    readable.push(id.clone());
+                    if ctx.host.mapping().follow.poll {
+                        first_reads.insert(id.clone(), read);
+                    }
+                }
                 Err(McpError::TaskNotFound) => {}
                 Err(e) => return Err(e),
             }
@@ -122,7 +133,7 @@ async fn listen_inner(ctx: Arc<McpContext>, req: &McpRequest) -> Result<Response
         return Ok(sse_response(body));
     }
     // The loop reads the id, the capabilities and the caller, never the params.
-    let listen = Listen::new(ctx.clone(), req.detached(false), readable, ack);
+    let listen = Listen::new(ctx.clone(), req.detached(false), readable, ack, first_reads);
     let frames = futures_util::stream::unfold(listen, |mut l| async move {
         l.next_frame().await.map(|f| (f, l))
     });
@@ -154,19 +165,66 @@ struct Listen {
     shutdown: tokio::sync::watch::Receiver<bool>,
     watches: StreamMap<String, std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Signal> + Send>>>,
     poll: tokio::time::Interval,
+    /// `host.follow: poll` (the host has no event stream): when each task is read next, and
+    /// its backoff, as a blocking call paces its reads (src/mcp/follow.rs). Boxed: an
+    /// OpenWOP listen holds only the pointer's room (issue 10: memory per open listen).
+    paced: Option<Box<Paced>>,
     keepalive: tokio::time::Interval,
     finished: bool,
 }
 
+/// A listen's reads of a host without an event stream (issue 19, `host.follow: poll`): each
+/// task is read after its backoff's interval, doubling from `host.follow.initialIntervalMs`
+/// to `maxIntervalMs`, and never sooner than the host's last `Retry-After` for it asked
+/// (RFC 9110 §10.2.3); the listen's own poll interval plays no part.
+struct Paced {
+    /// Per task: when it is due, and the backoff after that read.
+    next: HashMap<String, (tokio::time::Instant, Duration)>,
+    /// The reads made to acknowledge the tasks, used for their first notification.
+    first: HashMap<String, (RunSnapshot, Option<Duration>)>,
+}
+
+impl Paced {
+    /// Schedules the read after one that answered `retry_after`.
+    fn read(&mut self, f: &Follow, id: &str, retry_after: Option<Duration>) {
+        let backoff = self.next.get(id).map_or(f.initial, |(_, b)| *b);
+        let at = tokio::time::Instant::now() + f.next_wait(backoff, retry_after);
+        self.next.insert(id.to_string(), (at, f.grow(backoff)));
+    }
+
+    /// The earliest read due among the tasks not `done`.
+    fn earliest(&self, done: &[String]) -> Option<tokio::time::Instant> {
+        self.next
+            .iter()
+            .filter(|(id, _)| !done.contains(id))
+            .map(|(_, (at, _))| *at)
+            .min()
+    }
+}
+
 impl Listen {
-    fn new(ctx: Arc<McpContext>, req: McpRequest, ids: Vec<String>, ack: bytes::Bytes) -> Listen {
+    fn new(
+        ctx: Arc<McpContext>,
+        req: McpRequest,
+        ids: Vec<String>,
+        ack: bytes::Bytes,
+        first_reads: HashMap<String, (RunSnapshot, Option<Duration>)>,
+    ) -> Listen {
         // Each task wakes the listen through its shared upstream event stream
         // (RFC 0208, subscriptions/listen: driven by the host's event stream where it can be, polling
         // otherwise; watch.rs says why a stream is shared only per credential). Dropping the
         // map, however the listen ends, releases them; the last listen leaving a stream
         // closes it.
         let mut watches = StreamMap::new();
-        for id in &ids {
+        // A host followed by polling has no event stream to open (issue 19): its tasks are
+        // read on their own schedule ([`Paced`]).
+        let paced = ctx.host.mapping().follow.poll.then(|| {
+            Box::new(Paced {
+                next: HashMap::new(),
+                first: first_reads,
+            })
+        });
+        for id in ids.iter().filter(|_| paced.is_none()) {
             // Every id here opened when it was read (the codec is deterministic).
             let Some(run_id) = ctx.task_ids.open(&req.caller, id) else {
                 continue;
@@ -186,6 +244,7 @@ impl Listen {
             shutdown: ctx.shutdown.clone(),
             watches,
             poll: tokio::time::interval(ctx.cfg.tasks.listen_poll_interval),
+            paced,
             keepalive: tokio::time::interval_at(tokio::time::Instant::now() + period, period),
             finished: false,
             ctx,
@@ -216,17 +275,22 @@ impl Listen {
                 }
                 // Boxed: the projection (two host reads) is large and only runs on a change,
                 // so it does not belong in the listen's own, long-lived state.
+                let first = self.paced.as_mut().and_then(|p| p.first.remove(&id));
                 let projected = Box::pin(project_for_listen(
                     &self.ctx,
                     &self.req,
                     &id,
                     &self.sub_id,
                     &mut self.last,
+                    first,
                 ))
                 .await;
+                if let (Some(p), Some((_, false, retry_after))) = (&mut self.paced, &projected) {
+                    p.read(&self.ctx.host.mapping().follow, &id, *retry_after);
+                }
                 match projected {
                     None => self.done.push(id),
-                    Some((frame, terminal)) => {
+                    Some((frame, terminal, _)) => {
                         if terminal {
                             self.done.push(id);
                         }
@@ -244,7 +308,18 @@ impl Listen {
             for id in &self.done {
                 self.watches.remove(id);
             }
+            let paced_due = self.paced.as_ref().and_then(|p| p.earliest(&self.done));
             tokio::select! {
+                () = sleep_until_some(paced_due), if paced_due.is_some() => {
+                    let now = tokio::time::Instant::now();
+                    if let Some(p) = &self.paced {
+                        let ready = p.next.iter().filter(|(id, (at, _))| {
+                            *at <= now && !self.done.contains(id) && !self.due.contains(id)
+                        });
+                        let ready: Vec<String> = ready.map(|(id, _)| id.clone()).collect();
+                        self.due.extend(ready);
+                    }
+                },
                 Some((id, signal)) = self.watches.next(), if !self.watches.is_empty() => {
                     let mut woken = vec![(id, signal)];
                     // A replayed log arrives as a burst: one re-projection per burst.
@@ -272,31 +347,51 @@ impl Listen {
     }
 }
 
-/// Re-projects one task: `None` when it is no longer readable (it is dropped silently),
-/// else the `notifications/tasks` frame when status or lastUpdatedAt changed, and whether
-/// the task is terminal.
+/// Waits until `at` (never called with `None`: the branch is disabled then).
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    if let Some(at) = at {
+        tokio::time::sleep_until(at).await;
+    }
+}
+
+/// Re-projects one task (from `read` when the run was just read, else from a new read):
+/// `None` when it is no longer readable (it is dropped silently), else the
+/// `notifications/tasks` frame when status or lastUpdatedAt changed, whether the task is
+/// terminal, and the host's `Retry-After` when it gave one (`host.follow: poll`).
 async fn project_for_listen(
     ctx: &McpContext,
     req: &McpRequest,
     id: &str,
     sub_id: &Value,
     last: &mut HashMap<String, (Value, Value)>,
-) -> Option<(Option<bytes::Bytes>, bool)> {
-    let run = match read(ctx, req, Some(&json!(id))).await {
-        Ok(r) => r,
-        Err(McpError::TaskNotFound) => return None,
-        Err(_) => return Some((None, false)),
+    read: Option<(RunSnapshot, Option<Duration>)>,
+) -> Option<(Option<bytes::Bytes>, bool, Option<Duration>)> {
+    let (run, retry_after) = match read {
+        Some(r) => r,
+        None => match read_paced(ctx, req, Some(&json!(id))).await {
+            Ok(r) => r,
+            Err(McpError::TaskNotFound) => return None,
+            // A host that asks for a pause (429 + `Retry-After` in seconds) gets it.
+            Err(McpError::RateLimited { retry_after }) => {
+                let wait = retry_after
+                    .as_ref()
+                    .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
+                    .map(Duration::from_secs);
+                return Some((None, false, wait));
+            }
+            Err(_) => return Some((None, false, None)),
+        },
     };
     let terminal = run.status.is_terminal();
-    let Ok(mut task) = detailed(ctx, req, &run).await else {
-        return Some((None, false));
+    let Ok(mut task) = detailed(ctx, req, &run, retry_after).await else {
+        return Some((None, false, retry_after));
     };
     let key = (task["status"].clone(), task["lastUpdatedAt"].clone());
     if last.get(id) == Some(&key) {
-        return Some((None, terminal));
+        return Some((None, terminal, retry_after));
     }
     last.insert(id.to_string(), key);
     task.insert("_meta".into(), json!({ META_SUBSCRIPTION: sub_id }));
     let n = json!({ "jsonrpc": "2.0", "method": "notifications/tasks", "params": task });
-    Some((Some(message_frame(&n.to_string())), terminal))
+    Some((Some(message_frame(&n.to_string())), terminal, retry_after))
 }

@@ -1,9 +1,12 @@
 //! The Tasks extension: `tasks/get`, `tasks/update` and `tasks/cancel` (ext-tasks, RFC 0198
 //! §B–§F; RFC 0208 §C); `subscriptions/listen` is `listen.rs`.
 
+use std::time::Duration;
+
 use serde_json::{json, Map, Value};
 
 use super::elicit::{effect_of, input_request, Effect, Modes};
+use super::follow::poll_interval_ms;
 use super::project::{times, DetailedTask, Shape, Times};
 use super::respond::{bare_result_response, object_result_response};
 use super::{McpContext, McpError, McpRequest, TASKS_EXT};
@@ -57,6 +60,36 @@ pub(super) async fn read(
     Ok(run)
 }
 
+/// [`read`] with the `Retry-After` the host answered (RFC 9110 §10.2.3), under
+/// `host.follow: poll` only: that read is the one that knows it, and it sets the task's
+/// `pollIntervalMs` (issue 19). Any other mapping reads exactly as [`read`] does, with no
+/// header kept.
+pub(super) async fn read_paced(
+    ctx: &McpContext,
+    req: &McpRequest,
+    task_id: Option<&Value>,
+) -> Result<(RunSnapshot, Option<Duration>), McpError> {
+    if !ctx.host.mapping().follow.poll {
+        return read(ctx, req, task_id).await.map(|run| (run, None));
+    }
+    let wire = task_id
+        .and_then(Value::as_str)
+        .ok_or(McpError::TaskNotFound)?;
+    let run_id = ctx
+        .task_ids
+        .open(&req.caller, wire)
+        .ok_or(McpError::TaskNotFound)?;
+    let read = ctx
+        .host
+        .read_status(&req.caller, &run_id, None)
+        .await
+        .map_err(|e| McpError::from_host_task_read(&e))?;
+    match read.run {
+        Some(run) if run.run_id == run_id => Ok((run, read.retry_after)),
+        _ => Err(McpError::TaskNotFound),
+    }
+}
+
 /// Open interrupts and the newest event time (src/mcp/follow.rs `open_now`: the run's log,
 /// or its document under `host.follow: poll`); a failed read is a task read's error.
 async fn interrupts_of(
@@ -70,17 +103,19 @@ async fn interrupts_of(
 }
 
 /// The DetailedTask as `tasks/get` returns it now.
+/// `retry_after` is what [`read_paced`] returned with `run`.
 pub(super) async fn detailed(
     ctx: &McpContext,
     req: &McpRequest,
     run: &RunSnapshot,
+    retry_after: Option<Duration>,
 ) -> Result<Map<String, Value>, McpError> {
     let (t, requests) = task_parts(ctx, req, run).await?;
     let shape = shape_of(ctx, req, run).await?;
     Ok(DetailedTask::shaped(
         run,
         &t,
-        ctx.cfg.tasks.poll_interval_ms,
+        poll_interval_ms(retry_after, ctx.cfg.tasks.poll_interval_ms),
         requests,
         ctx.task_ids.issue(&req.caller, &run.run_id),
         shape,
@@ -140,13 +175,13 @@ async fn task_parts(
 
 pub async fn get(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpError> {
     require_tasks(req)?;
-    let run = read(ctx, req, req.params.get("taskId")).await?;
+    let (run, retry_after) = read_paced(ctx, req, req.params.get("taskId")).await?;
     let (t, requests) = task_parts(ctx, req, &run).await?;
     let shape = shape_of(ctx, req, &run).await?;
     let mut task = DetailedTask::shaped(
         &run,
         &t,
-        ctx.cfg.tasks.poll_interval_ms,
+        poll_interval_ms(retry_after, ctx.cfg.tasks.poll_interval_ms),
         requests,
         ctx.task_ids.issue(&req.caller, &run.run_id),
         shape,

@@ -53,6 +53,12 @@ tools:
     - { name: clarification, workflowId: conformance-clarification }
 ";
 
+/// [`AZURE`] with taskIds that carry the job name (`job-<12 hex>` is no OpenWOP id), for
+/// tasks/get and listens.
+fn azure_tasks() -> String {
+    AZURE.replacen("host:\n", "host:\n  ids: { taskId: opaque }\n", 1)
+}
+
 /// The AIP-151 mapping: the operation is the run; `done` with `error` or `response` says how
 /// it ended, and the terminal `metadata.state` names are deliberately left unmapped, so only
 /// the predicates can say it. listRuns points at the devhost's fault switches because the
@@ -413,4 +419,159 @@ fn assert_no_event_log_read(env: &Env) {
         .requests()
         .iter()
         .all(|q| !q.path.contains("/events")));
+}
+
+/// The `notifications/tasks` of a listen, in order.
+fn task_notes(msgs: &[Value]) -> Vec<&Value> {
+    msgs.iter()
+        .filter(|m| m["method"] == "notifications/tasks")
+        .collect()
+}
+
+/// A listen ends as it does for an OpenWOP host: its result once every task is terminal.
+fn assert_ended_with_its_result(msgs: &[Value]) {
+    let last = msgs.last().expect("messages");
+    assert_eq!(
+        last["result"]["resultType"], "complete",
+        "ends with the listen's result: {msgs:#?}"
+    );
+    assert!(!msgs
+        .iter()
+        .any(|m| m["method"] == "notifications/cancelled"));
+}
+
+#[tokio::test]
+async fn a_listen_follows_a_polled_job_by_reading_it_never_sooner_than_retry_after() {
+    let env = env_with_yaml(Flavor::Azure, &azure_tasks(), |_| {}).await;
+    let r = env
+        .call(
+            A,
+            "greeting",
+            json!({"name": "Di", "delayMs": 3000}),
+            task_caps(),
+        )
+        .await;
+    assert_eq!(r.result()["resultType"], "task", "{}", r.text);
+    let task = r.result()["taskId"].as_str().unwrap().to_string();
+    // The listen's own reads: what the tasked call read before is not counted.
+    env.host.clear_status_monitor_reads();
+    let msgs = env
+        .listen(A, vec![task.clone()], Duration::from_secs(10))
+        .await;
+    assert_eq!(
+        msgs[0]["method"],
+        "notifications/subscriptions/acknowledged"
+    );
+    assert_eq!(msgs[0]["params"]["notifications"]["taskIds"], json!([task]));
+    let notes = task_notes(&msgs);
+    assert_eq!(notes[0]["params"]["status"], "working", "{msgs:#?}");
+    // The job's Retry-After is the task's pollIntervalMs, as tasks/get says.
+    assert_eq!(notes[0]["params"]["pollIntervalMs"], 1000, "{msgs:#?}");
+    let done = notes.last().unwrap();
+    assert_eq!(done["params"]["status"], "completed", "{msgs:#?}");
+    assert!(done.to_string().contains("Hello, Di!"), "{done}");
+    assert_ended_with_its_result(&msgs);
+
+    // The job was read (getRun: the taskId names no status monitor), never sooner than
+    // its last answer's Retry-After asked: about once a second for 3 s, not in a loop.
+    let reads = env.host.status_monitor_reads();
+    let job = &reads[0];
+    assert_eq!(job.early_resource_reads(), 0, "{job:?}");
+    assert!(
+        (2..=6).contains(&job.resource_reads.len()),
+        "{} reads of a 3 s job: {job:?}",
+        job.resource_reads.len()
+    );
+    assert_eq!(job.resource_reads.last().unwrap().status, "Succeeded");
+    assert_no_event_log_read(&env);
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn tasks_get_takes_its_poll_interval_from_the_runs_retry_after() {
+    let yaml = format!("{}tasks: {{ pollIntervalMs: 250 }}\n", azure_tasks());
+    let env = env_with_yaml(Flavor::Azure, &yaml, |_| {}).await;
+    let r = env
+        .call(
+            A,
+            "greeting",
+            json!({"name": "Ed", "delayMs": 1500}),
+            task_caps(),
+        )
+        .await;
+    let task = r.result()["taskId"].as_str().unwrap().to_string();
+    let t = task_status(&env, &task).await;
+    assert_eq!(t["status"], "working", "{t}");
+    assert_eq!(t["pollIntervalMs"], 1000, "the job's Retry-After: {t}");
+    // A terminal job asks nothing: the configured interval.
+    let t = settled_task(&env, &task).await;
+    assert_eq!(t["status"], "completed", "{t}");
+    assert_eq!(t["pollIntervalMs"], 250, "{t}");
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn aip151_a_listen_follows_operations_by_reading_them_with_backoff() {
+    let env = env_with_yaml(Flavor::Aip151, AIP151, |_| {}).await;
+    let ok = tasked(&env, A, "cancellable", json!({"delayMs": 600})).await;
+    let failed = tasked(&env, A, "failure", json!({})).await;
+    let opened = std::time::Instant::now();
+    let msgs = env
+        .listen(A, vec![ok.clone(), failed.clone()], Duration::from_secs(10))
+        .await;
+    assert_eq!(
+        msgs[0]["params"]["notifications"]["taskIds"],
+        json!([ok, failed])
+    );
+    let notes = task_notes(&msgs);
+    let of = |id: &str| -> Vec<String> {
+        notes
+            .iter()
+            .filter(|n| n["params"]["taskId"] == id)
+            .map(|n| {
+                n["params"]["status"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect()
+    };
+    assert_eq!(
+        of(&ok).last().map(String::as_str),
+        Some("completed"),
+        "{msgs:#?}"
+    );
+    assert_eq!(
+        of(&failed).last().map(String::as_str),
+        Some("completed"),
+        "ext-tasks: a failed run is a completed task: {msgs:#?}"
+    );
+    assert_ended_with_its_result(&msgs);
+
+    // The running operation was read on the backoff (50 ms doubling to 400 ms), never in a
+    // loop, and no event log was asked for.
+    let ops = operations(&env.host).await;
+    let name = ops
+        .iter()
+        .filter_map(|o| o["name"].as_str())
+        .find(|n| ok.contains(n.rsplit('/').next().unwrap_or("-")))
+        .expect("the operation of the task")
+        .to_string();
+    let reads: Vec<_> = recorded(&env.host, "GET", &name)
+        .into_iter()
+        .filter(|q| q.at >= opened)
+        .collect();
+    assert!(
+        (2..=12).contains(&reads.len()),
+        "{} reads of a 600 ms operation",
+        reads.len()
+    );
+    let min_gap = reads
+        .windows(2)
+        .map(|w| w[1].at.duration_since(w[0].at))
+        .min()
+        .unwrap();
+    assert!(min_gap >= Duration::from_millis(50), "{min_gap:?}");
+    assert_no_event_log_read(&env);
+    env.shutdown().await;
 }

@@ -449,3 +449,95 @@ async fn route_header_templates_are_filled_beside_the_configured_version_header(
     assert_eq!(header("x-api-version"), Some("7"));
     assert_eq!(header("openwop-version"), None);
 }
+
+#[tokio::test]
+async fn each_caller_gets_its_own_project_segment_from_its_credential() {
+    // The AIP-151 flavour accepts only the caller's own project in a path: one fixed
+    // project cannot serve two tenants. The operator binds each credential to its project.
+    let (dir, _) = config_dir("caller-values", "{}");
+    let table = dir.join("projects.json");
+    std::fs::write(&table, format!(r#"{{"{A}": "acme", "{B}": "globex"}}"#)).unwrap();
+    let yaml = crate::follow::AIP151
+        .replace(
+            "'/v1/projects/acme/jobTypes/{tool}:run'",
+            "'/v1/projects/{caller.project}/jobTypes/{tool}:run'",
+        )
+        .replacen(
+            "host:\n",
+            &format!(
+                "host:\n  templates: {{ callerValues: {{ project: {{ file: '{}' }} }} }}\n",
+                table.display()
+            ),
+            1,
+        );
+    let env = env_with_yaml(Flavor::Aip151, &yaml, |_| {}).await;
+    for key in [A, B] {
+        let r = env.call(key, "noop", json!({}), json!({})).await;
+        assert!(r.body.get("result").is_some(), "{key}: {}", r.text);
+        assert_ne!(r.result()["isError"], true, "{key}: {}", r.text);
+    }
+    let paths: Vec<String> = recorded(&env.host, "POST", ":run")
+        .into_iter()
+        .map(|q| q.path)
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "/v1/projects/acme/jobTypes/conformance-noop:run",
+            "/v1/projects/globex/jobTypes/conformance-noop:run"
+        ],
+        "each caller its own project"
+    );
+    // A credential the operator bound no project to gets none, and no other caller's: the
+    // call is refused, named, before anything is sent.
+    let r = env.call(READONLY, "noop", json!({}), json!({})).await;
+    assert_eq!(r.error_code(), Some(-32602), "{}", r.text);
+    let msg = r.body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("no value for {caller.project}") && !msg.contains("acme"),
+        "{msg}"
+    );
+    assert_eq!(recorded(&env.host, "POST", ":run").len(), 2);
+    env.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn a_missing_allowed_header_outside_create_is_the_callers_mistake_named() {
+    let env = env_yaml(
+        "host:\n  templates: { allowHeaders: [x-project] }\n  routes:\n    getRun: { path: '/runs/{runId}?project={header.x-project}' }\n",
+    )
+    .await;
+    let send = |method: &'static str, params: Value, project: Option<&'static str>| {
+        let mut h = vec![
+            ("authorization", format!("Bearer {A}")),
+            ("MCP-Protocol-Version", V.to_string()),
+            ("Mcp-Method", method.to_string()),
+        ];
+        if let Some(n) = params["name"].as_str().or(params["taskId"].as_str()) {
+            h.push(("Mcp-Name", n.to_string()));
+        }
+        if let Some(p) = project {
+            h.push(("x-project", p.to_string()));
+        }
+        let body = body_of(1, method, params, task_caps());
+        let e = &env;
+        async move { e.raw(&h, body.to_string()).await }
+    };
+    let r = send(
+        "tools/call",
+        json!({"name": "conformance-delay", "arguments": {"delayMs": 5000}}),
+        Some("p1"),
+    )
+    .await;
+    let task = r.result()["taskId"].as_str().expect("a task").to_string();
+    let r = send("tasks/get", json!({ "taskId": task }), Some("p1")).await;
+    assert_eq!(r.result()["status"], "working", "{r:?}");
+    let r = send("tasks/get", json!({ "taskId": task }), None).await;
+    assert_eq!(r.error_code(), Some(-32602), "{r:?}");
+    let msg = r.body["error"]["message"].as_str().unwrap_or_default();
+    assert!(msg.contains("missing request header 'x-project'"), "{msg}");
+    let r = send("tasks/cancel", json!({ "taskId": task }), Some("p1")).await;
+    assert!(r.body.get("result").is_some(), "{r:?}");
+    env.shutdown().await;
+}
