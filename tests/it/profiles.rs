@@ -105,11 +105,25 @@ async fn the_azure_async_profile_with_only_the_per_host_keys_fronts_an_azure_hos
     )
     .await;
     assert_eq!(t["status"], "completed", "{t}");
-    // Followed by its status monitor (Operation-Location), never sooner than Retry-After.
-    let reads = env.host.status_monitor_reads();
-    assert_eq!(reads.len(), 1, "{reads:?}");
-    assert_eq!(reads[0].early_reads(), 0, "{:?}", reads[0]);
-    assert_eq!(reads[0].reads.last().unwrap().status, "Succeeded");
+    // One job, created once (the 202's empty body was an answer), read at the name its
+    // Location gave with the file's api-version, its monitor never sooner than Retry-After.
+    let requests = env.host.requests();
+    let posts: Vec<_> = requests
+        .iter()
+        .filter(|r| r.method == "POST" && r.path == "/jobs")
+        .collect();
+    assert_eq!(posts.len(), 1, "{posts:?}");
+    let reads: Vec<_> = requests
+        .iter()
+        .filter(|r| r.method == "GET" && r.path.starts_with("/jobs/job-"))
+        .collect();
+    assert!(!reads.is_empty(), "{requests:?}");
+    assert!(reads
+        .iter()
+        .all(|r| r.query.as_deref() == Some("api-version=2026-01-01")));
+    for job in env.host.status_monitor_reads() {
+        assert_eq!(job.early_reads(), 0, "{job:?}");
+    }
     env.shutdown().await;
 }
 
