@@ -57,7 +57,13 @@ enum Cmd {
         anonymous: bool,
     },
     /// Validate a configuration file: exit 0 when valid, 64 with file:line:column otherwise.
-    CheckConfig { file: PathBuf },
+    CheckConfig {
+        file: PathBuf,
+        /// Also print the effective mapping, one `key: value` line each with where it came
+        /// from (FILE:line, the profile, or `default`).
+        #[arg(long)]
+        explain: bool,
+    },
     /// Print the configuration file's JSON Schema (config/sidecar.schema.json).
     ConfigSchema,
 }
@@ -75,12 +81,17 @@ fn load(config: Option<&PathBuf>, ov: &Overrides) -> Result<Config, ExitCode> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Cmd::CheckConfig { file } = &cli.cmd {
+    if let Cmd::CheckConfig { file, explain } = &cli.cmd {
         return match Config::load(file, &Overrides::default()) {
             // A closed stdout after a valid file still means "valid": the exit code says it.
             Ok(cfg) => {
                 for w in cfg.warnings() {
                     console::error_line(format_args!("warning: {w}"));
+                }
+                if *explain {
+                    if let Ok(Some(text)) = Config::explain(file) {
+                        let _ = console::line(text.trim_end());
+                    }
                 }
                 let _ = console::line(format_args!("{}: ok", file.display()));
                 ExitCode::SUCCESS

@@ -23,6 +23,12 @@ use super::{ConfigError, Mapping};
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawHost {
+    /// A built-in mapping merged under this file (config/profiles/<name>.yaml): `openwop-v2`
+    /// (the defaults), `aip-151`, `azure-async` or `accepted-location`. Maps merge key by key,
+    /// the file wins for every key it sets, lists and single values are replaced whole.
+    // Read before the file is parsed (src/config/profile.rs); kept here so the key is known.
+    #[schemars(with = "Option<super::profile::ProfileName>")]
+    pub profile: Option<String>,
     #[serde(default)]
     pub routes: RawRoutes,
     #[serde(default)]

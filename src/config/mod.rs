@@ -16,6 +16,7 @@ mod listener;
 pub mod mapping;
 mod mcp;
 mod mount;
+pub mod profile;
 mod raw;
 pub mod resolve;
 pub mod routes;
@@ -160,11 +161,29 @@ impl Config {
         Self::from_yaml_str(&text, &name, overrides)
     }
 
+    /// The effective mapping of a valid file, a line a value with where it came from
+    /// (`check-config --explain`, src/config/profile.rs).
+    pub fn explain(path: &Path) -> Result<Option<String>, ConfigError> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::at(&name, None, format!("cannot read the file: {e}")))?;
+        profile::explain(&text, &name)
+    }
+
+    /// Parses and validates a file's text; a `host.profile` it names is merged under it
+    /// first (src/config/profile.rs), and errors still name the file's own lines.
     pub fn from_yaml_str(
         text: &str,
         source_name: &str,
         overrides: &Overrides,
     ) -> Result<Config, ConfigError> {
+        match profile::merge(text, source_name)? {
+            None => Self::parse(text, source_name, overrides),
+            Some(m) => Self::parse(&m.text, source_name, overrides).map_err(|e| m.relocate(e)),
+        }
+    }
+
+    fn parse(text: &str, source_name: &str, overrides: &Overrides) -> Result<Config, ConfigError> {
         // An empty document means "all defaults", like `{}`.
         let text = if text.trim().is_empty() { "{}" } else { text };
         let raw: RawConfig = serde_saphyr::from_str(text).map_err(|e| {

@@ -29,6 +29,7 @@ mod output_schema;
 mod ownership;
 mod params;
 mod passthrough;
+mod profiles;
 mod reload;
 mod replicas;
 mod resolve;
