@@ -398,6 +398,95 @@ impl tracing::field::Visit for FastFields {
     }
 }
 
+/// The fields of spans (and of the other lines `Full` writes), as tracing-subscriber's
+/// `DefaultFields` writes them without colours: ` `-separated `name=value`, each value as `{:?}`
+/// writes it. `DefaultFields` writes each field through `write!` with a styled name and `=`
+/// even when colours are off, and every string through `{:?}`, escaped char by char; the
+/// `mcp` span of every request has its fields formatted when it opens (issue 21). A field this
+/// does not write the same way — a message, an error, a `log.` field — or a writer with
+/// colours hands the whole set to `DefaultFields`.
+pub struct TextFields;
+
+impl<'w> tracing_subscriber::fmt::FormatFields<'w> for TextFields {
+    fn format_fields<R: tracing_subscriber::field::RecordFields>(
+        &self,
+        mut writer: tracing_subscriber::fmt::format::Writer<'w>,
+        fields: R,
+    ) -> std::fmt::Result {
+        if !writer.has_ansi_escapes() {
+            let mut v = PlainFields {
+                w: String::with_capacity(96),
+                first: true,
+                other: false,
+            };
+            fields.record(&mut v);
+            if !v.other {
+                return writer.write_str(&v.w);
+            }
+        }
+        tracing_subscriber::fmt::FormatFields::format_fields(
+            &tracing_subscriber::fmt::format::DefaultFields::new(),
+            writer,
+            fields,
+        )
+    }
+}
+
+/// [`TextFields`]' visitor: `other` when a field needs `DefaultFields`' own handling.
+struct PlainFields {
+    w: String,
+    first: bool,
+    other: bool,
+}
+
+impl PlainFields {
+    /// Writes the separator and `name=`; `false` when the field is not one this writes.
+    fn name(&mut self, field: &tracing::field::Field) -> bool {
+        let name = field.name();
+        if self.other || name == "message" || name.starts_with("log.") {
+            self.other = true;
+            return false;
+        }
+        if !std::mem::take(&mut self.first) {
+            self.w.push(' ');
+        }
+        self.w.push_str(name.strip_prefix("r#").unwrap_or(name));
+        self.w.push('=');
+        true
+    }
+}
+
+impl tracing::field::Visit for PlainFields {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        use std::fmt::Write as _;
+        if !self.name(field) {
+            return;
+        }
+        if plain(value) {
+            self.w.push('"');
+            self.w.push_str(value);
+            self.w.push('"');
+        } else {
+            let _ = write!(self.w, "{value:?}");
+        }
+    }
+
+    fn record_error(
+        &mut self,
+        _field: &tracing::field::Field,
+        _value: &(dyn std::error::Error + 'static),
+    ) {
+        self.other = true;
+    }
+
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        use std::fmt::Write as _;
+        if self.name(field) {
+            let _ = write!(self.w, "{value:?}");
+        }
+    }
+}
+
 /// Printable ASCII that `{:?}` and `char::escape_debug` leave as it is.
 fn plain(s: &str) -> bool {
     s.bytes()
@@ -478,7 +567,12 @@ mod tests {
             .with_writer(buf.clone())
             .with_ansi(false);
         let sub: Box<dyn tracing::Subscriber + Send + Sync> = if fast {
-            Box::new(layer.event_format(TextFormat::new(false)).finish())
+            Box::new(
+                layer
+                    .event_format(TextFormat::new(false))
+                    .fmt_fields(TextFields)
+                    .finish(),
+            )
         } else {
             Box::new(layer.finish())
         };
@@ -523,6 +617,31 @@ mod tests {
             // Lines that are not access lines, and an access line inside a span, keep the
             // full format's own path.
             tracing::warn!(target: HOST_TARGET, route = "getRun", error = "x\ny", "host call failed");
+            // Span fields as the mount records them (src/mcp/mod.rs), then a message, an
+            // error and odd strings, which `TextFields` hands to `DefaultFields`.
+            let id = serde_json::json!("a\"b");
+            let outer = tracing::info_span!(
+                "mcp",
+                method = %"tasks/get",
+                rpc_id = %id,
+                traceparent = "",
+                r#type = 7u64,
+                odd = "é\n",
+                flag = true,
+            );
+            let _out = outer.enter();
+            tracing::warn!(target: HOST_TARGET, n = -3i64, "inside");
+            let e = std::io::Error::other("boom");
+            let err: &(dyn std::error::Error + 'static) = &e;
+            let with_error = tracing::info_span!("inner", error = err, x = 1u64);
+            let _err = with_error.enter();
+            tracing::warn!(target: HOST_TARGET, "inside two spans");
+            drop(_err);
+            let with_message = tracing::info_span!("inner", message = "m", y = "z");
+            let _msg = with_message.enter();
+            tracing::warn!(target: HOST_TARGET, "inside a message span");
+            drop(_msg);
+            drop(_out);
             let span = tracing::info_span!("mcp", method = "tasks/get");
             let _in = span.enter();
             write_line(
@@ -536,7 +655,7 @@ mod tests {
         };
         let fast = lines_with(true, &emit);
         let full = lines_with(false, &emit);
-        assert_eq!(fast.len(), 5, "{fast:#?}");
+        assert_eq!(fast.len(), 8, "{fast:#?}");
         assert_eq!(fast, full);
         // The caller's text escaped once by `printable`, then quoted as `{:?}` quotes it.
         assert!(
