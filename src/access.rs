@@ -325,18 +325,19 @@ where
         {
             return self.full.format_event(ctx, writer, event);
         }
-        if tracing_subscriber::fmt::time::SystemTime
-            .format_time(&mut writer)
-            .is_err()
-        {
-            writer.write_str("<unknown time>")?;
-        }
-        // The rest of the line is built in one local buffer and handed over in one write:
-        // each write through the fmt layer's `Writer` is a dynamic call into its buffer.
+        // The line is built in one local buffer and handed over in one write: each write
+        // through the fmt layer's `Writer` is a dynamic call into its buffer.
         let mut v = FastFields {
             w: String::with_capacity(256),
             first: true,
         };
+        if !timestamp(std::time::SystemTime::now(), &mut v.w)
+            && tracing_subscriber::fmt::time::SystemTime
+                .format_time(&mut writer)
+                .is_err()
+        {
+            writer.write_str("<unknown time>")?;
+        }
         v.w.push_str("  INFO ");
         v.w.push_str(TARGET);
         v.w.push_str(": ");
@@ -344,6 +345,68 @@ where
         v.w.push('\n');
         writer.write_str(&v.w)
     }
+}
+
+thread_local! {
+    /// The second the last timestamp on this thread fell in, and its text up to the seconds.
+    static SECOND: std::cell::Cell<(u64, [u8; 19])> = const { std::cell::Cell::new((u64::MAX, [0; 19])) };
+}
+
+/// Writes `now` as tracing-subscriber's `SystemTime` timer writes it (RFC 3339 in UTC with
+/// microseconds, `2026-07-28T12:00:00.000000Z`), the date and time of day made once per second
+/// instead of formatted field by field for every line (issue 21); `false`, and nothing written,
+/// for a time before 1970 or after 9999, which that timer writes in its own way.
+fn timestamp(now: std::time::SystemTime, w: &mut String) -> bool {
+    let Ok(since) = now.duration_since(std::time::UNIX_EPOCH) else {
+        return false;
+    };
+    let secs = since.as_secs();
+    let (at, mut text) = SECOND.get();
+    if at != secs {
+        let days = secs / 86_400;
+        let rem = secs % 86_400;
+        // Days since 1970-01-01 to the civil date (H. Hinnant, "chrono-Compatible Low-Level
+        // Date Algorithms", `civil_from_days`).
+        let z = days + 719_468;
+        let era = z / 146_097;
+        let doe = z - era * 146_097;
+        let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = doy - (153 * mp + 2) / 5 + 1;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 };
+        let year = yoe + era * 400 + u64::from(month <= 2);
+        if year > 9999 {
+            return false;
+        }
+        let mut put = |at: usize, n: u64, width: usize| {
+            let mut n = n;
+            for i in (0..width).rev() {
+                text[at + i] = b'0' + (n % 10) as u8;
+                n /= 10;
+            }
+        };
+        put(0, year, 4);
+        put(5, month, 2);
+        put(8, day, 2);
+        put(11, rem / 3_600, 2);
+        put(14, rem / 60 % 60, 2);
+        put(17, rem % 60, 2);
+        for (i, sep) in [(4, b'-'), (7, b'-'), (10, b'T'), (13, b':'), (16, b':')] {
+            text[i] = sep;
+        }
+        SECOND.set((secs, text));
+    }
+    let mut frac = [b'.', 0, 0, 0, 0, 0, 0, b'Z'];
+    let mut micros = since.subsec_micros();
+    for d in frac[1..7].iter_mut().rev() {
+        *d = b'0' + (micros % 10) as u8;
+        micros /= 10;
+    }
+    // Both parts are ASCII digits and separators.
+    w.push_str(std::str::from_utf8(&text).unwrap_or_default());
+    w.push_str(std::str::from_utf8(&frac).unwrap_or_default());
+    true
 }
 
 /// The access line's fields as `Full`'s visitor writes them without colours: the message
@@ -581,6 +644,70 @@ mod tests {
         text.lines()
             .map(|l| l.split_once(' ').map(|(_, rest)| rest.to_string()).unwrap())
             .collect()
+    }
+
+    #[test]
+    fn the_access_line_timestamp_is_the_one_the_subscriber_timer_writes() {
+        use std::time::{Duration, SystemTime, UNIX_EPOCH};
+        use tracing_subscriber::fmt::time::FormatTime as _;
+        // Now, against the subscriber's own timer (to the second: the two clocks are read
+        // apart; again if the second turned in between).
+        for _ in 0..5 {
+            let mut theirs = String::new();
+            tracing_subscriber::fmt::time::SystemTime
+                .format_time(&mut tracing_subscriber::fmt::format::Writer::new(
+                    &mut theirs,
+                ))
+                .unwrap();
+            let mut ours = String::new();
+            assert!(timestamp(SystemTime::now(), &mut ours));
+            assert_eq!((ours.len(), theirs.len()), (27, 27));
+            if ours[..19] == theirs[..19] {
+                assert_eq!((&ours[19..20], &ours[26..]), (".", "Z"));
+                break;
+            }
+        }
+        // Leap days, month and year ends, the epoch, the last second this writes, against an
+        // independent calendar (the HTTP date); microseconds with leading zeros, and the same
+        // second twice (the kept date) next to a new one.
+        const MONTHS: [&str; 12] = [
+            "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+        ];
+        for secs in [
+            0u64,
+            59,
+            951_782_400,
+            951_868_799,
+            1_709_164_800,
+            1_735_689_599,
+            1_735_689_600,
+            1_785_240_000,
+            4_102_444_800,
+            253_402_300_799,
+        ] {
+            for micros in [0u32, 7, 999_999, 7] {
+                let t = UNIX_EPOCH + Duration::new(secs, micros * 1_000 + 999);
+                let mut got = String::new();
+                assert!(timestamp(t, &mut got));
+                // "Sun, 06 Nov 1994 08:49:37 GMT"
+                let http = httpdate::fmt_http_date(t);
+                let month = MONTHS.iter().position(|m| *m == &http[8..11]).unwrap() + 1;
+                let want = format!(
+                    "{}-{month:02}-{}T{}.{micros:06}Z",
+                    &http[12..16],
+                    &http[5..7],
+                    &http[17..25]
+                );
+                assert_eq!(got, want, "{secs}.{micros}");
+            }
+        }
+        let mut out = String::new();
+        assert!(!timestamp(
+            UNIX_EPOCH + Duration::from_secs(253_402_300_800),
+            &mut out
+        ));
+        assert!(!timestamp(UNIX_EPOCH - Duration::from_secs(1), &mut out));
+        assert!(out.is_empty());
     }
 
     #[test]
