@@ -325,18 +325,19 @@ where
         {
             return self.full.format_event(ctx, writer, event);
         }
-        if tracing_subscriber::fmt::time::SystemTime
-            .format_time(&mut writer)
-            .is_err()
-        {
-            writer.write_str("<unknown time>")?;
-        }
-        // The rest of the line is built in one local buffer and handed over in one write:
-        // each write through the fmt layer's `Writer` is a dynamic call into its buffer.
+        // The line is built in one local buffer and handed over in one write: each write
+        // through the fmt layer's `Writer` is a dynamic call into its buffer.
         let mut v = FastFields {
             w: String::with_capacity(256),
             first: true,
         };
+        if !timestamp(std::time::SystemTime::now(), &mut v.w)
+            && tracing_subscriber::fmt::time::SystemTime
+                .format_time(&mut writer)
+                .is_err()
+        {
+            writer.write_str("<unknown time>")?;
+        }
         v.w.push_str("  INFO ");
         v.w.push_str(TARGET);
         v.w.push_str(": ");
@@ -344,6 +345,68 @@ where
         v.w.push('\n');
         writer.write_str(&v.w)
     }
+}
+
+thread_local! {
+    /// The second the last timestamp on this thread fell in, and its text up to the seconds.
+    static SECOND: std::cell::Cell<(u64, [u8; 19])> = const { std::cell::Cell::new((u64::MAX, [0; 19])) };
+}
+
+/// Writes `now` as tracing-subscriber's `SystemTime` timer writes it (RFC 3339 in UTC with
+/// microseconds, `2026-07-28T12:00:00.000000Z`), the date and time of day made once per second
+/// instead of formatted field by field for every line (issue 21); `false`, and nothing written,
+/// for a time before 1970 or after 9999, which that timer writes in its own way.
+fn timestamp(now: std::time::SystemTime, w: &mut String) -> bool {
+    let Ok(since) = now.duration_since(std::time::UNIX_EPOCH) else {
+        return false;
+    };
+    let secs = since.as_secs();
+    let (at, mut text) = SECOND.get();
+    if at != secs {
+        let days = secs / 86_400;
+        let rem = secs % 86_400;
+        // Days since 1970-01-01 to the civil date (H. Hinnant, "chrono-Compatible Low-Level
+        // Date Algorithms", `civil_from_days`).
+        let z = days + 719_468;
+        let era = z / 146_097;
+        let doe = z - era * 146_097;
+        let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = doy - (153 * mp + 2) / 5 + 1;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 };
+        let year = yoe + era * 400 + u64::from(month <= 2);
+        if year > 9999 {
+            return false;
+        }
+        let mut put = |at: usize, n: u64, width: usize| {
+            let mut n = n;
+            for i in (0..width).rev() {
+                text[at + i] = b'0' + (n % 10) as u8;
+                n /= 10;
+            }
+        };
+        put(0, year, 4);
+        put(5, month, 2);
+        put(8, day, 2);
+        put(11, rem / 3_600, 2);
+        put(14, rem / 60 % 60, 2);
+        put(17, rem % 60, 2);
+        for (i, sep) in [(4, b'-'), (7, b'-'), (10, b'T'), (13, b':'), (16, b':')] {
+            text[i] = sep;
+        }
+        SECOND.set((secs, text));
+    }
+    let mut frac = [b'.', 0, 0, 0, 0, 0, 0, b'Z'];
+    let mut micros = since.subsec_micros();
+    for d in frac[1..7].iter_mut().rev() {
+        *d = b'0' + (micros % 10) as u8;
+        micros /= 10;
+    }
+    // Both parts are ASCII digits and separators.
+    w.push_str(std::str::from_utf8(&text).unwrap_or_default());
+    w.push_str(std::str::from_utf8(&frac).unwrap_or_default());
+    true
 }
 
 /// The access line's fields as `Full`'s visitor writes them without colours: the message
@@ -395,6 +458,95 @@ impl tracing::field::Visit for FastFields {
         use std::fmt::Write as _;
         self.name(field);
         let _ = write!(self.w, "{value:?}");
+    }
+}
+
+/// The fields of spans (and of the other lines `Full` writes), as tracing-subscriber's
+/// `DefaultFields` writes them without colours: ` `-separated `name=value`, each value as `{:?}`
+/// writes it. `DefaultFields` writes each field through `write!` with a styled name and `=`
+/// even when colours are off, and every string through `{:?}`, escaped char by char; the
+/// `mcp` span of every request has its fields formatted when it opens (issue 21). A field this
+/// does not write the same way — a message, an error, a `log.` field — or a writer with
+/// colours hands the whole set to `DefaultFields`.
+pub struct TextFields;
+
+impl<'w> tracing_subscriber::fmt::FormatFields<'w> for TextFields {
+    fn format_fields<R: tracing_subscriber::field::RecordFields>(
+        &self,
+        mut writer: tracing_subscriber::fmt::format::Writer<'w>,
+        fields: R,
+    ) -> std::fmt::Result {
+        if !writer.has_ansi_escapes() {
+            let mut v = PlainFields {
+                w: String::with_capacity(96),
+                first: true,
+                other: false,
+            };
+            fields.record(&mut v);
+            if !v.other {
+                return writer.write_str(&v.w);
+            }
+        }
+        tracing_subscriber::fmt::FormatFields::format_fields(
+            &tracing_subscriber::fmt::format::DefaultFields::new(),
+            writer,
+            fields,
+        )
+    }
+}
+
+/// [`TextFields`]' visitor: `other` when a field needs `DefaultFields`' own handling.
+struct PlainFields {
+    w: String,
+    first: bool,
+    other: bool,
+}
+
+impl PlainFields {
+    /// Writes the separator and `name=`; `false` when the field is not one this writes.
+    fn name(&mut self, field: &tracing::field::Field) -> bool {
+        let name = field.name();
+        if self.other || name == "message" || name.starts_with("log.") {
+            self.other = true;
+            return false;
+        }
+        if !std::mem::take(&mut self.first) {
+            self.w.push(' ');
+        }
+        self.w.push_str(name.strip_prefix("r#").unwrap_or(name));
+        self.w.push('=');
+        true
+    }
+}
+
+impl tracing::field::Visit for PlainFields {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        use std::fmt::Write as _;
+        if !self.name(field) {
+            return;
+        }
+        if plain(value) {
+            self.w.push('"');
+            self.w.push_str(value);
+            self.w.push('"');
+        } else {
+            let _ = write!(self.w, "{value:?}");
+        }
+    }
+
+    fn record_error(
+        &mut self,
+        _field: &tracing::field::Field,
+        _value: &(dyn std::error::Error + 'static),
+    ) {
+        self.other = true;
+    }
+
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        use std::fmt::Write as _;
+        if self.name(field) {
+            let _ = write!(self.w, "{value:?}");
+        }
     }
 }
 
@@ -478,7 +630,12 @@ mod tests {
             .with_writer(buf.clone())
             .with_ansi(false);
         let sub: Box<dyn tracing::Subscriber + Send + Sync> = if fast {
-            Box::new(layer.event_format(TextFormat::new(false)).finish())
+            Box::new(
+                layer
+                    .event_format(TextFormat::new(false))
+                    .fmt_fields(TextFields)
+                    .finish(),
+            )
         } else {
             Box::new(layer.finish())
         };
@@ -487,6 +644,70 @@ mod tests {
         text.lines()
             .map(|l| l.split_once(' ').map(|(_, rest)| rest.to_string()).unwrap())
             .collect()
+    }
+
+    #[test]
+    fn the_access_line_timestamp_is_the_one_the_subscriber_timer_writes() {
+        use std::time::{Duration, SystemTime, UNIX_EPOCH};
+        use tracing_subscriber::fmt::time::FormatTime as _;
+        // Now, against the subscriber's own timer (to the second: the two clocks are read
+        // apart; again if the second turned in between).
+        for _ in 0..5 {
+            let mut theirs = String::new();
+            tracing_subscriber::fmt::time::SystemTime
+                .format_time(&mut tracing_subscriber::fmt::format::Writer::new(
+                    &mut theirs,
+                ))
+                .unwrap();
+            let mut ours = String::new();
+            assert!(timestamp(SystemTime::now(), &mut ours));
+            assert_eq!((ours.len(), theirs.len()), (27, 27));
+            if ours[..19] == theirs[..19] {
+                assert_eq!((&ours[19..20], &ours[26..]), (".", "Z"));
+                break;
+            }
+        }
+        // Leap days, month and year ends, the epoch, the last second this writes, against an
+        // independent calendar (the HTTP date); microseconds with leading zeros, and the same
+        // second twice (the kept date) next to a new one.
+        const MONTHS: [&str; 12] = [
+            "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+        ];
+        for secs in [
+            0u64,
+            59,
+            951_782_400,
+            951_868_799,
+            1_709_164_800,
+            1_735_689_599,
+            1_735_689_600,
+            1_785_240_000,
+            4_102_444_800,
+            253_402_300_799,
+        ] {
+            for micros in [0u32, 7, 999_999, 7] {
+                let t = UNIX_EPOCH + Duration::new(secs, micros * 1_000 + 999);
+                let mut got = String::new();
+                assert!(timestamp(t, &mut got));
+                // "Sun, 06 Nov 1994 08:49:37 GMT"
+                let http = httpdate::fmt_http_date(t);
+                let month = MONTHS.iter().position(|m| *m == &http[8..11]).unwrap() + 1;
+                let want = format!(
+                    "{}-{month:02}-{}T{}.{micros:06}Z",
+                    &http[12..16],
+                    &http[5..7],
+                    &http[17..25]
+                );
+                assert_eq!(got, want, "{secs}.{micros}");
+            }
+        }
+        let mut out = String::new();
+        assert!(!timestamp(
+            UNIX_EPOCH + Duration::from_secs(253_402_300_800),
+            &mut out
+        ));
+        assert!(!timestamp(UNIX_EPOCH - Duration::from_secs(1), &mut out));
+        assert!(out.is_empty());
     }
 
     #[test]
@@ -523,6 +744,31 @@ mod tests {
             // Lines that are not access lines, and an access line inside a span, keep the
             // full format's own path.
             tracing::warn!(target: HOST_TARGET, route = "getRun", error = "x\ny", "host call failed");
+            // Span fields as the mount records them (src/mcp/mod.rs), then a message, an
+            // error and odd strings, which `TextFields` hands to `DefaultFields`.
+            let id = serde_json::json!("a\"b");
+            let outer = tracing::info_span!(
+                "mcp",
+                method = %"tasks/get",
+                rpc_id = %id,
+                traceparent = "",
+                r#type = 7u64,
+                odd = "é\n",
+                flag = true,
+            );
+            let _out = outer.enter();
+            tracing::warn!(target: HOST_TARGET, n = -3i64, "inside");
+            let e = std::io::Error::other("boom");
+            let err: &(dyn std::error::Error + 'static) = &e;
+            let with_error = tracing::info_span!("inner", error = err, x = 1u64);
+            let _err = with_error.enter();
+            tracing::warn!(target: HOST_TARGET, "inside two spans");
+            drop(_err);
+            let with_message = tracing::info_span!("inner", message = "m", y = "z");
+            let _msg = with_message.enter();
+            tracing::warn!(target: HOST_TARGET, "inside a message span");
+            drop(_msg);
+            drop(_out);
             let span = tracing::info_span!("mcp", method = "tasks/get");
             let _in = span.enter();
             write_line(
@@ -536,7 +782,7 @@ mod tests {
         };
         let fast = lines_with(true, &emit);
         let full = lines_with(false, &emit);
-        assert_eq!(fast.len(), 5, "{fast:#?}");
+        assert_eq!(fast.len(), 8, "{fast:#?}");
         assert_eq!(fast, full);
         // The caller's text escaped once by `printable`, then quoted as `{:?}` quotes it.
         assert!(

@@ -343,6 +343,7 @@ pub fn init(level: &str, json: bool, otlp: Option<opentelemetry_sdk::trace::SdkT
                     // a pipe they are noise that breaks grep and log shippers.
                     .with_ansi(ansi)
                     .event_format(crate::access::TextFormat::new(ansi))
+                    .fmt_fields(crate::access::TextFields)
                     .with_filter(filter),
             )
             .try_init()

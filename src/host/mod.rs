@@ -29,6 +29,7 @@ pub use error::HostError;
 pub use events::EventStream;
 pub use fill::{allowed_headers, Missing, Vars};
 pub use poll::{doc_interrupt, retry_after, StatusRead};
+pub(crate) use snapshot::Skip;
 pub use types::*;
 
 /// Who is calling: the credential and trace context relayed from the MCP request.

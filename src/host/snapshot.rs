@@ -260,8 +260,9 @@ impl<'de> serde::Deserialize<'de> for StrOrSkip<'de> {
 
 /// Any JSON value, parsed and checked exactly as `Value` would be (strings are decoded, so a
 /// lone surrogate escape is refused; numbers are read the same way) but kept nowhere, so
-/// nothing is allocated for it.
-struct Skip;
+/// nothing is allocated for it. The envelope skips the members it does not read with it too
+/// (src/mcp/envelope.rs).
+pub(crate) struct Skip;
 
 struct SkipV;
 

@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use super::method::{self, Method};
 use super::{McpError, McpRequest, META_CAPS, META_VERSION};
 use crate::config::Config;
-use crate::host::Caller;
+use crate::host::{Caller, Skip};
 
 // Looked up by pre-parsed names: a `&str` key is parsed and validated on every lookup
 // (issue 21).
@@ -28,10 +28,14 @@ pub(super) enum Parsed {
 
 /// A request body as the envelope checks need it, read in one pass without building a
 /// `Value` tree of the whole message: the top-level members the checks look at are kept
-/// (strings borrowed from the body where they have no escapes), `params` as the `Value`
-/// handlers read. Every other member is still parsed into a `Value` and dropped, so exactly
-/// the bodies `serde_json::from_slice::<Value>` refuses are a parse error here too (a
-/// `serde::de::IgnoredAny` would let a lone surrogate escape through).
+/// (strings borrowed from the body where they have no escapes), `params` as the map handlers
+/// read, but for its `_meta`, whose few members the mount reads are taken out as they are read
+/// ([`Meta`]; issue 21). Every other member is still parsed and checked as a `Value` would be
+/// and dropped, so exactly the bodies `serde_json::from_slice::<Value>` refuses are a parse
+/// error here too (a `serde::de::IgnoredAny` would let a lone surrogate escape through).
+// A stack value of one parse, moved out of once: boxing the large variant would add an
+// allocation per request, which is what this reading avoids (issue 21).
+#[allow(clippy::large_enum_variant)]
 enum Body<'a> {
     Object(Envelope<'a>),
     Batch,
@@ -46,11 +50,154 @@ struct Envelope<'a> {
     id: Option<Value>,
     /// `Some` only when `method` is a string.
     method: Option<Cow<'a, str>>,
-    params: Option<Value>,
+    params: Option<ParamsRead<'a>>,
 }
 
-/// A member that counts only when it is a string; any other value is parsed (and so
-/// validated) as a `Value` and forgotten.
+/// The `params` member: an object as its members without `_meta`, what the mount reads of
+/// `_meta` (`None` when `_meta` is absent or not an object) and where `_meta` stood among the
+/// members; `null`; or anything else.
+#[allow(clippy::large_enum_variant)] // as `Body`
+enum ParamsRead<'a> {
+    Null,
+    Object(Map<String, Value>, Option<Meta<'a>>, Option<usize>),
+    Other,
+}
+
+/// The members of `params._meta` the mount reads (MCP 2026-07-28 `_meta`; RFC 0207 for the
+/// trace context). The others are opaque: parsed, checked and dropped. A repeated member counts
+/// with its last value, as in a `Value` map.
+#[derive(Default)]
+struct Meta<'a> {
+    /// `Some` only when the protocol version is a string.
+    version: Option<Cow<'a, str>>,
+    caps: Option<Value>,
+    progress_token: Option<Value>,
+    /// `Some` only when a string.
+    traceparent: Option<Cow<'a, str>>,
+    /// `Some` only when a string.
+    tracestate: Option<Cow<'a, str>>,
+}
+
+impl<'de> serde::Deserialize<'de> for ParamsRead<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = ParamsRead<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(ParamsRead::Other)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(ParamsRead::Other)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(ParamsRead::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(ParamsRead::Other)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(ParamsRead::Other)
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(ParamsRead::Null)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut s: A,
+            ) -> Result<Self::Value, A::Error> {
+                while s.next_element::<Skip>()?.is_some() {}
+                Ok(ParamsRead::Other)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<Self::Value, A::Error> {
+                // The same map `Value` builds, inserted in the same order, without `_meta`.
+                let mut params = Map::new();
+                let (mut meta, mut meta_at) = (None, None);
+                while let Some(StrOrNot(k)) = m.next_key::<StrOrNot<'de>>()? {
+                    let k = k.unwrap_or_default();
+                    if k == "_meta" {
+                        // A repeated member keeps its first place in a map, as in `Value`'s.
+                        meta_at.get_or_insert(params.len());
+                        meta = m.next_value::<MetaOrNot<'de>>()?.0;
+                    } else {
+                        let v = m.next_value::<Value>()?;
+                        params.insert(k.into_owned(), v);
+                    }
+                }
+                Ok(ParamsRead::Object(params, meta, meta_at))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `_meta` read into a [`Meta`] when it is an object; any other value is checked and forgotten.
+struct MetaOrNot<'a>(Option<Meta<'a>>);
+
+impl<'de> serde::Deserialize<'de> for MetaOrNot<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = MetaOrNot<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(MetaOrNot(None))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(MetaOrNot(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(MetaOrNot(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(MetaOrNot(None))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(MetaOrNot(None))
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(MetaOrNot(None))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut s: A,
+            ) -> Result<Self::Value, A::Error> {
+                while s.next_element::<Skip>()?.is_some() {}
+                Ok(MetaOrNot(None))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut meta = Meta::default();
+                while let Some(StrOrNot(k)) = m.next_key::<StrOrNot<'de>>()? {
+                    match k.as_deref().unwrap_or("") {
+                        META_VERSION => meta.version = m.next_value::<StrOrNot<'de>>()?.0,
+                        META_CAPS => meta.caps = Some(m.next_value()?),
+                        "progressToken" => meta.progress_token = Some(m.next_value()?),
+                        "traceparent" => meta.traceparent = m.next_value::<StrOrNot<'de>>()?.0,
+                        "tracestate" => meta.tracestate = m.next_value::<StrOrNot<'de>>()?.0,
+                        _ => {
+                            m.next_value::<Skip>()?;
+                        }
+                    }
+                }
+                Ok(MetaOrNot(Some(meta)))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A member that counts only when it is a string; any other value is parsed and checked as a
+/// `Value` would be ([`Skip`]) and forgotten.
 struct StrOrNot<'a>(Option<Cow<'a, str>>);
 
 impl<'de> serde::Deserialize<'de> for StrOrNot<'de> {
@@ -87,18 +234,16 @@ impl<'de> serde::Deserialize<'de> for StrOrNot<'de> {
             }
             fn visit_map<A: serde::de::MapAccess<'de>>(
                 self,
-                m: A,
+                mut m: A,
             ) -> Result<Self::Value, A::Error> {
-                use serde::Deserialize;
-                Value::deserialize(serde::de::value::MapAccessDeserializer::new(m))?;
+                while m.next_entry::<Skip, Skip>()?.is_some() {}
                 Ok(StrOrNot(None))
             }
             fn visit_seq<A: serde::de::SeqAccess<'de>>(
                 self,
-                s: A,
+                mut s: A,
             ) -> Result<Self::Value, A::Error> {
-                use serde::Deserialize;
-                Value::deserialize(serde::de::value::SeqAccessDeserializer::new(s))?;
+                while s.next_element::<Skip>()?.is_some() {}
                 Ok(StrOrNot(None))
             }
         }
@@ -134,10 +279,9 @@ impl<'de> serde::Deserialize<'de> for Body<'de> {
             }
             fn visit_seq<A: serde::de::SeqAccess<'de>>(
                 self,
-                s: A,
+                mut s: A,
             ) -> Result<Self::Value, A::Error> {
-                use serde::Deserialize;
-                Value::deserialize(serde::de::value::SeqAccessDeserializer::new(s))?;
+                while s.next_element::<Skip>()?.is_some() {}
                 Ok(Body::Batch)
             }
             fn visit_map<A: serde::de::MapAccess<'de>>(
@@ -151,9 +295,9 @@ impl<'de> serde::Deserialize<'de> for Body<'de> {
                         "jsonrpc" => e.jsonrpc = m.next_value::<StrOrNot<'de>>()?.0,
                         "id" => e.id = Some(m.next_value()?),
                         "method" => e.method = m.next_value::<StrOrNot<'de>>()?.0,
-                        "params" => e.params = Some(m.next_value()?),
+                        "params" => e.params = Some(m.next_value::<ParamsRead<'de>>()?),
                         _ => {
-                            m.next_value::<Value>()?;
+                            m.next_value::<Skip>()?;
                         }
                     }
                 }
@@ -246,27 +390,20 @@ fn parse_envelope_inner(
     }
     let is_notification = id.is_none();
     // Moved out of the parsed body, not copied: the envelope is not needed after this.
-    let mut params = match obj.params {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(p)) => p,
-        Some(_) if is_notification => Map::new(),
-        Some(_) => {
+    let (params, meta, meta_at) = match obj.params {
+        None | Some(ParamsRead::Null) => (Map::new(), None, None),
+        Some(ParamsRead::Object(p, meta, at)) => (p, meta, at),
+        Some(ParamsRead::Other) if is_notification => (Map::new(), None, None),
+        Some(ParamsRead::Other) => {
             return Err((
                 id_for_errors,
                 McpError::MetaMissing("params must be an object carrying _meta".into()),
             ))
         }
     };
-    // Moved out of `_meta`, not copied (a null is left behind; nothing reads it there).
-    let caps = params
-        .get_mut("_meta")
-        .and_then(Value::as_object_mut)
-        .and_then(|m| m.get_mut(META_CAPS))
-        .map(Value::take);
-    let meta = params.get("_meta").and_then(Value::as_object);
-    let body_version = meta
-        .and_then(|m| m.get(META_VERSION))
-        .and_then(Value::as_str);
+    let meta = meta.unwrap_or_default();
+    let caps = meta.caps;
+    let body_version = meta.version.as_deref();
     if !is_notification {
         if body_version.is_none() {
             return Err((
@@ -364,8 +501,8 @@ fn parse_envelope_inner(
     let caller = Caller {
         authorization: headers.get(http::header::AUTHORIZATION).map(owned_value),
         traceparent: meta
-            .and_then(|m| m.get("traceparent"))
-            .and_then(Value::as_str)
+            .traceparent
+            .as_deref()
             .filter(|t| valid_traceparent(t))
             .and_then(|t| http::HeaderValue::from_str(t).ok())
             .or_else(|| {
@@ -375,8 +512,8 @@ fn parse_envelope_inner(
                     .map(owned_value)
             }),
         tracestate: meta
-            .and_then(|m| m.get("tracestate"))
-            .and_then(Value::as_str)
+            .tracestate
+            .as_deref()
             .and_then(|t| http::HeaderValue::from_str(t).ok())
             .or_else(|| headers.get(&TRACESTATE).map(owned_value)),
         headers: crate::host::allowed_headers(&cfg.routes.allow_headers, headers),
@@ -386,6 +523,8 @@ fn parse_envelope_inner(
         method,
         known,
         params,
+        progress_token: meta.progress_token,
+        meta_at,
         caps: caps.unwrap_or_else(|| json!({})),
         caller,
         wants_sse: first_accept_is_sse(headers),

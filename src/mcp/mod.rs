@@ -62,7 +62,14 @@ pub struct McpRequest {
     pub method: String,
     /// The method, when the mount knows its name (`None`: answered `-32601`).
     pub known: Option<Method>,
+    /// `params` without its `_meta`: what the mount reads of `_meta` is kept apart
+    /// (`progress_token`, `caps`, the trace context in `caller`; src/mcp/envelope.rs).
     pub params: Map<String, Value>,
+    /// `params._meta.progressToken` as sent, whatever its type (checked by params.rs).
+    pub progress_token: Option<Value>,
+    /// Where `_meta` stood among the members of `params` (params.rs keeps an error naming
+    /// one of several misplaced members as it was).
+    pub(crate) meta_at: Option<usize>,
     pub caps: Value,
     pub caller: Caller,
     /// The first `Accept` entry is `text/event-stream` (§3.2).
@@ -111,6 +118,12 @@ impl McpRequest {
             } else {
                 Map::new()
             },
+            progress_token: if with_params {
+                self.progress_token.clone()
+            } else {
+                None
+            },
+            meta_at: if with_params { self.meta_at } else { None },
             caps: self.caps.clone(),
             caller: self.caller.clone(),
             wants_sse: self.wants_sse,
@@ -122,9 +135,8 @@ impl McpRequest {
 
     /// `_meta.progressToken` (a string or an integer), when the request asked for progress.
     pub fn progress_token(&self) -> Option<Value> {
-        self.params
-            .get("_meta")
-            .and_then(|m| m.get("progressToken"))
+        self.progress_token
+            .as_ref()
             .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
             .cloned()
     }
@@ -261,7 +273,7 @@ async fn dispatch(ctx: Arc<McpContext>, req: McpRequest) -> Response {
     // without the Tasks extension, keeps its handler's answer.
     let checked = !method.of_tasks_extension() || (tasks_on && req.declares_tasks());
     if checked {
-        if let Err(e) = params::check(method, &req.params) {
+        if let Err(e) = params::check(method, &req) {
             ctx.metrics.request(label, e.label());
             return error_response(&req.id, &e);
         }

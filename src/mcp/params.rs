@@ -13,7 +13,7 @@
 use serde_json::{Map, Value};
 
 use super::method::Method;
-use super::McpError;
+use super::{McpError, McpRequest};
 
 fn invalid(message: String) -> McpError {
     McpError::InvalidParams(format!("Invalid params: {message}"))
@@ -31,14 +31,15 @@ fn type_of(v: &Value) -> &'static str {
     }
 }
 
-/// Checks `params` for `method`; methods without params of their own (`server/discover`) and
-/// methods this mount does not serve pass.
-pub fn check(method: Method, params: &Map<String, Value>) -> Result<(), McpError> {
+/// Checks `params` and `_meta.progressToken` for `method`; methods without params of their own
+/// (`server/discover`) and methods this mount does not serve pass.
+pub fn check(method: Method, req: &McpRequest) -> Result<(), McpError> {
     if !method.served() {
         // Not found comes first (-32601), whatever the params hold.
         return Ok(());
     }
-    check_meta(params)?;
+    let params = &req.params;
+    check_meta(req.progress_token.as_ref())?;
     match method {
         Method::ServerDiscover => Ok(()),
         Method::ToolsList => optional(params, "cursor", "a string", Value::is_string),
@@ -69,7 +70,7 @@ pub fn check(method: Method, params: &Map<String, Value>) -> Result<(), McpError
                 .map(|_| ())
                 .ok_or_else(|| invalid("inputResponses is required".into()))
         }
-        Method::SubscriptionsListen => listen(params),
+        Method::SubscriptionsListen => listen(params, req.meta_at),
         Method::PromptsGet | Method::ResourcesRead | Method::TasksResult | Method::TasksList => {
             Ok(())
         }
@@ -77,8 +78,8 @@ pub fn check(method: Method, params: &Map<String, Value>) -> Result<(), McpError
 }
 
 /// `_meta.progressToken` is a `ProgressToken` (a string or an integer) when present.
-fn check_meta(params: &Map<String, Value>) -> Result<(), McpError> {
-    match params.get("_meta").and_then(|m| m.get("progressToken")) {
+fn check_meta(progress_token: Option<&Value>) -> Result<(), McpError> {
+    match progress_token {
         None | Some(Value::Null | Value::String(_)) => Ok(()),
         Some(t) if t.is_i64() || t.is_u64() => Ok(()),
         Some(t) => Err(invalid(format!(
@@ -164,10 +165,17 @@ pub fn elicit_result(v: &Value) -> Result<(), String> {
 /// live at `params.notifications.taskIds` and nowhere else. A `taskIds` anywhere else would
 /// otherwise open a stream that follows nothing, so it is refused with the right place.
 /// `_meta` is left alone: its unknown keys are opaque (MCP 2026-07-28 `_meta`).
-fn listen(params: &Map<String, Value>) -> Result<(), McpError> {
-    let mut outside_meta = params.clone();
-    outside_meta.remove("_meta");
-    if let Some(at) = misplaced_task_ids(&outside_meta, "params") {
+fn listen(params: &Map<String, Value>, meta_at: Option<usize>) -> Result<(), McpError> {
+    // `params` comes without `_meta` (src/mcp/envelope.rs). The members are searched in the
+    // order they had when `_meta` was removed from the whole map by a swap: the last member
+    // in `_meta`'s place, so the first misplaced `taskIds` named stays the same.
+    let mut members: Vec<(&String, &Value)> = params.iter().collect();
+    if let Some(at) = meta_at.filter(|at| *at < members.len()) {
+        if let Some(last) = members.pop() {
+            members.insert(at, last);
+        }
+    }
+    if let Some(at) = misplaced_in(members, "params") {
         return Err(invalid(format!(
             "{at} is not read: subscriptions/listen takes task ids at params.notifications.taskIds"
         )));
@@ -219,7 +227,14 @@ fn listen(params: &Map<String, Value>) -> Result<(), McpError> {
 /// The path of a `taskIds` member anywhere in `params` but `params.notifications.taskIds`.
 /// The recursion is bounded by `limits.maxJsonDepth`, which every body passed before parsing.
 fn misplaced_task_ids(o: &Map<String, Value>, at: &str) -> Option<String> {
-    for (k, v) in o {
+    misplaced_in(o.iter(), at)
+}
+
+fn misplaced_in<'a>(
+    members: impl IntoIterator<Item = (&'a String, &'a Value)>,
+    at: &str,
+) -> Option<String> {
+    for (k, v) in members {
         let here = format!("{at}.{k}");
         if k == "taskIds" && here != "params.notifications.taskIds" {
             return Some(here);
@@ -237,4 +252,72 @@ fn misplaced_task_ids(o: &Map<String, Value>, at: &str) -> Option<String> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    /// `params` arrives without `_meta` (src/mcp/envelope.rs); a listen whose params hold
+    /// several misplaced `taskIds` still names the one it named when `_meta` was taken out of
+    /// the whole map, wherever `_meta` stood, and `_meta.progressToken` is checked as before.
+    #[test]
+    fn params_without_meta_are_checked_as_the_whole_map_was() {
+        let meta = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+        let bodies = [
+            format!(r#"{{"a":1,"_meta":{meta},"b":{{"taskIds":[]}},"c":{{"taskIds":[]}}}}"#),
+            format!(r#"{{"_meta":{meta},"a":{{"taskIds":[]}},"b":{{"taskIds":[]}}}}"#),
+            format!(r#"{{"a":{{"taskIds":[]}},"b":{{"taskIds":[]}},"_meta":{meta}}}"#),
+            format!(
+                r#"{{"a":1,"_meta":5,"_meta":{meta},"b":{{"taskIds":[]}},"a":{{"taskIds":[]}}}}"#
+            ),
+            format!(r#"{{"a":1,"_meta":{meta},"taskIds":[],"notifications":{{"taskIds":[]}}}}"#),
+        ];
+        let mut h = http::HeaderMap::new();
+        h.insert("mcp-protocol-version", "2026-07-28".parse().unwrap());
+        h.insert("mcp-method", "subscriptions/listen".parse().unwrap());
+        for params in &bodies {
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{params}}}"#
+            );
+            let req = crate::mcp::parse_envelope_for_fuzz(&Config::defaults(), &h, body.as_bytes())
+                .unwrap()
+                .unwrap();
+            let mut whole: Map<String, Value> = serde_json::from_str(params).unwrap();
+            assert!(!req.params.contains_key("_meta"));
+            whole.remove("_meta");
+            let want = misplaced_task_ids(&whole, "params");
+            let got = check(Method::SubscriptionsListen, &req).err();
+            match (want, got) {
+                (Some(at), Some(McpError::InvalidParams(m))) => {
+                    assert!(
+                        m.starts_with(&format!("Invalid params: {at} is not read")),
+                        "{m}"
+                    )
+                }
+                (None, None) => {}
+                (w, g) => panic!("{params}: {w:?} / {g:?}"),
+            }
+        }
+        for (token, ok) in [
+            ("7", true),
+            ("\"t\"", true),
+            ("null", true),
+            ("1.5", false),
+            ("{}", false),
+        ] {
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{{"_meta":{{"progressToken":{token},"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
+            );
+            let req = crate::mcp::parse_envelope_for_fuzz(&Config::defaults(), &h, body.as_bytes())
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                check(Method::SubscriptionsListen, &req).is_ok(),
+                ok,
+                "{token}"
+            );
+        }
+    }
 }
