@@ -91,7 +91,7 @@ async fn slow_reads_time_out_with_32603_within_one_route_timeout() {
         .owned("run cancelled (the held-back cancel took effect)");
     check(&env, "", cancel).await;
     env.host.faults().clear();
-    let run_id = unproject(&task);
+    let run_id = run_of(A, &task);
     let status = env.wait_status(A, &run_id, &["cancelled"], 5).await;
     assert_eq!(status, "cancelled");
     done(env).await;
@@ -193,7 +193,7 @@ async fn lost_create_run_answer_leaves_no_run_behind() {
         // cancelled: never a run nobody knows about.
         let answered = r.result()["resultType"] == "task";
         if answered {
-            assert_eq!(unproject(r.result()["taskId"].as_str().unwrap()), run_id);
+            assert_eq!(run_of(A, r.result()["taskId"].as_str().unwrap()), run_id);
         } else {
             assert_internal(&r, "tools/call");
         }
@@ -375,7 +375,7 @@ async fn rate_limits_pass_through_as_429_with_retry_after() {
             .run(Run::Still("waiting-approval"))
             .owned("n/a (run still waiting)"),
     ] {
-        check(&env, &unproject(&task), step).await;
+        check(&env, &run_of(A, &task), step).await;
     }
     done(env).await;
 }
@@ -691,13 +691,13 @@ async fn tasks_update_is_32603_on_resolve_5xx_and_acked_on_4xx() {
         .owned("n/a (run still waiting)");
     table.push(cancel);
     for step in table {
-        check(&env, &unproject(&task), step).await;
+        check(&env, &run_of(A, &task), step).await;
     }
 
     // The host healthy again: the same answer resolves the interrupt.
     let (r, _) = send(&env, "tasks/update", approve(&task, &key)).await;
     assert_ack(&r, "healthy");
-    env.wait_status(A, &unproject(&task), &["completed"], 5)
+    env.wait_status(A, &run_of(A, &task), &["completed"], 5)
         .await;
     done(env).await;
 }
@@ -724,7 +724,7 @@ async fn tasks_cancel_is_32603_on_cancel_5xx_and_acked_on_4xx() {
     let retried = retried.run(Run::Becomes("cancelled"));
     table.push(retried.owned("cancelled (third attempt)"));
     for step in table {
-        check(&env, &unproject(&task), step).await;
+        check(&env, &run_of(A, &task), step).await;
     }
     done(env).await;
 }
