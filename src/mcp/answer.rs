@@ -22,7 +22,7 @@ use super::tools::ToolDef;
 use super::{McpContext, McpError, McpRequest};
 use crate::body::Response;
 use crate::config::TaskSupport;
-use crate::host::{open_interrupts, Caller, RunEvent, RunSnapshot, RunStatus};
+use crate::host::{open_interrupts, Caller, OpenInterrupt, RunEvent, RunSnapshot, RunStatus};
 use crate::ownership::{GuardedBody, RunGuard};
 use crate::sse::message_frame;
 
@@ -259,7 +259,8 @@ async fn settle_and_project(
         },
         Ok((run, events)) => {
             let terminal = run.status.is_terminal();
-            let result = outcome(ctx, req, tool, args, &run, &events, round);
+            let open = open_now(ctx, req, &run, &events).await;
+            let result = outcome(ctx, req, tool, args, &run, &open, round);
             Projected {
                 message: envelope_result(&req.id, with_server_info(&ctx.cfg, result)),
                 terminal,
@@ -281,14 +282,34 @@ fn give_up_run(ctx: &McpContext, caller: &Caller, run_id: &str) {
     );
 }
 
-/// The answer for a settled (or capped) run: §3.5 table.
+/// The interrupts open on a settled run, as the MRTR answer offers them: from the events the
+/// follow read, or, on a host without an event log (`host.follow: poll`), from the run document
+/// where `host.interrupts` says it is, as `tasks/get` reads them (issue 19). A document that
+/// cannot be read offers nothing: the run is then answered as still going.
+pub(super) async fn open_now(
+    ctx: &McpContext,
+    req: &McpRequest,
+    run: &RunSnapshot,
+    events: &[RunEvent],
+) -> Vec<OpenInterrupt> {
+    if !ctx.host.mapping().follow.poll || !run.status.awaits_client() {
+        return open_interrupts(events, ctx.host.mapping());
+    }
+    super::tasks::interrupts_of(ctx, req, run)
+        .await
+        .map(|(open, _)| open)
+        .unwrap_or_default()
+}
+
+/// The answer for a settled (or capped) run, with the interrupts open on it ([`open_now`]):
+/// §3.5 table.
 pub(super) fn outcome(
     ctx: &McpContext,
     req: &McpRequest,
     tool: &ToolDef,
     args: &Value,
     run: &RunSnapshot,
-    events: &[RunEvent],
+    open: &[OpenInterrupt],
     round: u32,
 ) -> Value {
     if run.status.is_terminal() {
@@ -297,12 +318,11 @@ pub(super) fn outcome(
     if !run.status.awaits_client() {
         return still_running(ctx, req, run);
     }
-    let open = open_interrupts(events, ctx.host.mapping());
     let Some(first) = open.first() else {
         return still_running(ctx, req, run);
     };
     let modes = Modes::of(&req.caps);
-    let keys = wire_keys(tool, &open);
+    let keys = wire_keys(tool, open);
     let mut requests = Map::new();
     for (i, key) in open.iter().zip(&keys) {
         let url = resolve_url(ctx, req, run, &i.node_id);

@@ -234,7 +234,8 @@ pub(super) async fn retry(
         // MCP 2026-07-28 MRTR: re-ask when the required response is missing, never error.
         let (run, events) =
             wait_settled(&ctx, &req.caller, &claims.r, Duration::ZERO, None).await?;
-        let result = outcome(&ctx, req, tool, args, &run, &events, claims.k);
+        let open = super::answer::open_now(&ctx, req, &run, &events).await;
+        let result = outcome(&ctx, req, tool, args, &run, &open, claims.k);
         return Ok(super::result_response(&ctx.cfg, &req.id, result));
     };
     if !answer.get("action").is_some_and(Value::is_string) {

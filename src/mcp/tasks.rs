@@ -60,7 +60,7 @@ pub(super) async fn read(
 
 /// Open interrupts and the newest event time, read from the run's log (a read: nothing is
 /// appended, RFC 0198 §D).
-async fn interrupts_of(
+pub(super) async fn interrupts_of(
     ctx: &McpContext,
     req: &McpRequest,
     run: &RunSnapshot,

@@ -541,7 +541,7 @@ async fn credentials_are_never_echoed_in_error_bodies() {
         vec![("Authorization", SECRET.to_string())],
         vec![("Authorization", format!("Basic {SECRET}"))],
     ];
-    let bodies: Vec<(&str, Value)> = vec![
+    let mut bodies: Vec<(&str, Value)> = vec![
         ("server/discover", json!({})),
         ("tools/list", json!({})),
         (
@@ -562,12 +562,18 @@ async fn credentials_are_never_echoed_in_error_bodies() {
             json!({"taskId": task, "inputResponses": { key.clone(): {"action":"accept"} }}),
         ),
         ("tasks/cancel", json!({"taskId": task})),
-        (
-            "subscriptions/listen",
-            json!({"notifications": {"taskIds": [task]}}),
-        ),
         ("initialize", json!({})),
     ];
+    // A listen is answered by the host's refusal when the sidecar reads the task under the
+    // credential. A sealed taskId (config/aip151.example.yaml, config/azure.example.yaml) does
+    // not open under another credential, so no host read judges it: the listen is acknowledged
+    // with no task and stays open (see listen_unjudged below).
+    if !foreign() {
+        bodies.push((
+            "subscriptions/listen",
+            json!({"notifications": {"taskIds": [task]}}),
+        ));
+    }
     for hs in &header_sets {
         for (method, params) in &bodies {
             let mut h = hs.clone();
@@ -623,9 +629,19 @@ async fn credentials_are_never_echoed_in_error_bodies() {
             checked += 1;
         }
     }
+    if foreign() {
+        // listen_unjudged: the stream acknowledges nothing and echoes no credential.
+        let msgs = env
+            .listen(SECRET, vec![task.clone()], Duration::from_millis(600))
+            .await;
+        assert_eq!(msgs[0]["params"]["notifications"]["taskIds"], json!([]));
+        for m in &msgs {
+            assert!(!m.to_string().contains("0xDEADBEEF"), "{m}");
+        }
+    }
     // Valid credentials in refusals: the other tenant's key never shows up either.
     let r = send(&env, B, "tasks/get", json!({"taskId": task}), task_caps()).await;
     assert_no_secret(&r, &[A, B], "foreign read");
-    assert!(checked >= 45);
+    assert!(checked >= if foreign() { 42 } else { 45 });
     env.shutdown().await;
 }
