@@ -615,6 +615,23 @@ pub fn run_of(key: &str, task_id: &str) -> String {
         .unwrap_or_else(|| panic!("{task_id} is a taskId issued to {key}"))
 }
 
+/// The taskId the mount issues `key`'s caller for `run_id` (the inverse of [`run_of`]): the
+/// OpenWOP projection, or on a foreign flavour the id sealed with the suite's key.
+pub fn task_id_for(key: &str, run_id: &str) -> String {
+    if !foreign() {
+        return openwop_mcp_sidecar::wire_id::project(run_id);
+    }
+    let mut cfg = Config::defaults();
+    cfg.mcp.request_state_key = Some(Secret::new(SUITE_STATE_KEY.to_vec()));
+    let keys = openwop_mcp_sidecar::mcp::request_state::Keys::new(&cfg);
+    let caller = openwop_mcp_sidecar::host::Caller {
+        authorization: Some(format!("Bearer {key}").parse().unwrap()),
+        ..Default::default()
+    };
+    openwop_mcp_sidecar::mcp::task_id::TaskIds::new(TaskIdEncoding::Sealed, &keys)
+        .issue(&caller, run_id)
+}
+
 /// `task_id` with its last character changed (still URL-safe base64 when it was).
 pub fn tampered(task_id: &str) -> String {
     let mut t = task_id.to_string();
@@ -760,10 +777,19 @@ pub fn rest_path(v2: &str) -> String {
     }
 }
 
-/// A legacy document read back in v2 names, so assertions are flavour-independent.
+/// A legacy document read back in v2 names, so assertions are flavour-independent; on a
+/// foreign flavour, a run document (an Operation, a job) likewise.
 pub fn as_v2(v: Value) -> Value {
-    if !legacy() {
-        return v;
+    match flavor() {
+        Flavor::V2 => return v,
+        Flavor::Aip151 if v.get("metadata").is_some() && v.get("name").is_some() => {
+            return aip151_as_v2(v)
+        }
+        Flavor::Azure if v.get("jobType").is_some() && v.get("status").is_some() => {
+            return azure_as_v2(v)
+        }
+        Flavor::Aip151 | Flavor::Azure => return v,
+        Flavor::Legacy => {}
     }
     fn status(s: &str) -> &str {
         match s {
