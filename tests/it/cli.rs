@@ -31,6 +31,28 @@ fn every_shipped_example_config_is_valid() {
     assert!(n >= 1, "config/ holds at least one example");
 }
 
+/// Issue 19: the two example mappings for hosts that are not OpenWOP (an AIP-151 operations
+/// API, an Azure-style async-operation API) pass `check-config` as shipped, with nothing left
+/// at risk once the state key their sealed taskIds need is set.
+#[test]
+fn the_aip151_and_azure_examples_pass_check_config_without_warnings() {
+    for name in ["aip151", "azure"] {
+        let p = format!("{}/config/{name}.example.yaml", env!("CARGO_MANIFEST_DIR"));
+        let out = Command::new(BIN)
+            .arg("check-config")
+            .arg(&p)
+            .env(
+                "OPENWOP_SIDECAR_STATE_KEY",
+                "0123456789abcdef0123456789abcdef",
+            )
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{p}: {err}");
+        assert_eq!(err, "", "{p}: no warning");
+    }
+}
+
 #[test]
 fn check_config_warns_when_task_ids_are_the_hosts_readable_ids() {
     let dir = std::env::temp_dir().join(format!("owsc-ids-{}", std::process::id()));

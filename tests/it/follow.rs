@@ -575,3 +575,30 @@ async fn aip151_a_listen_follows_operations_by_reading_them_with_backoff() {
     assert_no_event_log_read(&env);
     env.shutdown().await;
 }
+
+/// A blocking call whose operation stops for a person is answered with the MRTR input request
+/// read from the operation (`host.interrupts`), as `tasks/get` shows it: without an event log
+/// the call was answered "still waiting" instead (issue 19).
+#[tokio::test]
+async fn aip151_a_blocking_call_that_suspends_is_answered_with_the_input_request_of_its_operation()
+{
+    let env = env_with_yaml(Flavor::Aip151, AIP151, |_| {}).await;
+    let r = env.call(A, "approval", json!({}), elicit()).await;
+    assert_eq!(r.result()["resultType"], "input_required", "{}", r.text);
+    assert!(r.result()["requestState"].is_string(), "{}", r.text);
+    let ops = operations(&env.host).await;
+    let asked = ops
+        .iter()
+        .find_map(|o| o["metadata"]["approval"]["id"].as_str())
+        .expect("an operation awaiting approval");
+    let req = &r.result()["inputRequests"][asked];
+    assert_eq!(req["method"], "elicitation/create", "{}", r.text);
+    assert!(
+        req["params"]["requestedSchema"]["properties"]["action"]["enum"]
+            .as_array()
+            .is_some_and(|a| a.contains(&json!("accept"))),
+        "{}",
+        r.text
+    );
+    env.shutdown().await;
+}

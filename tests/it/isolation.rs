@@ -76,15 +76,17 @@ async fn waiting_task(env: &Env) -> (String, String, String) {
         .poll_task(A, &task, |r| r["status"] == "input_required", 10)
         .await;
     let key = first_input_key(&b["result"]);
-    let bound = unproject(&task);
+    let bound = run_of(A, &task);
     (task, bound, key)
 }
 
 /// Every id shape a caller must not be able to tell from a missing task, and the non-string
 /// shapes that are refused for their JSON type alone: (label, bearer, id).
 fn id_shapes(task: &str, bound: &str) -> Vec<(&'static str, &'static str, Value)> {
-    let (tenant, opaque) = bound.split_once('/').unwrap();
-    vec![
+    // A foreign host's run id names no tenant (azure: job-…): the OpenWOP-shaped forgeries
+    // use the caller's tenant, and a sealed taskId with one byte changed is added.
+    let (tenant, opaque) = bound.split_once('/').unwrap_or(("acme", bound));
+    let mut shapes = vec![
         (
             "fabricated same-tenant",
             A,
@@ -121,14 +123,18 @@ fn id_shapes(task: &str, bound: &str) -> Vec<(&'static str, &'static str, Value)
         ("object", A, json!({ "taskId": task })),
         ("array", A, json!([task])),
         ("bool", A, json!(true)),
-    ]
+    ];
+    if foreign() {
+        shapes.push(("tampered seal", A, json!(tampered(task))));
+    }
+    shapes
 }
 
 #[tokio::test]
 async fn every_tasks_method_answers_every_unreadable_id_byte_identically() {
     let env = env().await;
     let (task, bound, key) = waiting_task(&env).await;
-    let events_before = env.events(A, &bound).await.len();
+    let trail_before = env.trail(A, &bound).await;
     env.host.clear_requests();
     let mut answers = std::collections::BTreeMap::<String, Vec<String>>::new();
     let shapes = id_shapes(&task, &bound);
@@ -193,11 +199,7 @@ async fn every_tasks_method_answers_every_unreadable_id_byte_identically() {
         "refused tasks/* wrote upstream: {writes:?}"
     );
     assert_eq!(env.status(A, &bound).await, "waiting-approval");
-    assert_eq!(
-        env.events(A, &bound).await.len(),
-        events_before,
-        "nothing appended"
-    );
+    assert_eq!(env.trail(A, &bound).await, trail_before, "nothing appended");
     // The table is not vacuous: the owner's own id works through the same calls.
     let ok = send(&env, A, "tasks/get", json!({ "taskId": task }), task_caps()).await;
     assert_eq!(ok.result()["status"], "input_required", "{}", ok.text);
@@ -325,7 +327,13 @@ async fn listen_acknowledges_and_notifies_none_of_the_unreadable_ids() {
         .map(|r| format!("{} {}", r.method, r.path))
         .collect();
     assert_eq!(writes.len(), 1, "{writes:?}");
-    assert!(writes[0].contains("/interrupts/"), "{writes:?}");
+    // The host's resolve route: the legacy job API answers approvals under `/approvals/`.
+    let resolve = if legacy() {
+        "/approvals/"
+    } else {
+        "/interrupts/"
+    };
+    assert!(writes[0].contains(resolve), "{writes:?}");
     env.shutdown().await;
 }
 
@@ -539,7 +547,7 @@ async fn credentials_are_never_echoed_in_error_bodies() {
         vec![("Authorization", SECRET.to_string())],
         vec![("Authorization", format!("Basic {SECRET}"))],
     ];
-    let bodies: Vec<(&str, Value)> = vec![
+    let mut bodies: Vec<(&str, Value)> = vec![
         ("server/discover", json!({})),
         ("tools/list", json!({})),
         (
@@ -560,12 +568,18 @@ async fn credentials_are_never_echoed_in_error_bodies() {
             json!({"taskId": task, "inputResponses": { key.clone(): {"action":"accept"} }}),
         ),
         ("tasks/cancel", json!({"taskId": task})),
-        (
-            "subscriptions/listen",
-            json!({"notifications": {"taskIds": [task]}}),
-        ),
         ("initialize", json!({})),
     ];
+    // A listen is answered by the host's refusal when the sidecar reads the task under the
+    // credential. A sealed taskId (config/aip151.example.yaml, config/azure.example.yaml) does
+    // not open under another credential, so no host read judges it: the listen is acknowledged
+    // with no task and stays open (see listen_unjudged below).
+    if !foreign() {
+        bodies.push((
+            "subscriptions/listen",
+            json!({"notifications": {"taskIds": [task]}}),
+        ));
+    }
     for hs in &header_sets {
         for (method, params) in &bodies {
             let mut h = hs.clone();
@@ -621,9 +635,19 @@ async fn credentials_are_never_echoed_in_error_bodies() {
             checked += 1;
         }
     }
+    if foreign() {
+        // listen_unjudged: the stream acknowledges nothing and echoes no credential.
+        let msgs = env
+            .listen(SECRET, vec![task.clone()], Duration::from_millis(600))
+            .await;
+        assert_eq!(msgs[0]["params"]["notifications"]["taskIds"], json!([]));
+        for m in &msgs {
+            assert!(!m.to_string().contains("0xDEADBEEF"), "{m}");
+        }
+    }
     // Valid credentials in refusals: the other tenant's key never shows up either.
     let r = send(&env, B, "tasks/get", json!({"taskId": task}), task_caps()).await;
     assert_no_secret(&r, &[A, B], "foreign read");
-    assert!(checked >= 45);
+    assert!(checked >= if foreign() { 42 } else { 45 });
     env.shutdown().await;
 }

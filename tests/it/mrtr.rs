@@ -8,12 +8,7 @@ use serde_json::{json, Value};
 use crate::support::*;
 
 async fn suspended_interrupts(env: &Env, run_id: &str) -> Vec<String> {
-    env.events(A, run_id)
-        .await
-        .iter()
-        .filter(|e| e["type"] == "node.suspended")
-        .map(|e| e["payload"]["interruptId"].as_str().unwrap().to_string())
-        .collect()
+    env.suspended_interrupt_ids(A, run_id).await
 }
 
 async fn retry(
@@ -30,6 +25,12 @@ async fn retry(
 
 #[tokio::test]
 async fn suspending_tool_without_elicitation_is_missing_capability() {
+    if foreign() {
+        // The aip151 and azure examples list the host's own job type catalog, which does not
+        // say which job types can stop for a person (config/sidecar.example.yaml, tools.source:
+        // toolCatalog): nothing is refused up front there.
+        return;
+    }
     let env = env().await;
     env.host.clear_requests();
     let r = env
@@ -65,8 +66,10 @@ async fn input_requests_are_keyed_by_the_open_interrupt_id() {
         let reqs = res["inputRequests"].as_object().unwrap();
         assert_eq!(reqs.len(), 1);
         let (k, v) = reqs.iter().next().unwrap();
+        // An OpenWOP interruptId is tenant-bound; a foreign host's gate id has its own shape,
+        // and the loop below checks every key is an interrupt id the run opened.
         assert!(
-            openwop_mcp_sidecar::wire_id::is_tenant_bound(k),
+            foreign() || openwop_mcp_sidecar::wire_id::is_tenant_bound(k),
             "key is an interruptId, not a nodeId: {k}"
         );
         assert_eq!(v["method"], "elicitation/create");
@@ -427,6 +430,12 @@ fn only_key(r: &Rpc) -> String {
 
 #[tokio::test]
 async fn an_interrupt_key_tool_names_its_input_request_by_the_interrupts_own_key() {
+    if foreign() {
+        // The aip151 and azure hosts show an open gate by its id and step only, never the
+        // workflow's own key for it (devhost/src/lib.rs, "AIP-151 flavour", "Azure flavour"):
+        // there is no interrupt key to put on the wire.
+        return;
+    }
     let env = keyed_env().await;
     let r = env.call(A, ASK_NAME, json!({}), elicit()).await;
     assert_eq!(only_key(&r), "user_name");
@@ -454,8 +463,9 @@ async fn without_the_override_the_same_tool_is_keyed_by_interrupt_id() {
     let env = env().await;
     let r = env.call(A, ASK_NAME, json!({}), elicit()).await;
     let key = only_key(&r);
+    // An OpenWOP interruptId is tenant-bound; on a foreign host the next check alone says it.
     assert!(
-        openwop_mcp_sidecar::wire_id::is_tenant_bound(&key),
+        foreign() || openwop_mcp_sidecar::wire_id::is_tenant_bound(&key),
         "default key is the interruptId: {key}"
     );
     let run = env.run_ids(A, ASK_NAME).await[0].clone();
@@ -463,12 +473,20 @@ async fn without_the_override_the_same_tool_is_keyed_by_interrupt_id() {
     // An answer under the workflow's key means nothing here: no client can know an
     // interruptId before it is minted, so nothing is answered ahead.
     let r = call_with_responses(&env, ASK_NAME, json!({"user_name": name_answer("Alice")})).await;
-    assert!(openwop_mcp_sidecar::wire_id::is_tenant_bound(&only_key(&r)));
+    let again = only_key(&r);
+    assert_ne!(again, "user_name");
+    assert!(foreign() || openwop_mcp_sidecar::wire_id::is_tenant_bound(&again));
     env.shutdown().await;
 }
 
 #[tokio::test]
 async fn two_runs_with_the_same_key_each_resume_their_own_interrupt() {
+    if foreign() {
+        // The aip151 and azure hosts show an open gate by its id and step only, never the
+        // workflow's own key for it (devhost/src/lib.rs, "AIP-151 flavour", "Azure flavour"):
+        // there is no interrupt key to put on the wire.
+        return;
+    }
     let env = keyed_env().await;
     let first = env.call(A, ASK_NAME, json!({}), elicit()).await;
     let run1 = env.fresh_run(A, ASK_NAME, &[]).await;
@@ -510,6 +528,12 @@ async fn two_runs_with_the_same_key_each_resume_their_own_interrupt() {
 
 #[tokio::test]
 async fn a_keyed_state_is_single_use_and_the_next_round_gets_the_next_key() {
+    if foreign() {
+        // The aip151 and azure hosts show an open gate by its id and step only, never the
+        // workflow's own key for it (devhost/src/lib.rs, "AIP-151 flavour", "Azure flavour"):
+        // there is no interrupt key to put on the wire.
+        return;
+    }
     let env = keyed_env().await;
     let tool = "test_input_required_result_multi_round";
     let r1 = env.call(A, tool, json!({}), elicit()).await;
@@ -571,6 +595,12 @@ async fn a_keyed_state_is_single_use_and_the_next_round_gets_the_next_key() {
 
 #[tokio::test]
 async fn a_first_call_answering_the_interrupt_key_completes_at_once_ignoring_extra_keys() {
+    if foreign() {
+        // The aip151 and azure hosts show an open gate by its id and step only, never the
+        // workflow's own key for it (devhost/src/lib.rs, "AIP-151 flavour", "Azure flavour"):
+        // there is no interrupt key to put on the wire.
+        return;
+    }
     let env = keyed_env().await;
     let r = call_with_responses(
         &env,
@@ -592,6 +622,12 @@ async fn a_first_call_answering_the_interrupt_key_completes_at_once_ignoring_ext
 
 #[tokio::test]
 async fn a_first_call_with_a_wrong_or_malformed_answer_is_asked_again() {
+    if foreign() {
+        // The aip151 and azure hosts show an open gate by its id and step only, never the
+        // workflow's own key for it (devhost/src/lib.rs, "AIP-151 flavour", "Azure flavour"):
+        // there is no interrupt key to put on the wire.
+        return;
+    }
     let env = keyed_env().await;
     for responses in [
         json!({"wrong_key": name_answer("Alice")}),

@@ -50,10 +50,7 @@ async fn disconnect_before_answer_cancels_run() {
     // T11 (client FIN)
     let env = env().await;
     let run_id = a_disconnected_delay_call_is_cancelled(&env).await;
-    assert_eq!(
-        cancel_reason(&env, &run_id).await.as_deref(),
-        Some("mcp-request-cancelled")
-    );
+    assert_cancel_reason(&env, &run_id, "mcp-request-cancelled").await;
     let cancels = env.host_cancels(&run_id);
     assert_eq!(cancels.len(), 1);
     assert_eq!(
@@ -116,7 +113,7 @@ async fn delivered_task_answer_survives_disconnect() {
     let answer = read_full_json(&mut s).await;
     drop(s);
     assert_eq!(answer["result"]["resultType"], "task", "{answer}");
-    let run_id = unproject(answer["result"]["taskId"].as_str().unwrap());
+    let run_id = run_of(A, answer["result"]["taskId"].as_str().unwrap());
     assert_eq!(
         env.wait_status(A, &run_id, &["completed", "cancelled"], 15)
             .await,
@@ -409,10 +406,7 @@ async fn a_silent_peer_is_noticed_at_the_next_keepalive_and_its_run_cancelled() 
             .await,
         "cancelled"
     );
-    assert_eq!(
-        cancel_reason(&env, &run_id).await.as_deref(),
-        Some("mcp-request-cancelled")
-    );
+    assert_cancel_reason(&env, &run_id, "mcp-request-cancelled").await;
     let _ = client.kill().await;
     env.shutdown().await;
     drop(net);

@@ -443,10 +443,7 @@ pub async fn assert_cancelled_by_mcp(env: &Env, run_id: &str) -> Instant {
     let (status, _) = timed(HANG, "cancel", wait).await;
     let ended = Instant::now();
     assert_eq!(status, "cancelled");
-    assert_eq!(
-        cancel_reason(env, run_id).await.as_deref(),
-        Some("mcp-request-cancelled")
-    );
+    assert_cancel_reason(env, run_id, "mcp-request-cancelled").await;
     ended
 }
 

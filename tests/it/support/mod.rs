@@ -19,16 +19,18 @@ pub use {
     outage::Outage,
     panics::{assert_no_panic, watch_panics},
     rpc::{
-        a_disconnected_delay_call_is_cancelled, approval, assert_cancelled_because_the_client_left,
-        cancel_reason, elicit, first_input_key, input_key, tasked,
+        a_disconnected_delay_call_is_cancelled, approval, assert_cancel_reason,
+        assert_cancelled_because_the_client_left, cancel_reason, elicit, first_input_key,
+        input_key, tasked,
     },
     wire::{free_port, raw_post, read_head},
 };
 
 use std::time::Duration;
 
-use openwop_devhost::{DevHost, DevHostConfig};
-use openwop_mcp_sidecar::config::Config;
+use openwop_devhost::{DevHost, DevHostConfig, Flavor};
+use openwop_mcp_sidecar::config::mapping::TaskIdEncoding;
+use openwop_mcp_sidecar::config::{Config, Secret};
 use openwop_mcp_sidecar::server::Server;
 use serde_json::{json, Value};
 
@@ -54,11 +56,48 @@ pub async fn env() -> Env {
     env_with(|_| {}).await
 }
 
-/// Which host the suite runs against: `OPENWOP_TEST_FLAVOR=legacy` fronts the devhost's legacy
-/// job API through `config/legacy-host.example.yaml` (issue 6: the same tests, both flavours).
-pub fn legacy() -> bool {
-    std::env::var("OPENWOP_TEST_FLAVOR").is_ok_and(|v| v == "legacy")
+/// Which host the suites run against (`OPENWOP_TEST_FLAVOR`, default `v2`): `legacy` fronts the
+/// devhost's legacy job API through `config/legacy-host.example.yaml` (issue 6), `aip151` and
+/// `azure` its operation-style APIs through `config/aip151.example.yaml` and
+/// `config/azure.example.yaml` (issue 19): the same tests, every flavour, configured by YAML.
+pub fn flavor() -> Flavor {
+    match std::env::var("OPENWOP_TEST_FLAVOR") {
+        Ok(v) if !v.is_empty() => v
+            .parse()
+            .unwrap_or_else(|e| panic!("OPENWOP_TEST_FLAVOR: {e}")),
+        _ => Flavor::V2,
+    }
 }
+
+/// The suites run against the legacy job API.
+pub fn legacy() -> bool {
+    flavor() == Flavor::Legacy
+}
+
+/// The suites run against a host that is not OpenWOP (aip151, azure): no event log, no
+/// discovery, run ids that are not tenant-bound, sealed taskIds.
+pub fn foreign() -> bool {
+    !flavor().is_openwop()
+}
+
+/// The checked-in example configuration of `flavor` (none for v2: its defaults are the file).
+pub fn example_of(flavor: Flavor) -> Option<std::path::PathBuf> {
+    let name = match flavor {
+        Flavor::V2 => return None,
+        Flavor::Legacy => "legacy-host",
+        Flavor::Aip151 => "aip151",
+        Flavor::Azure => "azure",
+    };
+    Some(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("config")
+            .join(format!("{name}.example.yaml")),
+    )
+}
+
+/// The state key the suites give a sidecar whose example seals taskIds, so a test can open
+/// the taskIds it is issued ([`run_of`]), as an operator's replicas share one.
+pub const SUITE_STATE_KEY: &[u8] = b"openwop-suite-state-key-0123456789";
 
 pub async fn env_with(f: impl FnOnce(&mut Config)) -> Env {
     env_with_host(|_| {}, f).await
@@ -73,11 +112,7 @@ pub fn upstream_http2() -> bool {
 pub async fn env_with_host(h: impl FnOnce(&mut DevHostConfig), f: impl FnOnce(&mut Config)) -> Env {
     let mut host_cfg = DevHostConfig {
         sse_keepalive: Duration::from_millis(500),
-        flavor: if legacy() {
-            openwop_devhost::Flavor::Legacy
-        } else {
-            openwop_devhost::Flavor::V2
-        },
+        flavor: flavor(),
         ..DevHostConfig::default()
     };
     h(&mut host_cfg);
@@ -88,15 +123,14 @@ pub async fn env_with_host(h: impl FnOnce(&mut DevHostConfig), f: impl FnOnce(&m
         listen: Some("127.0.0.1:0".parse().unwrap()),
         upstream: Some(host.base_url()),
     };
-    let mut cfg = if legacy() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/config/legacy-host.example.yaml"
-        );
-        Config::load(std::path::Path::new(path), &overrides).expect("the legacy example is valid")
-    } else {
-        Config::from_yaml_str("{}", "<test>", &overrides).unwrap()
+    let mut cfg = match example_of(flavor()) {
+        Some(path) => Config::load(&path, &overrides)
+            .unwrap_or_else(|e| panic!("{} is valid: {e}", path.display())),
+        None => Config::from_yaml_str("{}", "<test>", &overrides).unwrap(),
     };
+    if cfg.mapping.task_ids == TaskIdEncoding::Sealed {
+        cfg.mcp.request_state_key = Some(Secret::new(SUITE_STATE_KEY.to_vec()));
+    }
     suite_timings(&mut cfg);
     if upstream_http2() {
         cfg.upstream.http2 = true;
@@ -309,11 +343,34 @@ impl Env {
         (s, as_v2(r.json().await.unwrap_or(Value::Null)))
     }
 
-    /// `GET /runs/{id}` with the suite's `%2F` form.
+    /// `GET /runs/{id}` with the suite's `%2F` form; on a foreign flavour the host's own read
+    /// of the run (the operation, the job), in v2 names.
     pub async fn run(&self, key: &str, run_id: &str) -> Value {
-        self.rest_get(key, &format!("/runs/{}", run_id.replace('/', "%2F")))
+        match flavor() {
+            Flavor::Aip151 => aip151_as_v2(self.host_get(key, &format!("/v1/{run_id}")).await),
+            Flavor::Azure => azure_as_v2(
+                self.host_get(key, &format!("/jobs/{run_id}?api-version={AZURE_API}"))
+                    .await,
+            ),
+            Flavor::V2 | Flavor::Legacy => {
+                self.rest_get(key, &format!("/runs/{}", run_id.replace('/', "%2F")))
+                    .await
+                    .1
+            }
+        }
+    }
+
+    /// A GET straight to the host (not through the mount), its JSON body.
+    pub async fn host_get(&self, key: &str, path_and_query: &str) -> Value {
+        self.http
+            .get(format!("{}{path_and_query}", self.host.base_url()))
+            .bearer_auth(key)
+            .send()
             .await
-            .1
+            .unwrap()
+            .json()
+            .await
+            .unwrap_or(Value::Null)
     }
 
     pub async fn status(&self, key: &str, run_id: &str) -> String {
@@ -323,7 +380,14 @@ impl Env {
             .to_string()
     }
 
+    /// The run's event log (OpenWOP v2 and legacy only: a test that reads it skips the
+    /// flavours without one, see [`foreign`]).
     pub async fn events(&self, key: &str, run_id: &str) -> Vec<Value> {
+        assert!(
+            !foreign(),
+            "the {} host has no event log: this test must skip it",
+            flavor()
+        );
         let (_, v) = self
             .rest_get(
                 key,
@@ -331,6 +395,40 @@ impl Env {
             )
             .await;
         v["events"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// What the host has written about the run, to compare before and after a request that
+    /// must write nothing: its event log where it keeps one, else its whole document (a
+    /// foreign host's operation or job changes with every transition, `updateTime` included).
+    pub async fn trail(&self, key: &str, run_id: &str) -> Value {
+        if foreign() {
+            self.run(key, run_id).await["raw"].clone()
+        } else {
+            Value::Array(self.events(key, run_id).await)
+        }
+    }
+
+    /// The interrupt ids the run opened: its `node.suspended` events, or on a host without an
+    /// event log the gate its document shows open (config/*.example.yaml `host.interrupts`).
+    pub async fn suspended_interrupt_ids(&self, key: &str, run_id: &str) -> Vec<String> {
+        if foreign() {
+            let doc = self.run(key, run_id).await["raw"].clone();
+            return [
+                "/metadata/approval/id",
+                "/metadata/inputRequest/id",
+                "/pendingApproval/id",
+                "/pendingInput/id",
+            ]
+            .iter()
+            .filter_map(|p| doc.pointer(p).and_then(Value::as_str).map(str::to_string))
+            .collect();
+        }
+        self.events(key, run_id)
+            .await
+            .iter()
+            .filter(|e| e["type"] == "node.suspended")
+            .map(|e| e["payload"]["interruptId"].as_str().unwrap().to_string())
+            .collect()
     }
 
     pub async fn event_count(&self, key: &str, run_id: &str, kind: &str) -> usize {
@@ -341,7 +439,44 @@ impl Env {
             .count()
     }
 
+    /// The caller's runs of `workflow`, newest first.
     pub async fn run_ids(&self, key: &str, workflow: &str) -> Vec<String> {
+        match flavor() {
+            Flavor::Aip151 => {
+                let v = self.host_get(key, "/v1/operations?pageSize=100").await;
+                let suffix = format!("/jobTypes/{workflow}");
+                return v["operations"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|o| {
+                        o["metadata"]["jobType"]
+                            .as_str()
+                            .is_some_and(|t| t.ends_with(&suffix))
+                    })
+                    .filter_map(|o| o["name"].as_str().map(str::to_string))
+                    .collect();
+            }
+            Flavor::Azure => {
+                // The service lists job types, not jobs: the devhost's record of every job
+                // (creation order) names them, and each job's own document its type.
+                let tenant = tenant_of(key);
+                let mut out = Vec::new();
+                for j in self.host.status_monitor_reads().iter().rev() {
+                    if j.tenant != tenant {
+                        continue;
+                    }
+                    let doc = self
+                        .host_get(key, &format!("/jobs/{}?api-version={AZURE_API}", j.job))
+                        .await;
+                    if doc["jobType"] == workflow {
+                        out.push(j.job.clone());
+                    }
+                }
+                return out;
+            }
+            Flavor::V2 | Flavor::Legacy => {}
+        }
         let (_, v) = self
             .rest_get(key, &format!("/runs?workflowId={workflow}&limit=100"))
             .await;
@@ -411,13 +546,22 @@ impl Env {
     /// Cancels reaching the host (recorded requests).
     pub fn host_cancels(&self, run_id: &str) -> Vec<openwop_devhost::RecordedRequest> {
         let wire = openwop_mcp_sidecar::wire_id::project(run_id);
+        let aip151 = format!("/v1/{run_id}:cancel");
         self.host
             .requests()
             .into_iter()
             .filter(|r| {
                 r.method == "POST"
-                    && r.path.ends_with("/cancel")
-                    && (r.path.contains(&wire) || r.path.contains(&run_id.replace('/', "%2F")))
+                    && match flavor() {
+                        // AIP-151 CancelOperation: the operation's custom method.
+                        Flavor::Aip151 => r.path == aip151,
+                        Flavor::Azure => r.path == format!("/jobs/{run_id}/cancel"),
+                        Flavor::V2 | Flavor::Legacy => {
+                            r.path.ends_with("/cancel")
+                                && (r.path.contains(&wire)
+                                    || r.path.contains(&run_id.replace('/', "%2F")))
+                        }
+                    }
             })
             .collect()
     }
@@ -451,6 +595,113 @@ pub fn run_id_of(result: &Value) -> String {
 
 pub fn unproject(task_id: &str) -> String {
     openwop_mcp_sidecar::wire_id::unproject(task_id).unwrap()
+}
+
+/// The run a taskId issued to `key`'s caller names, whatever the flavour's taskId form: the
+/// OpenWOP projection undone, or a sealed taskId opened with the suite's key.
+pub fn run_of(key: &str, task_id: &str) -> String {
+    if !foreign() {
+        return unproject(task_id);
+    }
+    let mut cfg = Config::defaults();
+    cfg.mcp.request_state_key = Some(Secret::new(SUITE_STATE_KEY.to_vec()));
+    let keys = openwop_mcp_sidecar::mcp::request_state::Keys::new(&cfg);
+    let caller = openwop_mcp_sidecar::host::Caller {
+        authorization: Some(format!("Bearer {key}").parse().unwrap()),
+        ..Default::default()
+    };
+    openwop_mcp_sidecar::mcp::task_id::TaskIds::new(TaskIdEncoding::Sealed, &keys)
+        .open(&caller, task_id)
+        .unwrap_or_else(|| panic!("{task_id} is a taskId issued to {key}"))
+}
+
+/// The taskId the mount issues `key`'s caller for `run_id` (the inverse of [`run_of`]): the
+/// OpenWOP projection, or on a foreign flavour the id sealed with the suite's key.
+pub fn task_id_for(key: &str, run_id: &str) -> String {
+    if !foreign() {
+        return openwop_mcp_sidecar::wire_id::project(run_id);
+    }
+    let mut cfg = Config::defaults();
+    cfg.mcp.request_state_key = Some(Secret::new(SUITE_STATE_KEY.to_vec()));
+    let keys = openwop_mcp_sidecar::mcp::request_state::Keys::new(&cfg);
+    let caller = openwop_mcp_sidecar::host::Caller {
+        authorization: Some(format!("Bearer {key}").parse().unwrap()),
+        ..Default::default()
+    };
+    openwop_mcp_sidecar::mcp::task_id::TaskIds::new(TaskIdEncoding::Sealed, &keys)
+        .issue(&caller, run_id)
+}
+
+/// `task_id` with its last character changed (still URL-safe base64 when it was).
+pub fn tampered(task_id: &str) -> String {
+    let mut t = task_id.to_string();
+    let last = t.pop().unwrap_or('A');
+    t.push(if last == 'A' { 'B' } else { 'A' });
+    t
+}
+
+/// The tenant of a devhost key (devhost/src/lib.rs, "Default credentials").
+pub fn tenant_of(key: &str) -> &'static str {
+    match key {
+        B => "globex",
+        _ => "acme",
+    }
+}
+
+/// The `api-version` of the devhost's Azure flavour.
+pub const AZURE_API: &str = "2026-01-01";
+
+/// An AIP-151 Operation read in v2 names (as config/aip151.example.yaml maps it).
+fn aip151_as_v2(op: Value) -> Value {
+    let done = op["done"] == true;
+    let status = if done && op["error"]["code"] == 1 {
+        "cancelled"
+    } else if done && !op["error"].is_null() {
+        "failed"
+    } else if done && !op["response"].is_null() {
+        "completed"
+    } else {
+        match op["metadata"]["state"].as_str().unwrap_or_default() {
+            "PENDING" => "pending",
+            "RUNNING" => "running",
+            "AWAITING_APPROVAL" => "waiting-approval",
+            "AWAITING_INPUT" => "waiting-input",
+            "SUSPENDED" => "paused",
+            "CANCELLING" => "cancelling",
+            other => return json!({ "runId": op["name"], "status": other, "raw": op }),
+        }
+    };
+    json!({
+        "runId": op["name"],
+        "status": status,
+        "workflowId": op["metadata"]["jobType"].as_str().and_then(|t| t.rsplit('/').next()),
+        "variables": op["response"]["result"],
+        "error": op["error"],
+        "raw": op,
+    })
+}
+
+/// An Azure-style job read in v2 names (as config/azure.example.yaml maps it).
+fn azure_as_v2(job: Value) -> Value {
+    let status = match job["status"].as_str().unwrap_or_default() {
+        "Running" if !job["pendingApproval"].is_null() => "waiting-approval",
+        "Running" if !job["pendingInput"].is_null() => "waiting-input",
+        "NotStarted" => "pending",
+        "Running" => "running",
+        "Canceling" => "cancelling",
+        "Succeeded" => "completed",
+        "Failed" => "failed",
+        "Canceled" => "cancelled",
+        other => other,
+    };
+    json!({
+        "runId": job["name"],
+        "status": status,
+        "workflowId": job["jobType"],
+        "variables": job["result"],
+        "error": job["error"],
+        "raw": job,
+    })
 }
 
 /// A sidecar started from a configuration file it can reload (the file lives in a temp dir).
@@ -505,21 +756,40 @@ fn rand_suffix() -> u64 {
     N.fetch_add(1, Ordering::SeqCst)
 }
 
-/// A v2 REST path in the flavour under test (`/runs/…` → `/api/v1/jobs/…`, `%2F` ids).
+/// A v2 REST path in the flavour under test: legacy `/runs/…` → `/api/v1/jobs/…` (`%2F`
+/// ids); AIP-151 `/runs` → `/v1/operations` (ListOperations), `/runs/{id}` → `/v1/{id}`;
+/// Azure `/runs/{id}` → `/jobs/{id}?api-version=…` (the service lists no jobs).
 pub fn rest_path(v2: &str) -> String {
-    if !legacy() {
+    let Some(rest) = v2.strip_prefix("/runs") else {
         return v2.to_string();
-    }
-    match v2.strip_prefix("/runs") {
-        Some(rest) => format!("/api/v1/jobs{}", rest.replace("~2F", "%2F")),
-        None => v2.to_string(),
+    };
+    match flavor() {
+        Flavor::V2 => v2.to_string(),
+        Flavor::Legacy => format!("/api/v1/jobs{}", rest.replace("~2F", "%2F")),
+        Flavor::Aip151 => match rest.strip_prefix('/') {
+            Some(id) => format!("/v1/{}", id.replace("%2F", "/").replace("~2F", "/")),
+            None => format!("/v1/operations{rest}"),
+        },
+        Flavor::Azure => match rest.strip_prefix('/') {
+            Some(id) => format!("/jobs/{id}?api-version={AZURE_API}"),
+            None => format!("/jobTypes?api-version={AZURE_API}"),
+        },
     }
 }
 
-/// A legacy document read back in v2 names, so assertions are flavour-independent.
+/// A legacy document read back in v2 names, so assertions are flavour-independent; on a
+/// foreign flavour, a run document (an Operation, a job) likewise.
 pub fn as_v2(v: Value) -> Value {
-    if !legacy() {
-        return v;
+    match flavor() {
+        Flavor::V2 => return v,
+        Flavor::Aip151 if v.get("metadata").is_some() && v.get("name").is_some() => {
+            return aip151_as_v2(v)
+        }
+        Flavor::Azure if v.get("jobType").is_some() && v.get("status").is_some() => {
+            return azure_as_v2(v)
+        }
+        Flavor::Aip151 | Flavor::Azure => return v,
+        Flavor::Legacy => {}
     }
     fn status(s: &str) -> &str {
         match s {
