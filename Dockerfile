@@ -40,6 +40,8 @@ RUN mkdir -p src bench/src \
 
 COPY src src
 COPY bench/src bench/src
+# The built-in host.profile mappings, compiled into the binary (src/config/profile.rs).
+COPY config/profiles config/profiles
 # COPY keeps the files' own mtimes, which can be older than the stub build's outputs; touching
 # the crate roots makes cargo rebuild the sidecar for certain.
 RUN touch src/main.rs src/lib.rs \

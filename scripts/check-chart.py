@@ -1003,7 +1003,8 @@ def dockerfile_case(binary: Path | None) -> Case:
             files = [src] if (ROOT / src).is_file() else [str(p.relative_to(ROOT)) for p in (ROOT / src).rglob("*") if p.is_file()]
             for f in files:
                 case.check(dockerignore_included(f, ignore), f"{f} (COPY {src}) is excluded by .dockerignore")
-            if src.startswith("config/"):
+            # The configuration file the image carries (config/profiles/ is compiled in).
+            if src.startswith("config/") and (ROOT / src).is_file():
                 config_dest = parts[-1]
                 config_copies.append((src, config_dest))
                 sidecar_check_config(case, binary, (ROOT / src).read_text(), src)
@@ -1023,6 +1024,10 @@ def dockerfile_case(binary: Path | None) -> Case:
             for inc in re.findall(r'include_(?:str|bytes)!\(\s*"([^"]+)"', p.read_text()):
                 target = os.path.normpath(os.path.join(os.path.dirname(rel), inc))
                 case.check(dockerignore_included(target, ignore), f"{rel} includes {target}, excluded from the build context")
+                # ...and copied into the build stage, or cargo cannot find it there.
+                copied = [p for a in context_copies for p in [q for q in a.split() if not q.startswith("--")][:-1]]
+                case.check(any(target == c or target.startswith(c.rstrip("/") + "/") for c in copied),
+                           f"{rel} includes {target}, which no COPY in the Dockerfile brings in")
     for excluded in ("target/x", ".git/HEAD", "node_modules/x", ".tools/x", "tests/it/main.rs"):
         case.check(not dockerignore_included(excluded, ignore), f".dockerignore lets {excluded} into the context")
     summary = f"--bin {bin_name} --locked --target {triple}, COPY {want_src} -> {dest_bin}, context per .dockerignore complete"
