@@ -273,6 +273,13 @@ fn not_found(name: &str) -> ApiError {
     )
 }
 
+impl Table {
+    /// The run behind operation `id` (`op-…`), whoever's it is: the devhost's own view.
+    pub(crate) fn run_of(&self, id: &str) -> Option<Arc<Run>> {
+        lock(&self.inner).ops.get(id).map(|op| op.run.clone())
+    }
+}
+
 /// The caller's operation `raw` names; another tenant's is as absent as a missing one.
 fn operation_of(host: &HostState, caller: &Caller, raw: &str) -> Result<Arc<Op>, ApiError> {
     let id = decode_segment(raw, "name")?;

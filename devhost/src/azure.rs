@@ -147,6 +147,15 @@ impl Table {
             .collect()
     }
 
+    /// The run behind job `name`, whichever tenant's it is: the devhost's own view.
+    pub(crate) fn run_of(&self, name: &str) -> Option<Arc<Run>> {
+        lock(&self.inner)
+            .order
+            .iter()
+            .find(|j| j.name == name)
+            .map(|j| j.run.clone())
+    }
+
     pub(crate) fn clear_reads(&self) {
         for j in &lock(&self.inner).order {
             let mut r = lock(&j.reads);

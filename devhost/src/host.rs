@@ -90,7 +90,7 @@ impl HostState {
         self.workflows.iter().find(|w| w.id == id).cloned()
     }
 
-    fn run(&self, bound: &str) -> Option<Arc<Run>> {
+    pub(crate) fn run(&self, bound: &str) -> Option<Arc<Run>> {
         lock(&self.runs).by_id.get(bound).cloned()
     }
 }

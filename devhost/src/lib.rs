@@ -519,6 +519,23 @@ impl DevHost {
         self.inner.state.azure.reads()
     }
 
+    /// The event log the host keeps for the run `id` names, in the flavour's own id: a v2
+    /// bound run id, a legacy job id, an aip151 operation name (`operations/op-…`) or an
+    /// azure job name. The operation-style flavours never show it on their wire; tests read
+    /// it to prove what the host accepted (an approval resolved once, not twice). Empty for
+    /// an unknown id.
+    pub fn run_events(&self, id: &str) -> Vec<serde_json::Value> {
+        let state = &self.inner.state;
+        let run = match state.config.flavor {
+            Flavor::Aip151 => state
+                .aip
+                .run_of(id.strip_prefix("operations/").unwrap_or(id)),
+            Flavor::Azure => state.azure.run_of(id),
+            Flavor::V2 | Flavor::Legacy => state.run(id),
+        };
+        run.map(|r| r.lock().events.clone()).unwrap_or_default()
+    }
+
     /// Forget the recorded status monitor reads (`DELETE /_devhost/status-reads`).
     pub fn clear_status_monitor_reads(&self) {
         self.inner.state.azure.clear_reads();

@@ -327,13 +327,9 @@ async fn listen_acknowledges_and_notifies_none_of_the_unreadable_ids() {
         .map(|r| format!("{} {}", r.method, r.path))
         .collect();
     assert_eq!(writes.len(), 1, "{writes:?}");
-    // The host's resolve route: the legacy job API answers approvals under `/approvals/`.
-    let resolve = if legacy() {
-        "/approvals/"
-    } else {
-        "/interrupts/"
-    };
-    assert!(writes[0].contains(resolve), "{writes:?}");
+    // The host's resolve route: the legacy job API answers approvals under `/approvals/`,
+    // the operation-style hosts with their approve actions (config/*.example.yaml `resolve:`).
+    assert!(writes[0].contains(env.approval_route()), "{writes:?}");
     env.shutdown().await;
 }
 

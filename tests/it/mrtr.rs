@@ -125,7 +125,7 @@ async fn accepted_retry_completes_once_and_the_state_is_single_use() {
         ok.text
     );
     let run_id = run_id_of(ok.result());
-    assert_eq!(env.event_count(A, &run_id, "interrupt.resolved").await, 1);
+    assert_eq!(env.resolved_count(A, &run_id).await, 1);
     let again = retry(
         &env,
         A,
@@ -146,7 +146,7 @@ async fn accepted_retry_completes_once_and_the_state_is_single_use() {
         .as_str()
         .unwrap()
         .starts_with("requestState refused: "));
-    assert_eq!(env.event_count(A, &run_id, "interrupt.resolved").await, 1);
+    assert_eq!(env.resolved_count(A, &run_id).await, 1);
     env.shutdown().await;
 }
 
@@ -266,9 +266,7 @@ async fn cancel_cancels_the_run_with_the_elicitation_reason() {
         env.wait_status(A, &run_id, &["cancelled"], 5).await,
         "cancelled"
     );
-    let ev = env.events(A, &run_id).await;
-    let c = ev.iter().find(|e| e["type"] == "run.cancelled").unwrap();
-    assert_eq!(c["payload"]["reason"], "mcp-elicitation-cancelled");
+    assert_cancel_reason(&env, &run_id, "mcp-elicitation-cancelled").await;
     env.shutdown().await;
 }
 

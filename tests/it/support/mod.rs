@@ -439,6 +439,33 @@ impl Env {
             .count()
     }
 
+    /// How many answers to the run's gates took effect: its `interrupt.resolved` events; on a
+    /// host without an event log, the record the devhost keeps behind the operation or job
+    /// ([`openwop_devhost::DevHost::run_events`]), since the host's wire shows only the gate
+    /// now open. An answer the host refused (a gate already answered, a caller who is not
+    /// an approver) is not counted.
+    pub async fn resolved_count(&self, key: &str, run_id: &str) -> usize {
+        if !foreign() {
+            return self.event_count(key, run_id, "interrupt.resolved").await;
+        }
+        self.host
+            .run_events(run_id)
+            .iter()
+            .filter(|e| e["type"] == "interrupt.resolved")
+            .count()
+    }
+
+    /// The path fragment of the host's route for answering an approval (the `resolve:`
+    /// routes of config/*.example.yaml, or the OpenWOP and legacy defaults).
+    pub fn approval_route(&self) -> &'static str {
+        match flavor() {
+            Flavor::V2 => "/interrupts/",
+            Flavor::Legacy => "/approvals/",
+            Flavor::Aip151 => ":approve",
+            Flavor::Azure => "/approve",
+        }
+    }
+
     /// The caller's runs of `workflow`, newest first.
     pub async fn run_ids(&self, key: &str, workflow: &str) -> Vec<String> {
         match flavor() {
