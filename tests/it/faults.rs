@@ -9,6 +9,7 @@
 //! requests repeat a shape, a test is a table of [`Step`]s (tests/it/support/fault.rs: the
 //! fault injected, the request, what the client must see, the row).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use openwop_devhost::RouteClass::*;
@@ -294,16 +295,25 @@ async fn get_run_5xx_is_retried_and_persistent_5xx_is_32603() {
 #[tokio::test]
 async fn blocking_call_failing_after_create_run_does_not_lose_the_run() {
     let mut problems = Vec::new();
-    let (route, request) = ("stream + poll", "tools/call (blocking)");
+    let route = match foreign() {
+        false => "stream + poll",
+        true => "getRun (follow: poll)",
+    };
+    let request = "tools/call (blocking)";
     let long = json!({"delayMs": 20000});
     {
         let env = fault_env(cancel_deadline(3)).await;
+        // Without an event log (aip151, azure) there is no stream to cut: the run is followed
+        // by reading it, and that read fails.
         env.host.faults().cut_stream_next(1, 0);
-        always(&env, Poll, 503);
+        always(&env, follow_route(), 503);
         let (r, took, run_id) = blocking_run(&env, CANCELLABLE, long.clone()).await;
         tokio::time::sleep(Duration::from_secs(3)).await;
         let fate = fate(&env, &run_id).await;
-        let fault = "stream cut + 503 persistent";
+        let fault = match foreign() {
+            false => "stream cut + 503 persistent",
+            true => "503 persistent",
+        };
         let owned = format!("after the cancel deadline: {fate}");
         row(fault, route, request, &seen(&r), took, &owned);
         assert_internal(&r, "tools/call");
@@ -315,7 +325,21 @@ async fn blocking_call_failing_after_create_run_does_not_lose_the_run() {
         env.shutdown().await;
     }
     {
-        let (env, outage) = outage_env(cancel_deadline(3)).await;
+        // Followed by reading the run (aip151, azure: host.follow: poll), the outage must meet
+        // a read: reads at most 400 ms apart, and azure's no sooner than its 1 s Retry-After
+        // (config/azure.example.yaml), so the host stays down 2 s there, and the owned-run
+        // cancel, backing off up to 2 s between attempts (src/ownership.rs), is given 5 s.
+        let (down_for, deadline) = match foreign() {
+            false => (Duration::from_secs(1), 3),
+            true => (Duration::from_secs(2), 5),
+        };
+        let (env, outage) = outage_env(|c| {
+            cancel_deadline(deadline)(c);
+            if foreign() {
+                Arc::make_mut(&mut c.mapping).follow.max = Duration::from_millis(400);
+            }
+        })
+        .await;
         let before = env.run_ids(A, CANCELLABLE).await;
         let call = async {
             let (r, _) = blocking(&env, CANCELLABLE, long).await;
@@ -326,15 +350,19 @@ async fn blocking_call_failing_after_create_run_does_not_lose_the_run() {
             env.wait_status(A, &run_id, &["running"], 5).await;
             outage.down();
             let at = Instant::now();
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            tokio::time::sleep(down_for).await;
             outage.up();
             (run_id, at)
         };
         let ((r, answered_at), (run_id, down_at)) = tokio::join!(call, cut);
         let took = answered_at.saturating_duration_since(down_at);
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        tokio::time::sleep(Duration::from_secs(deadline)).await;
         let fate = fate(&env, &run_id).await;
-        let fault = "host down (connection refused) 1 s mid-call";
+        let fault = format!(
+            "host down (connection refused) {} s mid-call",
+            down_for.as_secs()
+        );
+        let fault = fault.as_str();
         let owned = format!("host back, after the cancel deadline: {fate}");
         row(fault, route, request, &seen(&r), took, &owned);
         assert_internal(&r, "tools/call");

@@ -207,6 +207,15 @@ pub fn on_flavor(route: RouteClass) -> RouteClass {
     }
 }
 
+/// The route a run is followed on once its event stream is gone: the event poll, or on the
+/// aip151 and azure hosts, which have no event log (`host.follow: poll`), the run itself.
+pub fn follow_route() -> RouteClass {
+    match foreign() {
+        false => RouteClass::Poll,
+        true => RouteClass::GetRun,
+    }
+}
+
 /// The host path of a logical route under the suite's flavour, for the rows' route column.
 pub fn route_path(route: RouteClass) -> &'static str {
     match (flavor(), route) {
