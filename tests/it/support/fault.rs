@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use openwop_devhost::{Fault, FaultKind, RouteClass};
-use openwop_mcp_sidecar::config::Config;
+use openwop_mcp_sidecar::config::{Config, Readiness, ReadyCredential, Secret};
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -48,9 +48,28 @@ pub async fn fault_env(f: impl FnOnce(&mut Config)) -> Env {
         // The fault rows read tasks of quick runs (conformance-noop): without the
         // immediate-result window every tasked call is a task, as these rows expect.
         c.mcp.task_immediate_window = Duration::ZERO;
+        if foreign() {
+            ready_on_catalog(c);
+        }
         f(c);
     })
     .await
+}
+
+/// `/readyz` asks the flavour's catalog route with [`A`]'s credential, as the aip151 and azure
+/// examples suggest under `host.readiness` (those hosts have no discovery document and every
+/// route needs a credential): readiness follows the same start-up dependency as the tools.
+fn ready_on_catalog(c: &mut Config) {
+    let path = match flavor() {
+        Flavor::Aip151 => "/v1/projects/acme/jobTypes?pageSize=1".to_string(),
+        _ => format!("/jobTypes?api-version={AZURE_API}&maxpagesize=1"),
+    };
+    let token = http::HeaderValue::from_str(&format!("Bearer {A}")).unwrap();
+    let mapping = Arc::make_mut(&mut c.mapping);
+    mapping.wire.readiness = Readiness {
+        fixed: Some((http::Method::GET, path)),
+        credential: Some(ReadyCredential::Value(Secret::new(token))),
+    };
 }
 
 /// Runs `f`, failing the test if it takes longer than `limit` (a hung request).
@@ -173,10 +192,48 @@ pub async fn outage_env(f: impl FnOnce(&mut Config)) -> (Env, Outage) {
     (env, outage)
 }
 
-/// A fault on every request of `route` until [`openwop_devhost::Faults::clear`].
+/// The route class a logical host route is faulted and counted on under the suite's flavour
+/// ([`flavor`]), so one fault table serves every flavour.
+pub fn on_flavor(route: RouteClass) -> RouteClass {
+    match (flavor(), route) {
+        // The aip151 and azure hosts have no discovery document: what the sidecar needs from
+        // them first is their own job type catalog ([`route_path`]), which their devhost
+        // classes `other` (devhost/src/aip151.rs, devhost/src/azure.rs; nothing else the
+        // sidecar calls there is in that class).
+        (Flavor::Aip151 | Flavor::Azure, RouteClass::Discovery) => RouteClass::Other,
+        // azure has no run list: the suite's run list path is its job type list (`rest_path`).
+        (Flavor::Azure, RouteClass::ListRuns) => RouteClass::Other,
+        _ => route,
+    }
+}
+
+/// The route a run is followed on once its event stream is gone: the event poll, or on the
+/// aip151 and azure hosts, which have no event log (`host.follow: poll`), the run itself.
+pub fn follow_route() -> RouteClass {
+    match foreign() {
+        false => RouteClass::Poll,
+        true => RouteClass::GetRun,
+    }
+}
+
+/// The host path of a logical route under the suite's flavour, for the rows' route column.
+pub fn route_path(route: RouteClass) -> &'static str {
+    match (flavor(), route) {
+        (Flavor::Aip151, RouteClass::Discovery | RouteClass::Other) => {
+            "catalog (GET /v1/projects/{p}/jobTypes)"
+        }
+        (Flavor::Azure, RouteClass::Discovery | RouteClass::ListRuns | RouteClass::Other) => {
+            "catalog (GET /jobTypes)"
+        }
+        _ => route.as_str(),
+    }
+}
+
+/// A fault on every request of `route` ([`on_flavor`]) until
+/// [`openwop_devhost::Faults::clear`].
 pub fn always(env: &Env, route: RouteClass, status: u16) {
     env.host.faults().add(Fault {
-        route,
+        route: on_flavor(route),
         kind: FaultKind::Status {
             status,
             retry_after: None,
@@ -185,8 +242,9 @@ pub fn always(env: &Env, route: RouteClass, status: u16) {
     });
 }
 
+/// How many requests of `route` ([`on_flavor`]) the host has seen.
 pub fn count(env: &Env, route: RouteClass) -> u64 {
-    env.host.faults().count(route)
+    env.host.faults().count(on_flavor(route))
 }
 
 pub fn cancel_sample(outcome: &str) -> String {
@@ -355,7 +413,7 @@ pub async fn assert_readyz(env: &Env, want: u16, fault: &str, request: &str) -> 
     assert_eq!(status, want);
     row(
         fault,
-        "discovery",
+        route_path(RouteClass::Discovery),
         request,
         &format!("HTTP {want}"),
         took,

@@ -24,6 +24,17 @@ pub enum Inject {
 }
 
 impl Inject {
+    /// The same fault on the route [`on_flavor`] names for the suite's flavour.
+    pub fn on_flavor(self) -> Inject {
+        match self {
+            Inject::Fail(r, times, status) => Inject::Fail(on_flavor(r), times, status),
+            Inject::RateLimit(r, times, secs) => Inject::RateLimit(on_flavor(r), times, secs),
+            Inject::Reset(r, times, bytes) => Inject::Reset(on_flavor(r), times, bytes),
+            Inject::BadJson(r, times) => Inject::BadJson(on_flavor(r), times),
+            Inject::Delay(r, by) => Inject::Delay(on_flavor(r), by),
+        }
+    }
+
     pub fn route(self) -> RouteClass {
         match self {
             Inject::Fail(route, ..)
@@ -34,9 +45,10 @@ impl Inject {
         }
     }
 
+    /// Puts the fault in place on [`on_flavor`] its route.
     pub fn apply(self, env: &Env) {
         let f = env.host.faults();
-        match self {
+        match self.on_flavor() {
             Inject::Fail(route, times, status) => f.fail_next(route, times, status),
             Inject::RateLimit(route, times, secs) => f.rate_limit_next(route, times, secs),
             Inject::Reset(route, times, bytes) => f.reset_next(route, times, bytes),
@@ -188,7 +200,7 @@ pub async fn check(env: &Env, run_id: &str, s: Step) -> (Rpc, Duration) {
     let route = s.inject.route();
     s.inject.apply(env);
     let n = count(env, route);
-    let what = format!("{} on {}: {}", s.fault, route.as_str(), s.request);
+    let what = format!("{} on {}: {}", s.fault, route_path(route), s.request);
     let request = env.rpc(Some(s.who), s.method, s.params, s.caps);
     let (r, took) = timed(HANG, s.method, request).await;
     match &s.want {
@@ -219,6 +231,6 @@ pub async fn check(env: &Env, run_id: &str, s: Step) -> (Rpc, Duration) {
         true => format!("{} ({attempts} attempts)", seen(&r)),
         false => seen(&r),
     };
-    row(&s.fault, route.as_str(), s.request, &seen, took, s.owned);
+    row(&s.fault, route_path(route), s.request, &seen, took, s.owned);
     (r, took)
 }
