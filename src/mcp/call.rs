@@ -49,6 +49,15 @@ async fn call_inner(ctx: Arc<McpContext>, req: &McpRequest) -> Result<Response, 
     // SEP-2322: `inputResponses`, when present, is a map of key → response; anything else
     // (null, a number) is a protocol error, answered before any run exists.
     super::params::input_responses(&req.params)?;
+    // RFC 0208 mcp.mrtr: a requestState is checked against its own MAC, expiry and bindings
+    // (caller, tool, arguments) before anything is read from the host, so a forged, foreign or
+    // rebound state is refused for what it is, whatever the caller may read upstream (a host
+    // that answers 403 for another tenant's project would otherwise speak first).
+    if let Some(token) = req.params.get("requestState") {
+        ctx.state_key
+            .verify(token, &req.caller, &name, &Value::Object(args.clone()))
+            .map_err(|r| McpError::InvalidParams(r.message()))?;
+    }
     let tools = ctx.tools.tools_for(&ctx, &req.caller).await?;
     let tool = tools
         .by_name

@@ -45,14 +45,17 @@ fn tune_socket(stream: &TcpStream, dead_peer: Duration) {
 /// Drives one connection to its end. On the lame duck an HTTP/2 connection gets GOAWAY (its
 /// streams in flight finish; new ones go to a new connection); on shutdown every connection is
 /// shut down gracefully (hyper: an idle HTTP/1.1 connection closes at once, a busy one after
-/// its answer; HTTP/2 sends GOAWAY and waits for its streams).
+/// its answer; HTTP/2 sends GOAWAY and waits for its streams). At the drain deadline `cut`
+/// flips and the connection is dropped where it stands: its in-flight handlers and response
+/// bodies are dropped with it, so every run they own is cancelled (RFC 0198 §G.12).
 macro_rules! drive_connection {
-    ($conn:expr, $h2:expr, $lame:expr, $stop:expr) => {{
+    ($conn:expr, $h2:expr, $lame:expr, $stop:expr, $cut:expr) => {{
         let conn = $conn;
         tokio::pin!(conn);
         let h2: Arc<AtomicBool> = $h2;
         let mut lame: watch::Receiver<bool> = $lame;
         let mut stop: watch::Receiver<bool> = $stop;
+        let mut cut: watch::Receiver<bool> = $cut;
         let mut goaway_sent = false;
         let mut stopping = false;
         // graceful_shutdown is called once per connection.
@@ -79,6 +82,7 @@ macro_rules! drive_connection {
                         conn.as_mut().graceful_shutdown();
                     }
                 }
+                _ = cut.wait_for(|c| *c) => break,
             }
         }
     }};
@@ -192,6 +196,8 @@ pub(super) async fn accept_loop(
     let dead_peer = live.current().cfg.mount.dead_peer_timeout;
     // Every connection task holds a clone; the drain is over when the last one is dropped.
     let (alive_tx, mut alive_rx) = tokio::sync::mpsc::channel::<()>(1);
+    // Flipped at the drain deadline: the connections still open are dropped, not waited for.
+    let (cut_tx, cut_rx) = watch::channel(false);
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // A client that trickles its request head cannot pin a connection (issue 10).
     builder
@@ -219,6 +225,7 @@ pub(super) async fn accept_loop(
                 let lame = lame_duck.clone();
                 let builder = builder.clone();
                 let mut stop = shutdown.clone();
+                let cut = cut_rx.clone();
                 let tls = tls.as_ref().map(|t| t.acceptor());
                 // Everything per connection (the first byte, the handshake) runs on the
                 // connection's own task, bounded, so a slow or silent client never holds up
@@ -230,7 +237,7 @@ pub(super) async fn accept_loop(
                     }
                     let Some(acceptor) = tls else {
                         let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc).into_owned();
-                        drive_connection!(conn, h2, lame, stop);
+                        drive_connection!(conn, h2, lame, stop, cut);
                         return;
                     };
                     // The handshake gets the time a request head gets (a silent client after
@@ -243,7 +250,7 @@ pub(super) async fn accept_loop(
                     };
                     let io = TokioIo::new(FirstByteDeadline::new(tls, head_timeout));
                     let conn = builder.serve_connection_with_upgrades(io, svc).into_owned();
-                    drive_connection!(conn, h2, lame, stop);
+                    drive_connection!(conn, h2, lame, stop, cut);
                 });
             }
             _ = shutdown.changed() => break,
@@ -253,8 +260,20 @@ pub(super) async fn accept_loop(
     drop(alive_tx);
     let drain = live.current().cfg.shutdown.drain_timeout;
     tokio::select! {
-        _ = alive_rx.recv() => tracing::info!("all connections drained"),
+        _ = alive_rx.recv() => return tracing::info!("all connections drained"),
         _ = tokio::time::sleep(drain) => tracing::warn!(?drain, "drain deadline reached; cutting the remaining connections"),
+    }
+    // Cut the rest and wait until their tasks have dropped them: each dropped handler or body
+    // dispatches the cancel of the run it owned, and `Server::shutdown` then waits for those
+    // cancels. Dropping a connection is immediate; the bound only guards a task stuck in a
+    // TLS handshake or first-byte wait (both bounded by the head timeout anyway).
+    let _ = cut_tx.send(true);
+    let cut_wait = live.current().cfg.limits.header_read_timeout;
+    if tokio::time::timeout(cut_wait, alive_rx.recv())
+        .await
+        .is_err()
+    {
+        tracing::warn!("some connections did not end after the cut");
     }
 }
 
