@@ -256,24 +256,26 @@ pub struct RawDocInterrupt {
 
 type Err = (Option<(u64, u64)>, String);
 
+/// A status key of `host.interrupts` or `host.resolve` (`what` names it in errors, `hint`
+/// ends the message): only the two statuses that wait on the client have an interrupt.
+pub(super) fn waiting_status(key: &str, what: &str, hint: &str) -> Result<RunStatus, Err> {
+    match key {
+        "waiting-approval" => Ok(RunStatus::WaitingApproval),
+        "waiting-input" => Ok(RunStatus::WaitingInput),
+        _ => Err((
+            None,
+            format!("{what}: only waiting-approval and waiting-input wait on the client{hint}"),
+        )),
+    }
+}
+
 pub(super) fn interrupts(
     raw: &std::collections::BTreeMap<String, RawDocInterrupt>,
 ) -> Result<Vec<DocInterrupt>, Err> {
     raw.iter()
         .map(|(status, r)| {
             let what = format!("host.interrupts.{status}");
-            let status = match status.as_str() {
-                "waiting-approval" => RunStatus::WaitingApproval,
-                "waiting-input" => RunStatus::WaitingInput,
-                _ => {
-                    return Err((
-                        None,
-                        format!(
-                            "{what}: only waiting-approval and waiting-input wait on the client"
-                        ),
-                    ))
-                }
-            };
+            let status = waiting_status(status, &what, "")?;
             for (k, p) in [
                 ("id", &r.id),
                 ("node", &r.node),

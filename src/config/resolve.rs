@@ -123,19 +123,11 @@ pub(super) fn resolve(
     }
     for (status_key, by_action) in raw {
         let what = format!("host.resolve.{status_key}");
-        let status = match status_key.as_str() {
-            "waiting-approval" => RunStatus::WaitingApproval,
-            "waiting-input" => RunStatus::WaitingInput,
-            _ => {
-                return Err((
-                    None,
-                    format!(
-                        "{what}: only waiting-approval and waiting-input wait on the client \
-                         (the statuses host.interrupts reads)"
-                    ),
-                ))
-            }
-        };
+        let status = super::follow::waiting_status(
+            status_key,
+            &what,
+            " (the statuses host.interrupts reads)",
+        )?;
         if !interrupts.iter().any(|d| d.status == status) {
             return Err((
                 None,

@@ -38,17 +38,7 @@ pub(super) async fn read(
     req: &McpRequest,
     task_id: Option<&Value>,
 ) -> Result<RunSnapshot, McpError> {
-    let wire = task_id
-        .and_then(Value::as_str)
-        .ok_or(McpError::TaskNotFound)?;
-    // Only the exact id the mount issued (to this caller, for a sealed one) names a task:
-    // another spelling of it (`%2F` for a `~2F` mount, lower-case hex), a tampered or foreign
-    // seal, is refused locally, like any malformed id, without touching the host
-    // (src/mcp/task_id.rs).
-    let run_id = ctx
-        .task_ids
-        .open(&req.caller, wire)
-        .ok_or(McpError::TaskNotFound)?;
+    let run_id = run_id_of(ctx, req, task_id)?;
     let run = ctx
         .host
         .get_run(&req.caller, &run_id)
@@ -58,6 +48,23 @@ pub(super) async fn read(
         return Err(McpError::TaskNotFound);
     }
     Ok(run)
+}
+
+/// The run `task_id` names. Only the exact id the mount issued (to this caller, for a sealed
+/// one) names a task: another spelling of it (`%2F` for a `~2F` mount, lower-case hex), a
+/// tampered or foreign seal, is refused locally, like any malformed id, without touching the
+/// host (src/mcp/task_id.rs).
+fn run_id_of(
+    ctx: &McpContext,
+    req: &McpRequest,
+    task_id: Option<&Value>,
+) -> Result<String, McpError> {
+    let wire = task_id
+        .and_then(Value::as_str)
+        .ok_or(McpError::TaskNotFound)?;
+    ctx.task_ids
+        .open(&req.caller, wire)
+        .ok_or(McpError::TaskNotFound)
 }
 
 /// [`read`] with the `Retry-After` the host answered (RFC 9110 §10.2.3), under
@@ -72,13 +79,7 @@ pub(super) async fn read_paced(
     if !ctx.host.mapping().follow.poll {
         return read(ctx, req, task_id).await.map(|run| (run, None));
     }
-    let wire = task_id
-        .and_then(Value::as_str)
-        .ok_or(McpError::TaskNotFound)?;
-    let run_id = ctx
-        .task_ids
-        .open(&req.caller, wire)
-        .ok_or(McpError::TaskNotFound)?;
+    let run_id = run_id_of(ctx, req, task_id)?;
     let read = ctx
         .host
         .read_status(&req.caller, &run_id, None)

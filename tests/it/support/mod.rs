@@ -624,12 +624,14 @@ pub fn unproject(task_id: &str) -> String {
     openwop_mcp_sidecar::wire_id::unproject(task_id).unwrap()
 }
 
-/// The run a taskId issued to `key`'s caller names, whatever the flavour's taskId form: the
-/// OpenWOP projection undone, or a sealed taskId opened with the suite's key.
-pub fn run_of(key: &str, task_id: &str) -> String {
-    if !foreign() {
-        return unproject(task_id);
-    }
+/// The sealed taskId codec of a foreign flavour's sidecar (the suite's state key) and
+/// `key`'s caller, as the mount sees it.
+fn suite_sealed_ids(
+    key: &str,
+) -> (
+    openwop_mcp_sidecar::mcp::task_id::TaskIds,
+    openwop_mcp_sidecar::host::Caller,
+) {
     let mut cfg = Config::defaults();
     cfg.mcp.request_state_key = Some(Secret::new(SUITE_STATE_KEY.to_vec()));
     let keys = openwop_mcp_sidecar::mcp::request_state::Keys::new(&cfg);
@@ -637,8 +639,18 @@ pub fn run_of(key: &str, task_id: &str) -> String {
         authorization: Some(format!("Bearer {key}").parse().unwrap()),
         ..Default::default()
     };
-    openwop_mcp_sidecar::mcp::task_id::TaskIds::new(TaskIdEncoding::Sealed, &keys)
-        .open(&caller, task_id)
+    let ids = openwop_mcp_sidecar::mcp::task_id::TaskIds::new(TaskIdEncoding::Sealed, &keys);
+    (ids, caller)
+}
+
+/// The run a taskId issued to `key`'s caller names, whatever the flavour's taskId form: the
+/// OpenWOP projection undone, or a sealed taskId opened with the suite's key.
+pub fn run_of(key: &str, task_id: &str) -> String {
+    if !foreign() {
+        return unproject(task_id);
+    }
+    let (ids, caller) = suite_sealed_ids(key);
+    ids.open(&caller, task_id)
         .unwrap_or_else(|| panic!("{task_id} is a taskId issued to {key}"))
 }
 
@@ -648,15 +660,8 @@ pub fn task_id_for(key: &str, run_id: &str) -> String {
     if !foreign() {
         return openwop_mcp_sidecar::wire_id::project(run_id);
     }
-    let mut cfg = Config::defaults();
-    cfg.mcp.request_state_key = Some(Secret::new(SUITE_STATE_KEY.to_vec()));
-    let keys = openwop_mcp_sidecar::mcp::request_state::Keys::new(&cfg);
-    let caller = openwop_mcp_sidecar::host::Caller {
-        authorization: Some(format!("Bearer {key}").parse().unwrap()),
-        ..Default::default()
-    };
-    openwop_mcp_sidecar::mcp::task_id::TaskIds::new(TaskIdEncoding::Sealed, &keys)
-        .issue(&caller, run_id)
+    let (ids, caller) = suite_sealed_ids(key);
+    ids.issue(&caller, run_id)
 }
 
 /// `task_id` with its last character changed (still URL-safe base64 when it was).
