@@ -53,11 +53,15 @@ async fn call_inner(ctx: Arc<McpContext>, req: &McpRequest) -> Result<Response, 
     // (caller, tool, arguments) before anything is read from the host, so a forged, foreign or
     // rebound state is refused for what it is, whatever the caller may read upstream (a host
     // that answers 403 for another tenant's project would otherwise speak first).
-    if let Some(token) = req.params.get("requestState") {
-        ctx.state_key
-            .verify(token, &req.caller, &name, &Value::Object(args.clone()))
-            .map_err(|r| McpError::InvalidParams(r.message()))?;
-    }
+    // Verified once: the argument round and the run's retry below use these claims.
+    let claims = match req.params.get("requestState") {
+        None => None,
+        Some(token) => Some(
+            ctx.state_key
+                .verify(token, &req.caller, &name, &Value::Object(args.clone()))
+                .map_err(|r| McpError::InvalidParams(r.message()))?,
+        ),
+    };
     let tools = ctx.tools.tools_for(&ctx, &req.caller).await?;
     let tool = tools
         .by_name
@@ -80,25 +84,18 @@ async fn call_inner(ctx: Arc<McpContext>, req: &McpRequest) -> Result<Response, 
     let sent = Value::Object(args.clone());
     let mut args = args;
     let mut round = 1;
-    if let Some(token) = req.params.get("requestState") {
+    if let Some(claims) = claims {
         // A token of an argument round (no run yet) continues below; any other goes to the
-        // run's MRTR retry, which verifies it (and refuses it) in the documented order.
-        let keys = &ctx.state_key;
-        match keys
-            .verify(token, &req.caller, &tool.name, &sent)
-            .ok()
-            .filter(|c| c.r.is_empty())
-        {
-            None => return retry(ctx, req, &tool, &sent, token, tasked).await,
-            Some(claims) => {
-                if !keys.consume(&claims) {
-                    return Err(McpError::InvalidParams(
-                        "requestState refused: already used".into(),
-                    ));
-                }
-                round = claims.k + 1;
-            }
+        // run's MRTR retry, in the documented order.
+        if !claims.r.is_empty() {
+            return retry(ctx, req, &tool, &sent, claims, tasked).await;
         }
+        if !ctx.state_key.consume(&claims) {
+            return Err(McpError::InvalidParams(
+                "requestState refused: already used".into(),
+            ));
+        }
+        round = claims.k + 1;
     }
     if let Some(answer) = gather_arguments(&ctx, req, &tool, &sent, &mut args, round)? {
         return Ok(answer);

@@ -12,6 +12,7 @@ use super::answer::{blocking_answer, outcome, task_answer};
 use super::elicit::{effect_of, Effect, Modes};
 use super::follow::wait_settled;
 use super::project::{host_fault_error, is_host_fault, shaped_result};
+use super::request_state::Claims;
 use super::tools::ToolDef;
 use super::{McpContext, McpError, McpRequest};
 use crate::body::Response;
@@ -206,19 +207,17 @@ pub(super) fn gather_arguments(
     Ok(Some(super::result_response(&ctx.cfg, &req.id, result)))
 }
 
-/// An MRTR retry (RFC 0208 mcp.mrtr verification order).
+/// An MRTR retry (RFC 0208 mcp.mrtr verification order) with the requestState's `claims`,
+/// verified by the caller (src/mcp/call.rs) against this caller, tool and arguments.
 pub(super) async fn retry(
     ctx: Arc<McpContext>,
     req: &McpRequest,
     tool: &Arc<ToolDef>,
     args: &Value,
-    token: &Value,
+    claims: Claims,
     tasked: bool,
 ) -> Result<Response, McpError> {
     let keys = &ctx.state_key;
-    let claims = keys
-        .verify(token, &req.caller, &tool.name, args)
-        .map_err(|r| McpError::InvalidParams(r.message()))?;
     let responses = super::params::required_input_responses(&req.params)?;
     let refused = |why: &str| McpError::InvalidParams(format!("requestState refused: {why}"));
     let run = ctx
