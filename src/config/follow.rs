@@ -526,14 +526,7 @@ mod tests {
         assert!(!code.matches(&json!({"error": {"code": "1"}})));
     }
 
-    fn load(host: &str) -> Result<crate::config::Config, String> {
-        crate::config::Config::from_yaml_str(
-            &format!("host:\n{host}"),
-            "test.yaml",
-            &crate::config::Overrides::default(),
-        )
-        .map_err(|e| e.to_string())
-    }
+    use crate::config::tests::load_host as load;
 
     #[test]
     fn mistakes_in_follow_rules_and_created_are_named() {

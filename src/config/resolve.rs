@@ -216,14 +216,7 @@ fn action_route(
 
 #[cfg(test)]
 mod tests {
-    fn load(host: &str) -> Result<crate::config::Config, String> {
-        crate::config::Config::from_yaml_str(
-            &format!("host:\n{host}"),
-            "test.yaml",
-            &crate::config::Overrides::default(),
-        )
-        .map_err(|e| e.to_string())
-    }
+    use crate::config::tests::load_host as load;
 
     const BASE: &str = "  follow: poll\n  interrupts:\n    waiting-approval: { id: /approval/id }\n    waiting-input: { id: /input/id }\n";
 

@@ -1,7 +1,12 @@
 use super::*;
 
-fn parse(y: &str) -> Result<Config, ConfigError> {
+pub(super) fn parse(y: &str) -> Result<Config, ConfigError> {
     Config::from_yaml_str(y, "test.yaml", &Overrides::default())
+}
+
+/// A file of only `host:` with `host` under it (indented by the caller), its error as text.
+pub(super) fn load_host(host: &str) -> Result<Config, String> {
+    parse(&format!("host:\n{host}")).map_err(|e| e.to_string())
 }
 
 #[test]
