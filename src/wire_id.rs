@@ -37,17 +37,46 @@ fn passes(b: u8) -> bool {
 /// Projects a bound id into its one-segment wire form. Projecting is done exactly once,
 /// where the id leaves the host (§2.2), so this is not idempotent on purpose: `~` → `~7E`.
 pub fn project(bound: &str) -> String {
+    // Runs of passing bytes are copied whole: every `tasks/get` projects its run id once or
+    // twice, and a char-at-a-time push checked capacity per byte (issue 21).
+    let bytes = bound.as_bytes();
     let mut out = String::with_capacity(bound.len() + 8);
-    for &b in bound.as_bytes() {
-        if passes(b) {
-            out.push(b as char);
-        } else {
+    let mut plain = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        if !passes(b) {
+            if plain < i {
+                out.push_str(&bound[plain..i]);
+            }
             out.push('~');
             out.push(char::from(b"0123456789ABCDEF"[(b >> 4) as usize]));
             out.push(char::from(b"0123456789ABCDEF"[(b & 0xF) as usize]));
+            // Only ASCII bytes pass: a run is copied only when it holds some, so it starts
+            // and ends on char boundaries (a multi-byte char's bytes are each escaped).
+            plain = i + 1;
         }
     }
+    out.push_str(bound.get(plain..).unwrap_or(""));
     out
+}
+
+/// `project(bound) == wire`, without building the projection: how a tilde taskId is checked
+/// to be exactly the one the mount issued (src/mcp/task_id.rs; issue 21).
+pub fn projects_to(bound: &str, wire: &str) -> bool {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut w = wire.bytes();
+    for b in bound.bytes() {
+        let same = if passes(b) {
+            w.next() == Some(b)
+        } else {
+            w.next() == Some(b'~')
+                && w.next() == Some(HEX[(b >> 4) as usize])
+                && w.next() == Some(HEX[(b & 0xF) as usize])
+        };
+        if !same {
+            return false;
+        }
+    }
+    w.next().is_none()
 }
 
 fn hex(b: u8) -> Option<u8> {
@@ -62,8 +91,14 @@ fn hex(b: u8) -> Option<u8> {
 /// Decodes `~HH` and the legacy `%HH` form (§2.2: "Also accept the legacy `%2F`").
 pub fn unproject(wire: &str) -> Result<String, WireIdError> {
     let bytes = wire.as_bytes();
+    // An id without escapes (the common taskId of a one-segment host id) is copied as it is
+    // (issue 21).
+    let Some(first) = bytes.iter().position(|&b| b == b'~' || b == b'%') else {
+        return Ok(wire.to_owned());
+    };
     let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
+    out.extend_from_slice(&bytes[..first]);
+    let mut i = first;
     while i < bytes.len() {
         let b = bytes[i];
         if b == b'~' || b == b'%' {
@@ -137,6 +172,54 @@ mod tests {
         for id in ["acme/r-AAAAAAAAAAAAAAAAAAAAAAAA", "anon:t/x.y_z-~", "é/ü"] {
             assert_eq!(unproject(&project(id)).unwrap(), id);
         }
+    }
+
+    /// The run-copying `project` and the escape-free shortcut of `unproject` give what one
+    /// byte at a time gives, multi-byte chars anywhere included.
+    #[test]
+    fn projection_is_the_byte_by_byte_escape() {
+        fn by_byte(s: &str) -> String {
+            s.bytes()
+                .map(|b| {
+                    if passes(b) {
+                        (b as char).to_string()
+                    } else {
+                        format!("~{b:02X}")
+                    }
+                })
+                .collect()
+        }
+        for id in [
+            "",
+            "a",
+            "~",
+            "aé",
+            "éa",
+            "a/é-b",
+            "日本/x",
+            "x/日本",
+            "ü",
+            "acme/r-9f3c",
+            "a~b~",
+            "%",
+            "a%2Fb",
+        ] {
+            assert_eq!(project(id), by_byte(id), "{id:?}");
+            assert!(projects_to(id, &by_byte(id)), "{id:?}");
+            for other in ["", "x", "~2F", "a%2Fb", "acme~2fr-9f3c"] {
+                assert_eq!(
+                    projects_to(id, other),
+                    by_byte(id) == other,
+                    "{id:?} {other:?}"
+                );
+            }
+            let mut longer = by_byte(id);
+            longer.push('a');
+            assert!(!projects_to(id, &longer), "{id:?}");
+            assert_eq!(unproject(&project(id)).unwrap(), id, "{id:?}");
+        }
+        assert_eq!(unproject("plain-id.x_y").unwrap(), "plain-id.x_y");
+        assert_eq!(unproject("日本").unwrap(), "日本");
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! Pure projections: run state → CallToolResult / Task (RFC 0208, tools/call; RFC 0198 §B–§F).
 
+use std::borrow::Cow;
+
 use serde_json::{json, Map, Value};
 
 use crate::host::{RunSnapshot, RunStatus};
@@ -195,22 +197,22 @@ pub fn still_running_result(run: &RunSnapshot, task_id: Option<&str>) -> Value {
 
 /// Timestamps for a task: creation from the run's start, last update from the newest thing
 /// the sidecar saw (§8.4: RunSnapshot has no createdAt/updatedAt).
-pub struct Times {
-    pub created_at: String,
-    pub last_updated_at: String,
+pub struct Times<'a> {
+    pub created_at: Cow<'a, str>,
+    pub last_updated_at: Cow<'a, str>,
 }
 
-pub fn times(run: &RunSnapshot, newest_event: Option<&str>) -> Times {
-    let created = run
-        .started_at
-        .clone()
-        .or_else(|| run.completed_at.clone())
-        .unwrap_or_else(now_rfc3339);
-    let last = run
-        .completed_at
-        .clone()
-        .or_else(|| newest_event.map(str::to_string))
-        .unwrap_or_else(|| created.clone());
+/// Borrowed from the run where it has the times (every `tasks/get` makes one; issue 21).
+pub fn times<'a>(run: &'a RunSnapshot, newest_event: Option<Cow<'a, str>>) -> Times<'a> {
+    let created: Cow<'a, str> = match run.started_at.as_deref().or(run.completed_at.as_deref()) {
+        Some(t) => Cow::Borrowed(t),
+        None => Cow::Owned(now_rfc3339()),
+    };
+    let last = match (run.completed_at.as_deref(), newest_event) {
+        (Some(t), _) => Cow::Borrowed(t),
+        (None, Some(t)) => t,
+        (None, None) => created.clone(),
+    };
     Times {
         created_at: created,
         last_updated_at: last,
@@ -419,8 +421,9 @@ mod tests {
 
     #[test]
     fn failed_run_is_a_completed_task_with_an_error_result() {
-        let t = times(&run("failed"), None);
-        let d = detailed_task(&run("failed"), &t, 500, None, tilde(&run("failed")));
+        let failed = run("failed");
+        let t = times(&failed, None);
+        let d = detailed_task(&failed, &t, 500, None, tilde(&failed));
         assert_eq!(d["status"], "completed");
         assert_eq!(d["result"]["isError"], true);
         assert_eq!(d["result"]["resultType"], "complete");
@@ -481,8 +484,9 @@ mod tests {
         assert!(d["error"]["message"].as_str().unwrap().contains("boom"));
         assert!(d.get("result").is_none());
         // Any other failure code stays a tool error.
-        let t = times(&run("failed"), None);
-        let d = detailed_task(&run("failed"), &t, 500, None, tilde(&run("failed")));
+        let failed = run("failed");
+        let t = times(&failed, None);
+        let d = detailed_task(&failed, &t, 500, None, tilde(&failed));
         assert_eq!(
             (d["status"].as_str(), d.get("error")),
             (Some("completed"), None)
@@ -500,7 +504,7 @@ mod tests {
             RunSnapshot::from_json(json!({"runId":"acme/r-0123456789abcdefghijklmn","workflowId":"w","status":"completed","variables":{"text":"hi"}}), &m).unwrap(),
         ];
         for r in &runs {
-            let t = times(r, Some("2026-01-03T00:00:00Z"));
+            let t = times(r, Some("2026-01-03T00:00:00Z".into()));
             let mut expected = task_fields(r, &t, 750, &percent(r));
             if r.status.awaits_client() {
                 expected.insert("inputRequests".into(), json!({}));

@@ -98,8 +98,13 @@ impl TaskIds {
             }
             (TaskIdEncoding::Sealed, Some(s)) => s.open(&principal_digest(caller), task_id)?,
         };
-        // Only the exact id the mount issued names a task.
-        (!id.is_empty() && self.issue(caller, &id) == task_id).then_some(id)
+        // Only the exact id the mount issued names a task (a tilde one is compared without
+        // being issued again: every `tasks/get` opens one; issue 21).
+        let exact = match self.form {
+            TaskIdEncoding::Tilde => wire_id::projects_to(&id, task_id),
+            _ => self.issue(caller, &id) == task_id,
+        };
+        (!id.is_empty() && exact).then_some(id)
     }
 }
 

@@ -1,6 +1,7 @@
 //! The Tasks extension: `tasks/get`, `tasks/update` and `tasks/cancel` (ext-tasks, RFC 0198
 //! §B–§F; RFC 0208 §C); `subscriptions/listen` is `listen.rs`.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
@@ -142,11 +143,11 @@ async fn shape_of(
 
 /// What a DetailedTask needs besides the run: its times, and the open input requests of a
 /// run that waits on its client.
-async fn task_parts(
+async fn task_parts<'r>(
     ctx: &McpContext,
     req: &McpRequest,
-    run: &RunSnapshot,
-) -> Result<(Times, Option<Map<String, Value>>), McpError> {
+    run: &'r RunSnapshot,
+) -> Result<(Times<'r>, Option<Map<String, Value>>), McpError> {
     let mut newest = None;
     let mut requests = None;
     if run.status.awaits_client() {
@@ -171,7 +172,7 @@ async fn task_parts(
         }
         requests = Some(m);
     }
-    Ok((times(run, newest.as_deref()), requests))
+    Ok((times(run, newest.map(Cow::Owned)), requests))
 }
 
 pub async fn get(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpError> {
