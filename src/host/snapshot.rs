@@ -50,9 +50,13 @@ impl RunSnapshot {
                 }
             }
         }
-        let mut de = serde_json::Deserializer::from_slice(bytes);
-        let top = serde::de::DeserializeSeed::deserialize(Members(&names), &mut de)?;
-        de.end()?;
+        // The whole body checked as UTF-8 once, then read as a `str`: serde_json then skips
+        // its per-string check (about 40 strings per document: keys and values; issue 21).
+        // A body that is not UTF-8 is read as bytes, so it is refused with the same error.
+        let top = match std::str::from_utf8(bytes) {
+            Ok(text) => members(serde_json::Deserializer::from_str(text), &names)?,
+            Err(_) => members(serde_json::Deserializer::from_slice(bytes), &names)?,
+        };
         let Some(got) = top else {
             return Ok(None);
         };
@@ -92,6 +96,16 @@ impl RunSnapshot {
             inputs: doc(inputs, over)?,
         }))
     }
+}
+
+/// The document's top-level members, and nothing after it but whitespace.
+fn members<'de, R: serde_json::de::Read<'de>>(
+    mut de: serde_json::Deserializer<R>,
+    names: &[&str; 9],
+) -> Result<Option<Read<'de>>, serde_json::Error> {
+    let top = serde::de::DeserializeSeed::deserialize(Members(names), &mut de)?;
+    de.end()?;
+    Ok(top)
 }
 
 const RUN_ID: usize = 0;
@@ -341,6 +355,19 @@ mod tests {
             r#"{"runId":"acme/r-1","status":"running","n":1e999}"#,
             r#"{"runId":"acme/r-1","status":"running""#,
         ];
+        // Bytes that are not UTF-8, in a string and outside one: refused with the error
+        // `serde_json::from_slice::<Value>` gives (the body is read as bytes then).
+        for bad in [
+            &b"{\"runId\":\"acme/r-1\",\"status\":\"running\",\"x\":\"\xff\"}"[..],
+            &b"{\"runId\":\"acme/r-\xc3\",\"status\":\"running\"}"[..],
+            &b"\xfe{}"[..],
+        ] {
+            let want = serde_json::from_slice::<Value>(bad)
+                .map(|_| ())
+                .unwrap_err();
+            let got = RunSnapshot::from_slice(bad, &Mapping::default()).unwrap_err();
+            assert_eq!(want.to_string(), got.to_string());
+        }
         let mut nested = Mapping::default();
         nested.fields.status = "/state/name".into();
         nested.fields.variables = "/out/vars".into();

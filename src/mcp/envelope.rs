@@ -342,7 +342,13 @@ fn parse_envelope_inner(
     headers: &HeaderMap,
     bytes: &[u8],
 ) -> Result<Parsed, (Value, McpError)> {
-    let obj = match serde_json::from_slice::<Body<'_>>(bytes) {
+    // Checked as UTF-8 once and read as a `str`, so serde_json skips its check of each string
+    // (issue 21); a body that is not UTF-8 is read as bytes and refused as before.
+    let read = match std::str::from_utf8(bytes) {
+        Ok(text) => serde_json::from_str::<Body<'_>>(text),
+        Err(_) => serde_json::from_slice::<Body<'_>>(bytes),
+    };
+    let obj = match read {
         Err(_) => return Err((Value::Null, McpError::Parse)),
         Ok(Body::Object(o)) => o,
         Ok(Body::Batch) => {
