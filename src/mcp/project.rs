@@ -302,7 +302,24 @@ struct StatusMessage<'a>(&'a RunStatus);
 
 impl serde::Serialize for StatusMessage<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(&format_args!("the run is {}", self.0.as_str()))
+        // The known statuses as literals: `collect_str` went through the `fmt` machinery on
+        // every `tasks/get` (issue 21).
+        let text = match self.0 {
+            RunStatus::Pending => "the run is pending",
+            RunStatus::Running => "the run is running",
+            RunStatus::Paused => "the run is paused",
+            RunStatus::WaitingApproval => "the run is waiting-approval",
+            RunStatus::WaitingInput => "the run is waiting-input",
+            RunStatus::WaitingExternal => "the run is waiting-external",
+            RunStatus::Cancelling => "the run is cancelling",
+            RunStatus::Completed => "the run is completed",
+            RunStatus::Failed => "the run is failed",
+            RunStatus::Cancelled => "the run is cancelled",
+            RunStatus::Unknown(other) => {
+                return s.collect_str(&format_args!("the run is {other}"));
+            }
+        };
+        s.serialize_str(text)
     }
 }
 
@@ -526,6 +543,22 @@ mod tests {
             assert_eq!(
                 serde_json::to_string(&task).unwrap(),
                 serde_json::to_string(&expected).unwrap()
+            );
+        }
+    }
+
+    #[test]
+    fn the_status_message_names_the_hosts_status() {
+        for st in crate::wop::CANONICAL
+            .iter()
+            .copied()
+            .chain(["stalled", "a\"b"])
+        {
+            let status = RunStatus::parse(st);
+            assert_eq!(
+                serde_json::to_value(StatusMessage(&status)).unwrap(),
+                json!(format!("the run is {st}")),
+                "{st}"
             );
         }
     }
