@@ -3,6 +3,8 @@
 //! per poll). Kept apart from `types.rs`: a hand-written `serde` visitor, and its proof that it
 //! reads exactly what [`RunSnapshot::from_json`] reads.
 
+use std::borrow::Cow;
+
 use serde_json::value::RawValue;
 use serde_json::Value;
 
@@ -69,7 +71,8 @@ impl RunSnapshot {
         let Some(status) = got.strs[STATUS].as_deref().map(|s| m.status(s)) else {
             return Ok(None);
         };
-        let [_, workflow_id, _, current_node_id, started_at, completed_at] = got.strs;
+        let [_, workflow_id, _, current_node_id, started_at, completed_at] =
+            got.strs.map(|s| s.map(Cow::into_owned));
         let [error, variables, inputs] = got.docs;
         // A raw value was scanned but not checked the way `Value` checks strings (a lone
         // surrogate escape passes): one that is not parsed is still checked, without
@@ -117,8 +120,9 @@ const FIRST_DOC: usize = 6;
 #[derive(Default)]
 struct Read<'de> {
     /// runId, workflowId, status, currentNodeId, startedAt, completedAt: `Some` only when
-    /// the member's (last) value is a string.
-    strs: [Option<String>; FIRST_DOC],
+    /// the member's (last) value is a string; borrowed from the body unless escaped (the id
+    /// is decoded and the status mapped without a copy of their own; issue 21).
+    strs: [Option<Cow<'de, str>>; FIRST_DOC],
     /// error, variables, inputs, as they were sent.
     docs: [Option<&'de RawValue>; 3],
 }
@@ -183,7 +187,7 @@ impl<'de> serde::de::Visitor<'de> for Members<'_> {
                             r.strs[i] = serde_json::from_str::<StrOrSkip<'_>>(raw.get())
                                 .map_err(serde::de::Error::custom)?
                                 .0
-                                .map(|s| s.into_owned())
+                                .map(|s| Cow::Owned(s.into_owned()))
                         }
                     }
                 }
@@ -191,7 +195,7 @@ impl<'de> serde::de::Visitor<'de> for Members<'_> {
                 let s = m.next_value::<StrOrSkip<'de>>()?.0;
                 for (slot, hit) in r.strs.iter_mut().zip(hits) {
                     if hit {
-                        *slot = s.as_deref().map(str::to_string);
+                        *slot = s.clone();
                     }
                 }
             }
@@ -224,7 +228,7 @@ impl<'de> serde::Deserialize<'de> for Key<'de> {
 
 /// A member value that counts only when it is a string (borrowed unless escaped); any other
 /// value is parsed like [`Skip`] and forgotten.
-struct StrOrSkip<'a>(Option<std::borrow::Cow<'a, str>>);
+struct StrOrSkip<'a>(Option<Cow<'a, str>>);
 
 impl<'de> serde::Deserialize<'de> for StrOrSkip<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
