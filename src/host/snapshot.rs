@@ -71,8 +71,8 @@ impl RunSnapshot {
         let Some(status) = got.strs[STATUS].as_deref().map(|s| m.status(s)) else {
             return Ok(None);
         };
-        let [_, workflow_id, _, current_node_id, started_at, completed_at] =
-            got.strs.map(|s| s.map(Cow::into_owned));
+        let [_, workflow_id, _, current_node_id, started_at, completed_at] = got.strs;
+        let own = |s: Option<Cow<'_, str>>| s.map(Cow::into_owned);
         let [error, variables, inputs] = got.docs;
         // A raw value was scanned but not checked the way `Value` checks strings (a lone
         // surrogate escape passes): one that is not parsed is still checked, without
@@ -89,11 +89,11 @@ impl RunSnapshot {
         };
         Ok(Some(RunSnapshot {
             run_id,
-            workflow_id: workflow_id.unwrap_or_default(),
+            workflow_id: own(workflow_id).unwrap_or_default(),
             status,
-            current_node_id,
-            started_at,
-            completed_at,
+            current_node_id: own(current_node_id),
+            started_at: own(started_at),
+            completed_at: own(completed_at),
             error: doc(error, true)?.filter(|e| !e.is_null()),
             variables: doc(variables, over)?,
             inputs: doc(inputs, over)?,
