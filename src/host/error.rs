@@ -32,6 +32,18 @@ pub enum HostError {
 }
 
 impl HostError {
+    /// The pause a refusal asked for: its `Retry-After` (RFC 9110 §10.2.3; a 429 or a 503
+    /// usually), delay-seconds or an HTTP-date.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            HostError::Status {
+                retry_after: Some(v),
+                ..
+            } => super::poll::retry_after_value(v),
+            _ => None,
+        }
+    }
+
     pub fn status(&self) -> Option<StatusCode> {
         match self {
             HostError::Status { status, .. } => Some(*status),

@@ -183,7 +183,12 @@ pub fn doc_interrupt(doc: &Value, status: &RunStatus, m: &Mapping) -> Option<Ope
 
 /// `Retry-After` (RFC 9110 §10.2.3): delay-seconds or an HTTP-date; a date in the past is 0.
 pub fn retry_after(h: &HeaderMap) -> Option<Duration> {
-    let v = h.get(header::RETRY_AFTER)?.to_str().ok()?.trim();
+    retry_after_value(h.get(header::RETRY_AFTER)?)
+}
+
+/// [`retry_after`] of the header's value (a refusal keeps the value it was sent with).
+pub fn retry_after_value(v: &http::HeaderValue) -> Option<Duration> {
+    let v = v.to_str().ok()?.trim();
     if let Ok(s) = v.parse::<u64>() {
         return Some(Duration::from_secs(s));
     }

@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 
 use super::method::Method;
 use super::respond::{error_response, sse_response, FramesBody, KeepaliveBody};
-use super::tasks::{detailed, read_paced, require_tasks};
+use super::tasks::{detailed, read_paced, read_paced_or_pause, require_tasks};
 use super::watch::Signal;
 use super::{McpContext, McpError, McpRequest, META_SUBSCRIPTION};
 use crate::body::Response;
@@ -368,18 +368,12 @@ async fn project_for_listen(
 ) -> Option<(Option<bytes::Bytes>, bool, Option<Duration>)> {
     let (run, retry_after) = match read {
         Some(r) => r,
-        None => match read_paced(ctx, req, Some(&json!(id))).await {
+        None => match read_paced_or_pause(ctx, req, Some(&json!(id))).await {
             Ok(r) => r,
-            Err(McpError::TaskNotFound) => return None,
-            // A host that asks for a pause (429 + `Retry-After` in seconds) gets it.
-            Err(McpError::RateLimited { retry_after }) => {
-                let wait = retry_after
-                    .as_ref()
-                    .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
-                    .map(Duration::from_secs);
-                return Some((None, false, wait));
-            }
-            Err(_) => return Some((None, false, None)),
+            Err((McpError::TaskNotFound, _)) => return None,
+            // A host that asks for a pause gets it: the `Retry-After` of its refusal, a 429's
+            // or a 503's, in seconds or as a date (RFC 9110 §10.2.3).
+            Err((_, pause)) => return Some((None, false, pause)),
         },
     };
     let terminal = run.status.is_terminal();

@@ -40,13 +40,30 @@ pub(super) async fn read(
     task_id: Option<&Value>,
 ) -> Result<RunSnapshot, McpError> {
     let run_id = run_id_of(ctx, req, task_id)?;
+    get_checked(ctx, req, &run_id).await.map_err(|(e, _)| e)
+}
+
+/// A task read that failed: the caller's error, and the pause the host asked for with it
+/// (the refusal's `Retry-After`), which paces a listen's next read of that task.
+pub(super) type ReadFailure = (McpError, Option<Duration>);
+
+fn failed(e: &HostError) -> ReadFailure {
+    (McpError::from_host_task_read(e), e.retry_after())
+}
+
+/// getRun of `run_id`, which must answer that very run.
+async fn get_checked(
+    ctx: &McpContext,
+    req: &McpRequest,
+    run_id: &str,
+) -> Result<RunSnapshot, ReadFailure> {
     let run = ctx
         .host
-        .get_run(&req.caller, &run_id)
+        .get_run(&req.caller, run_id)
         .await
-        .map_err(|e| McpError::from_host_task_read(&e))?;
+        .map_err(|e| failed(&e))?;
     if run.run_id != run_id {
-        return Err(McpError::TaskNotFound);
+        return Err((McpError::TaskNotFound, None));
     }
     Ok(run)
 }
@@ -77,18 +94,30 @@ pub(super) async fn read_paced(
     req: &McpRequest,
     task_id: Option<&Value>,
 ) -> Result<(RunSnapshot, Option<Duration>), McpError> {
+    read_paced_or_pause(ctx, req, task_id)
+        .await
+        .map_err(|(e, _)| e)
+}
+
+/// [`read_paced`] whose failure also carries the host's `Retry-After` (a listen waits it
+/// out before reading the task again, whether the host refused with 429 or 503).
+pub(super) async fn read_paced_or_pause(
+    ctx: &McpContext,
+    req: &McpRequest,
+    task_id: Option<&Value>,
+) -> Result<(RunSnapshot, Option<Duration>), ReadFailure> {
+    let run_id = run_id_of(ctx, req, task_id).map_err(|e| (e, None))?;
     if !ctx.host.mapping().follow.poll {
-        return read(ctx, req, task_id).await.map(|run| (run, None));
+        return get_checked(ctx, req, &run_id).await.map(|run| (run, None));
     }
-    let run_id = run_id_of(ctx, req, task_id)?;
     let read = ctx
         .host
         .read_status(&req.caller, &run_id, None)
         .await
-        .map_err(|e| McpError::from_host_task_read(&e))?;
+        .map_err(|e| failed(&e))?;
     match read.run {
         Some(run) if run.run_id == run_id => Ok((run, read.retry_after)),
-        _ => Err(McpError::TaskNotFound),
+        _ => Err((McpError::TaskNotFound, None)),
     }
 }
 

@@ -602,3 +602,59 @@ async fn aip151_a_blocking_call_that_suspends_is_answered_with_the_input_request
     );
     env.shutdown().await;
 }
+
+/// A host that refuses a listen's read with `503` and `Retry-After` (RFC 9110 §10.2.3) is not
+/// read again before that pause is over, as with a 429: the listen's backoff alone would read
+/// it every few hundred milliseconds while it is down.
+#[tokio::test]
+async fn a_listen_waits_out_a_503_retry_after_before_reading_the_task_again() {
+    use openwop_devhost::{Fault, FaultKind, RouteClass};
+    let env = env_with_yaml(Flavor::Azure, &azure_tasks(), |c| {
+        let follow = &mut std::sync::Arc::make_mut(&mut c.mapping).follow;
+        follow.initial = Duration::from_millis(100);
+        follow.max = Duration::from_millis(300);
+    })
+    .await;
+    let r = env
+        .call(
+            A,
+            "greeting",
+            json!({"name": "Di", "delayMs": 8000}),
+            task_caps(),
+        )
+        .await;
+    assert_eq!(r.result()["resultType"], "task", "{}", r.text);
+    let task = r.result()["taskId"].as_str().unwrap().to_string();
+    let listen = env.listen(A, vec![task.clone()], Duration::from_secs(5));
+    let outage = async {
+        // The listen is open and has read the job once or twice (its Retry-After is 1 s).
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        env.host.faults().reset_counts();
+        env.host.faults().add(Fault {
+            route: RouteClass::GetRun,
+            kind: FaultKind::Status {
+                status: 503,
+                retry_after: Some(3),
+            },
+            times: None,
+        });
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let reads = env.host.faults().count(RouteClass::GetRun);
+        env.host.faults().clear();
+        reads
+    };
+    let (msgs, reads) = tokio::join!(listen, outage);
+    assert_eq!(
+        msgs[0]["method"], "notifications/subscriptions/acknowledged",
+        "{msgs:#?}"
+    );
+    // The first read after the outage began met the 503; the next is due 3 s later, after the
+    // window. One read is up to three requests (the host client retries a 5xx twice, 50 and
+    // 100 ms apart: src/host/client.rs); a read already on its way when the fault went in may
+    // add one. Without the pause the listen's backoff read it 18 times here.
+    assert!(
+        (1..=4).contains(&reads),
+        "{reads} requests in the 3 s after a 503 asked for a 3 s pause"
+    );
+    env.shutdown().await;
+}
