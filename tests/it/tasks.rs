@@ -411,15 +411,7 @@ async fn listens_share_one_host_event_stream_per_credential_and_run() {
         // No event log (config/*.example.yaml `follow: poll`): a listen follows the task by
         // reading the run, so the guarantee is that no listen holds a host connection open
         // for it at all: not one event stream, whatever the number of listens.
-        let streams: Vec<String> = env
-            .host
-            .requests()
-            .into_iter()
-            .filter(|r| {
-                r.at >= t0
-                    && r.header("accept")
-                        .is_some_and(|a| a.contains("text/event-stream"))
-            })
+        let streams: Vec<String> = event_streams_since(&env, t0)
             .map(|r| format!("{} {}", r.method, r.path))
             .collect();
         assert!(
@@ -430,15 +422,9 @@ async fn listens_share_one_host_event_stream_per_credential_and_run() {
         return;
     }
     let wire = openwop_mcp_sidecar::wire_id::project(&run_id);
-    let streams: Vec<String> = env
-        .host
-        .requests()
-        .into_iter()
+    let streams: Vec<String> = event_streams_since(&env, t0)
         .filter(|r| {
-            r.at >= t0
-                && r.method == "GET"
-                && r.header("accept")
-                    .is_some_and(|a| a.contains("text/event-stream"))
+            r.method == "GET"
                 && (r.path.contains(&wire) || r.path.contains(&run_id.replace('/', "%2F")))
         })
         .map(|r| r.header("authorization").unwrap_or_default().to_string())
@@ -451,6 +437,18 @@ async fn listens_share_one_host_event_stream_per_credential_and_run() {
         "one host event stream per credential, not one per listen: {streams:?}"
     );
     env.shutdown().await;
+}
+
+/// The requests the host got since `t0` that asked for an event stream.
+fn event_streams_since(
+    env: &Env,
+    t0: std::time::Instant,
+) -> impl Iterator<Item = openwop_devhost::RecordedRequest> {
+    env.host.requests().into_iter().filter(move |r| {
+        r.at >= t0
+            && r.header("accept")
+                .is_some_and(|a| a.contains("text/event-stream"))
+    })
 }
 
 #[tokio::test]
