@@ -28,7 +28,7 @@ pub mod watch;
 use std::sync::Arc;
 
 use http::{HeaderMap, HeaderValue, Request, StatusCode};
-use http_body_util::{BodyExt, Limited};
+use http_body_util::Limited;
 use hyper::body::Incoming;
 use serde_json::{json, Map, Value};
 
@@ -186,11 +186,11 @@ async fn serve(
     let max = cfg.limits.max_body_bytes;
     let read = tokio::time::timeout(
         cfg.limits.body_read_timeout,
-        Limited::new(body, max).collect(),
+        crate::body::whole(Limited::new(body, max)),
     )
     .await;
     let bytes = match read {
-        Ok(Ok(b)) => b.to_bytes(),
+        Ok(Ok(b)) => b,
         Ok(Err(e))
             if e.downcast_ref::<http_body_util::LengthLimitError>()
                 .is_some() =>
