@@ -13,6 +13,7 @@ pub mod console;
 pub mod demo;
 pub mod discovery;
 pub mod host;
+mod json_scan;
 pub mod mcp;
 pub mod otlp;
 pub mod ownership;

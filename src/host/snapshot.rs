@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::types::RunSnapshot;
 use crate::config::Mapping;
+use crate::json_scan::Scan;
 
 impl RunSnapshot {
     /// A RunSnapshot straight from the host's answer bytes: `Ok(None)` when the body is JSON
@@ -55,10 +56,21 @@ impl RunSnapshot {
         // The whole body checked as UTF-8 once, then read as a `str`: serde_json then skips
         // its per-string check (about 40 strings per document: keys and values; issue 21).
         // A body that is not UTF-8 is read as bytes, so it is refused with the same error.
-        let top = match std::str::from_utf8(bytes) {
-            Ok(text) => members(serde_json::Deserializer::from_str(text), &names)?,
-            Err(_) => members(serde_json::Deserializer::from_slice(bytes), &names)?,
-        };
+        // The strict scanner first (src/json_scan.rs); a document it gives up on (escapes,
+        // exponents, not an object, not JSON) is read by serde_json, which answers refusals.
+        // A refusal is reported as the whole document's parse reports it: the raw-value
+        // reading of a member places some faults one column off.
+        let as_value = |e| serde_json::from_slice::<Value>(bytes).err().unwrap_or(e);
+        let top =
+            match std::str::from_utf8(bytes) {
+                Ok(text) => match scan_members(text, &names) {
+                    Some(read) => Some(read),
+                    None => members(serde_json::Deserializer::from_str(text), &names)
+                        .map_err(as_value)?,
+                },
+                Err(_) => members(serde_json::Deserializer::from_slice(bytes), &names)
+                    .map_err(as_value)?,
+            };
         let Some(got) = top else {
             return Ok(None);
         };
@@ -79,10 +91,14 @@ impl RunSnapshot {
         // allocating, so the same bytes are refused either way.
         let over = status.is_terminal();
         // A refusal is reported as the whole document's parse reports it (its position).
-        let doc = |raw: Option<&RawValue>, wanted: bool| {
+        // A scanned document was checked whole (it has no escapes), so a field that is not
+        // parsed needs no second look.
+        let checked = got.checked;
+        let doc = |raw: Option<&str>, wanted: bool| {
             match raw {
-                Some(r) if wanted => serde_json::from_str::<Value>(r.get()).map(Some),
-                Some(r) => serde_json::from_str::<Skip>(r.get()).map(|_| None),
+                Some(r) if wanted => serde_json::from_str::<Value>(r).map(Some),
+                Some(_) if checked => Ok(None),
+                Some(r) => serde_json::from_str::<Skip>(r).map(|_| None),
                 None => Ok(None),
             }
             .map_err(|e| serde_json::from_slice::<Value>(bytes).err().unwrap_or(e))
@@ -124,7 +140,42 @@ struct Read<'de> {
     /// is decoded and the status mapped without a copy of their own; issue 21).
     strs: [Option<Cow<'de, str>>; FIRST_DOC],
     /// error, variables, inputs, as they were sent.
-    docs: [Option<&'de RawValue>; 3],
+    docs: [Option<&'de str>; 3],
+    /// Read by the strict scanner, which checked every value as it went.
+    checked: bool,
+}
+
+/// [`members`] by the strict scanner: `None` when it gives up (the serde path then reads the
+/// same bytes), so only an object without escapes, exponents or odd nesting is read here.
+fn scan_members<'de>(text: &'de str, names: &[&str; 9]) -> Option<Read<'de>> {
+    let mut s = Scan::new(text);
+    s.ws();
+    let mut r = Read {
+        checked: true,
+        ..Read::default()
+    };
+    s.object(|k, s| {
+        let hits = names.map(|n| n == k);
+        if !hits.contains(&true) {
+            return s.skip();
+        }
+        let raw = s.raw()?;
+        // A string field holds the member only when its value is a string (as `StrOrSkip`).
+        let text = raw
+            .strip_prefix('"')
+            .and_then(|r| r.strip_suffix('"'))
+            .map(Cow::Borrowed);
+        for (i, hit) in hits.iter().enumerate() {
+            if *hit {
+                match i.checked_sub(FIRST_DOC) {
+                    Some(d) => r.docs[d] = Some(raw),
+                    None => r.strs[i] = text.clone(),
+                }
+            }
+        }
+        Some(())
+    })?;
+    s.at_end().then_some(r)
 }
 
 /// Reads the document with the member names of the mapped fields (one per field, in
@@ -177,6 +228,7 @@ impl<'de> serde::de::Visitor<'de> for Members<'_> {
                 // whether it is needed (variables and inputs only for a run that is over); a
                 // string field naming the same member reads the string out of it.
                 let raw: &'de RawValue = m.next_value()?;
+                let raw = raw.get();
                 for (i, hit) in hits.iter().enumerate() {
                     if !hit {
                         continue;
@@ -184,7 +236,7 @@ impl<'de> serde::de::Visitor<'de> for Members<'_> {
                     match i.checked_sub(FIRST_DOC) {
                         Some(d) => r.docs[d] = Some(raw),
                         None => {
-                            r.strs[i] = serde_json::from_str::<StrOrSkip<'_>>(raw.get())
+                            r.strs[i] = serde_json::from_str::<StrOrSkip<'_>>(raw)
                                 .map_err(serde::de::Error::custom)?
                                 .0
                                 .map(|s| Cow::Owned(s.into_owned()))
@@ -385,8 +437,26 @@ mod tests {
             r#"{"runId":"acme/r-1","time":"t","data":{"a":1},"status":"running"}"#,
             r#"{"runId":"acme/r-1","time":{"not":"a string"},"data":"s","status":"running"}"#,
         ];
+        // Every cut and one-byte change of a document: read by the scanner or by serde, the
+        // same snapshot or the same refusal.
+        let mut damaged = Vec::new();
+        for d in &docs[..3] {
+            for cut in 0..d.len() {
+                damaged.extend(d.get(..cut).map(str::to_owned));
+            }
+            for at in 0..d.len() {
+                for c in [
+                    b'"', b'\\', b'{', b'}', b',', b':', b'1', b'e', b' ', 1u8, b'x',
+                ] {
+                    let mut b = d.as_bytes().to_vec();
+                    b[at] = c;
+                    damaged.extend(String::from_utf8(b).ok());
+                }
+            }
+        }
+        let damaged: Vec<&str> = damaged.iter().map(String::as_str).collect();
         for m in [Mapping::default(), nested, shared] {
-            for d in docs.iter().chain(&docs_nested) {
+            for d in docs.iter().chain(&docs_nested).chain(&damaged) {
                 let want = if d.is_empty() {
                     Ok(RunSnapshot::from_json(Value::Null, &m))
                 } else {

@@ -70,7 +70,9 @@ pub struct McpRequest {
     /// Where `_meta` stood among the members of `params` (params.rs keeps an error naming
     /// one of several misplaced members as it was).
     pub(crate) meta_at: Option<usize>,
-    pub caps: Value,
+    /// `_meta` client capabilities, shared: a client sends the same ones on every request
+    /// (src/mcp/envelope.rs `caps_of`).
+    pub caps: Arc<Value>,
     pub caller: Caller,
     /// The first `Accept` entry is `text/event-stream` (§3.2).
     pub wants_sse: bool,
