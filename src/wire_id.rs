@@ -37,10 +37,16 @@ fn passes(b: u8) -> bool {
 /// Projects a bound id into its one-segment wire form. Projecting is done exactly once,
 /// where the id leaves the host (§2.2), so this is not idempotent on purpose: `~` → `~7E`.
 pub fn project(bound: &str) -> String {
+    let mut out = String::with_capacity(bound.len() + 8);
+    project_into(&mut out, bound);
+    out
+}
+
+/// [`project`], appended to `out` (a host path is built in one buffer; issue 21).
+pub fn project_into(out: &mut String, bound: &str) {
     // Runs of passing bytes are copied whole: every `tasks/get` projects its run id once or
     // twice, and a char-at-a-time push checked capacity per byte (issue 21).
     let bytes = bound.as_bytes();
-    let mut out = String::with_capacity(bound.len() + 8);
     let mut plain = 0;
     for (i, &b) in bytes.iter().enumerate() {
         if !passes(b) {
@@ -56,7 +62,6 @@ pub fn project(bound: &str) -> String {
         }
     }
     out.push_str(bound.get(plain..).unwrap_or(""));
-    out
 }
 
 /// `project(bound) == wire`, without building the projection: how a tilde taskId is checked

@@ -60,6 +60,15 @@ pub enum IdEncoding {
 }
 
 impl IdEncoding {
+    /// [`IdEncoding::encode`], appended to `out`.
+    pub fn encode_into(self, out: &mut String, bound: &str) {
+        match self {
+            IdEncoding::Tilde => crate::wire_id::project_into(out, bound),
+            IdEncoding::Raw => out.push_str(bound),
+            IdEncoding::Percent => out.push_str(&self.encode(bound)),
+        }
+    }
+
     pub fn encode(self, bound: &str) -> String {
         match self {
             IdEncoding::Tilde => crate::wire_id::project(bound),

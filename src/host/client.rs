@@ -9,7 +9,6 @@ use bytes::Bytes;
 use http::header::{self, HeaderName};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderMap, HeaderValue, Request, StatusCode, Uri};
-use http_body_util::BodyExt;
 use serde_json::Value;
 
 use super::error::{map_send, root_cause, BadTarget};
@@ -423,11 +422,9 @@ impl HostClient {
         let resp = self.send(req).await?;
         let (head, body) = resp.into_parts();
         // The head arrived: a body that breaks off now is a damaged answer, not a refusal.
-        let bytes = body
-            .collect()
+        let bytes = crate::body::whole(body)
             .await
-            .map_err(|e| HostError::BadBody(format!("the answer broke off: {}", root_cause(&e))))?
-            .to_bytes();
+            .map_err(|e| HostError::BadBody(format!("the answer broke off: {}", root_cause(&e))))?;
         if head.status.is_success() {
             let v = parse(&head.headers, &bytes).map_err(|e| HostError::BadBody(e.to_string()))?;
             Ok((head.status, v))

@@ -165,16 +165,16 @@ fn fill_var(
     match var {
         Var::RunId(enc) => {
             let id = vars.run_id.ok_or(Missing::Value("run id"))?;
-            out.push_str(&enc.unwrap_or(path_ids).encode(id));
+            enc.unwrap_or(path_ids).encode_into(out, id);
         }
         Var::NodeId => {
             let id = vars.node_id.ok_or(Missing::Value("node id"))?;
-            out.push_str(&path_ids.encode(id));
+            path_ids.encode_into(out, id);
         }
         Var::Tool => {
             let t = vars.tool.ok_or(Missing::Value("tool"))?;
             match into {
-                Dest::Path => out.push_str(&path_ids.encode(t)),
+                Dest::Path => path_ids.encode_into(out, t),
                 _ => text(out, t),
             }
         }

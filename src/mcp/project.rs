@@ -278,7 +278,7 @@ pub fn detailed_task(
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DetailedTask<'a> {
-    task_id: String,
+    task_id: Cow<'a, str>,
     status: &'static str,
     status_message: StatusMessage<'a>,
     created_at: &'a str,
@@ -329,7 +329,7 @@ impl<'a> DetailedTask<'a> {
         t: &'a Times,
         poll_interval_ms: u64,
         input_requests: Option<Map<String, Value>>,
-        task_id: String,
+        task_id: impl Into<Cow<'a, str>>,
     ) -> DetailedTask<'a> {
         DetailedTask::shaped(
             run,
@@ -348,13 +348,13 @@ impl<'a> DetailedTask<'a> {
         t: &'a Times,
         poll_interval_ms: u64,
         input_requests: Option<Map<String, Value>>,
-        task_id: String,
+        task_id: impl Into<Cow<'a, str>>,
         shape: Shape,
     ) -> DetailedTask<'a> {
         let host_fault = is_host_fault(run);
         DetailedTask {
             // RFC 0198 §C.5: the taskId is the run id in its wire form, nothing else.
-            task_id,
+            task_id: task_id.into(),
             status: run_task_status(run),
             // Content-free (§3.7 fields): the status only, never run internals.
             status_message: StatusMessage(&run.status),

@@ -209,12 +209,18 @@ pub async fn get(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpErro
     let (run, retry_after) = read_paced(ctx, req, req.params.get("taskId")).await?;
     let (t, requests) = task_parts(ctx, req, &run).await?;
     let shape = shape_of(ctx, req, &run).await?;
+    // The taskId as sent: `open` accepts only the exact id `issue` gives this run for this
+    // caller (src/mcp/task_id.rs), and the run read is that run, so it is not issued again.
+    let task_id = match req.str_param("taskId") {
+        Some(sent) => Cow::Borrowed(sent),
+        None => Cow::Owned(ctx.task_ids.issue(&req.caller, &run.run_id)),
+    };
     let mut task = DetailedTask::shaped(
         &run,
         &t,
         poll_interval_ms(retry_after, ctx.cfg.tasks.poll_interval_ms),
         requests,
-        ctx.task_ids.issue(&req.caller, &run.run_id),
+        task_id,
         shape,
     );
     task.result_type = Some("complete");
