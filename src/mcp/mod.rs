@@ -282,10 +282,12 @@ async fn dispatch(ctx: Arc<McpContext>, req: McpRequest) -> Response {
     }
     let not_found = || Err(McpError::MethodNotFound(req.method.clone()));
     let res: Result<Response, McpError> = match method {
-        Method::ServerDiscover => discover(&ctx, &req).await,
-        Method::ToolsList => tools::list(&ctx, &req).await,
         // The big handlers are boxed so their state machines are not part of every request's
-        // future (tools/call with MRTR is kilobytes; a `tasks/get` needs none of it).
+        // future, which is moved (copied whole) several times on its way to the connection
+        // (tools/call with MRTR is kilobytes, the catalog's cache lookup 4 kB; a `tasks/get`
+        // needs none of it; issue 21).
+        Method::ServerDiscover => Box::pin(discover(&ctx, &req)).await,
+        Method::ToolsList => Box::pin(tools::list(&ctx, &req)).await,
         Method::ToolsCall => return Box::pin(call::call(ctx, req)).await,
         Method::TasksGet | Method::TasksUpdate | Method::TasksCancel if !tasks_on => not_found(),
         Method::TasksGet => tasks::get(&ctx, &req).await,

@@ -166,7 +166,10 @@ async fn shape_of(
     if !matches!(run.status, RunStatus::Completed) {
         return Ok(Shape::Run);
     }
-    let tools = ctx.tools.tools_for(ctx, &req.caller).await?;
+    // Boxed: the catalog's cache lookup is a 4 kB future, and inline it would be part of
+    // every `tasks/get`'s state (moved, not only held; issue 21), while only a completed
+    // run's read needs it.
+    let tools = Box::pin(ctx.tools.tools_for(ctx, &req.caller)).await?;
     Ok(tools.shape_of_workflow(&run.workflow_id))
 }
 
