@@ -325,26 +325,48 @@ where
         {
             return self.full.format_event(ctx, writer, event);
         }
-        // The line is built in one local buffer and handed over in one write: each write
-        // through the fmt layer's `Writer` is a dynamic call into its buffer.
-        let mut v = FastFields {
-            w: String::with_capacity(256),
-            first: true,
-        };
-        if !timestamp(std::time::SystemTime::now(), &mut v.w)
-            && tracing_subscriber::fmt::time::SystemTime
-                .format_time(&mut writer)
-                .is_err()
-        {
-            writer.write_str("<unknown time>")?;
-        }
-        v.w.push_str("  INFO ");
-        v.w.push_str(TARGET);
-        v.w.push_str(": ");
-        event.record(&mut v);
-        v.w.push('\n');
-        writer.write_str(&v.w)
+        // The line is built in one buffer and handed over in one write: each write through
+        // the fmt layer's `Writer` is a dynamic call into its buffer.
+        with_buffer(|w| {
+            let mut v = FastFields { w, first: true };
+            if !timestamp(std::time::SystemTime::now(), v.w)
+                && tracing_subscriber::fmt::time::SystemTime
+                    .format_time(&mut writer)
+                    .is_err()
+            {
+                writer.write_str("<unknown time>")?;
+            }
+            v.w.push_str("  INFO ");
+            v.w.push_str(TARGET);
+            v.w.push_str(": ");
+            event.record(&mut v);
+            v.w.push('\n');
+            writer.write_str(v.w)
+        })
     }
+}
+
+thread_local! {
+    /// The buffer lines and span fields are written into, kept per thread from one to the
+    /// next: a new one per line was an allocation per request (issue 21).
+    static BUFFER: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// Runs `f` with an empty buffer: this thread's kept one, or a new one while that is in use
+/// (a line written while another is being formatted). One grown beyond 4 kB (a long error
+/// message) is not kept.
+fn with_buffer<R>(f: impl FnOnce(&mut String) -> R) -> R {
+    BUFFER.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut kept) => {
+            kept.clear();
+            let r = f(&mut kept);
+            if kept.capacity() > 4096 {
+                *kept = String::new();
+            }
+            r
+        }
+        Err(_) => f(&mut String::with_capacity(256)),
+    })
 }
 
 thread_local! {
@@ -411,12 +433,12 @@ fn timestamp(now: std::time::SystemTime, w: &mut String) -> bool {
 
 /// The access line's fields as `Full`'s visitor writes them without colours: the message
 /// first and bare, then ` name=value`, strings as `{:?}` writes them.
-struct FastFields {
-    w: String,
+struct FastFields<'w> {
+    w: &'w mut String,
     first: bool,
 }
 
-impl FastFields {
+impl FastFields<'_> {
     fn name(&mut self, field: &tracing::field::Field) {
         if !std::mem::take(&mut self.first) {
             self.w.push(' ');
@@ -432,7 +454,7 @@ impl FastFields {
     }
 }
 
-impl tracing::field::Visit for FastFields {
+impl tracing::field::Visit for FastFields<'_> {
     fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
         use std::fmt::Write as _;
         self.name(field);
@@ -481,14 +503,17 @@ impl<'w> tracing_subscriber::fmt::FormatFields<'w> for TextFields {
         fields: R,
     ) -> std::fmt::Result {
         if !writer.has_ansi_escapes() {
-            let mut v = PlainFields {
-                w: String::with_capacity(96),
-                first: true,
-                other: false,
-            };
-            fields.record(&mut v);
-            if !v.other {
-                return writer.write_str(&v.w);
+            let plain = with_buffer(|w| {
+                let mut v = PlainFields {
+                    w,
+                    first: true,
+                    other: false,
+                };
+                fields.record(&mut v);
+                (!v.other).then(|| writer.write_str(v.w))
+            });
+            if let Some(written) = plain {
+                return written;
             }
         }
         tracing_subscriber::fmt::FormatFields::format_fields(
@@ -500,13 +525,13 @@ impl<'w> tracing_subscriber::fmt::FormatFields<'w> for TextFields {
 }
 
 /// [`TextFields`]' visitor: `other` when a field needs `DefaultFields`' own handling.
-struct PlainFields {
-    w: String,
+struct PlainFields<'w> {
+    w: &'w mut String,
     first: bool,
     other: bool,
 }
 
-impl PlainFields {
+impl PlainFields<'_> {
     /// Writes the separator and `name=`; `false` when the field is not one this writes.
     fn name(&mut self, field: &tracing::field::Field) -> bool {
         let name = field.name();
@@ -523,7 +548,7 @@ impl PlainFields {
     }
 }
 
-impl tracing::field::Visit for PlainFields {
+impl tracing::field::Visit for PlainFields<'_> {
     fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
         use std::fmt::Write as _;
         if !self.name(field) {
@@ -563,6 +588,26 @@ fn plain(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A line formatted while another is (a nested call) gets a buffer of its own, and the
+    /// outer line's text is left as it was; each call starts empty.
+    #[test]
+    fn a_nested_line_gets_its_own_empty_buffer() {
+        let outer = with_buffer(|w| {
+            w.push_str("outer");
+            let inner = with_buffer(|w2| {
+                let was_empty = w2.is_empty();
+                w2.push_str("inner");
+                (was_empty, w2.clone())
+            });
+            w.push('+');
+            (inner, w.clone())
+        });
+        assert_eq!(outer, ((true, "inner".to_owned()), "outer+".to_owned()));
+        assert!(with_buffer(|w| w.is_empty()));
+        with_buffer(|w| w.push_str(&"x".repeat(5000)));
+        assert!(BUFFER.with(|b| b.borrow().capacity()) <= 4096);
+    }
 
     #[tokio::test]
     async fn the_slowest_host_call_and_the_count_are_kept_per_request() {
