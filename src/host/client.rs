@@ -127,7 +127,10 @@ impl HostClient {
                 .await
                 .map(|r| r.map(PooledBody::unpooled))
                 .map_err(map_send),
-            Transport::Http2(p) => p.send(req).await.map_err(|e| match e {
+            // Boxed: the pool's send is 0.8 kB, and inline every exchange (HTTP/1.1 ones too)
+            // would carry it; the exchange is itself boxed per host call, small enough then for
+            // the allocator's per-thread cache (issue 21).
+            Transport::Http2(p) => Box::pin(p.send(req)).await.map_err(|e| match e {
                 PoolError::Connect(why) | PoolError::NotSent(why) => HostError::Unavailable(why),
                 PoolError::Broken(why) => {
                     HostError::BadBody(format!("the exchange broke off: {why}"))

@@ -227,7 +227,9 @@ async fn serve(
     let mut parsed = match parse_envelope(&cfg, &parts.headers, &bytes) {
         Ok(Parsed::Request(r)) => {
             names.set(&r.method, &r.params);
-            *r
+            // Kept boxed: the request is a kilobyte, and the futures it travels into are moved
+            // (copied whole) on their way to the connection (issue 21).
+            r
         }
         Ok(Parsed::Notification) => {
             let mut r = http::Response::new(empty());
@@ -261,7 +263,7 @@ async fn serve(
     tracing::Instrument::instrument(dispatch(ctx, parsed), span).await
 }
 
-async fn dispatch(ctx: Arc<McpContext>, req: McpRequest) -> Response {
+async fn dispatch(ctx: Arc<McpContext>, req: Box<McpRequest>) -> Response {
     let label = method::metric_of(req.known);
     let Some(method) = req.known else {
         // ext-tasks §Errors: like initialize, ping and every name this mount does not know.
@@ -288,12 +290,12 @@ async fn dispatch(ctx: Arc<McpContext>, req: McpRequest) -> Response {
         // needs none of it; issue 21).
         Method::ServerDiscover => Box::pin(discover(&ctx, &req)).await,
         Method::ToolsList => Box::pin(tools::list(&ctx, &req)).await,
-        Method::ToolsCall => return Box::pin(call::call(ctx, req)).await,
+        Method::ToolsCall => return Box::pin(call::call(ctx, *req)).await,
         Method::TasksGet | Method::TasksUpdate | Method::TasksCancel if !tasks_on => not_found(),
         Method::TasksGet => tasks::get(&ctx, &req).await,
         Method::TasksUpdate => tasks::update(&ctx, &req).await,
         Method::TasksCancel => tasks::cancel(&ctx, &req).await,
-        Method::SubscriptionsListen => return Box::pin(listen::listen(ctx, req)).await,
+        Method::SubscriptionsListen => return Box::pin(listen::listen(ctx, *req)).await,
         // ext-tasks §Errors: tasks/result and tasks/list are removed → -32601; prompts and
         // resources are not offered.
         Method::PromptsGet | Method::ResourcesRead | Method::TasksResult | Method::TasksList => {
