@@ -230,6 +230,38 @@ fn plain_len(b: &[u8]) -> Option<usize> {
     }
 }
 
+/// `s` written as a JSON string needs no escape (no quote, backslash or control character):
+/// serde_json would write it as it is, between quotes.
+pub(crate) fn is_plain(s: &str) -> bool {
+    let b = s.as_bytes();
+    let mut chunks = b.chunks_exact(8);
+    for c in chunks.by_ref() {
+        if let Ok(c) = <[u8; 8]>::try_from(c) {
+            if special(u64::from_le_bytes(c)) != 0 {
+                return false;
+            }
+        }
+    }
+    chunks
+        .remainder()
+        .iter()
+        .all(|&c| c >= 0x20 && c != b'"' && c != b'\\')
+}
+
+/// Appends `s` as serde_json writes a string: as it is between quotes when it needs no
+/// escape, else through serde_json.
+pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
+    if is_plain(s) {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        // Writing a `str` into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, s);
+    }
+}
+
 /// The high bit of each byte of `w` that is a quote, a backslash or below 0x20 (exact for the
 /// lowest such byte).
 fn special(w: u64) -> u64 {
@@ -330,6 +362,29 @@ mod tests {
             }
         }
         assert!(tried > 500);
+    }
+
+    /// A string is written exactly as serde_json writes it, escapes or not, on both sides of
+    /// the eight-byte steps.
+    #[test]
+    fn a_string_is_written_as_serde_json_writes_it() {
+        for base in [
+            "",
+            "plain",
+            "é and 漢字",
+            "a\"b",
+            "back\\slash",
+            "tab\there",
+            "\u{1f}",
+            "\u{7f}",
+        ] {
+            for pad in 0..10 {
+                let s = format!("{}{base}{}", "x".repeat(pad), "y".repeat(pad % 3));
+                let mut out = Vec::new();
+                write_str(&mut out, &s);
+                assert_eq!(out, serde_json::to_vec(&s).unwrap(), "{s:?}");
+            }
+        }
     }
 
     #[test]

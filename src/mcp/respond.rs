@@ -58,13 +58,25 @@ pub fn object_result_response<T: serde::Serialize + ?Sized>(
     id: &Value,
     object: &T,
 ) -> Response {
+    // Writing a `Value` or a derived struct into a Vec cannot fail.
+    object_result_response_with(cfg, id, |out| {
+        let _ = serde_json::to_writer(out, object);
+    })
+}
+
+/// [`object_result_response`] whose object `write` appends (the bytes serde_json would write
+/// for it: `DetailedTask::write_json`).
+pub fn object_result_response_with(
+    cfg: &Config,
+    id: &Value,
+    write: impl FnOnce(&mut Vec<u8>),
+) -> Response {
     let mut out = Vec::with_capacity(512);
     out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-    // Writing a `Value` or a derived struct into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut out, id);
     out.extend_from_slice(br#","result":"#);
     let start = out.len();
-    let _ = serde_json::to_writer(&mut out, object);
+    write(&mut out);
     debug_assert!(out.len() >= start + 2 && out[start] == b'{' && out.ends_with(b"}"));
     out.pop();
     if out.len() > start + 1 {

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use super::elicit::{effect_of, input_request, Effect, Modes};
 use super::follow::poll_interval_ms;
 use super::project::{times, DetailedTask, Shape, Times};
-use super::respond::{bare_result_response, object_result_response};
+use super::respond::{bare_result_response, object_result_response_with};
 use super::{McpContext, McpError, McpRequest, TASKS_EXT};
 use crate::body::Response;
 use crate::host::{HostError, OpenInterrupt, RunSnapshot, RunStatus};
@@ -228,7 +228,9 @@ pub async fn get(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpErro
     );
     task.result_type = Some("complete");
     // Written straight from the struct: the bytes `result_response` would write for the map.
-    Ok(object_result_response(&ctx.cfg, &req.id, &task))
+    Ok(object_result_response_with(&ctx.cfg, &req.id, |out| {
+        task.write_json(out)
+    }))
 }
 
 /// Each key resolves its interrupt at most once; keys that are not open resolve nothing; the
