@@ -109,19 +109,22 @@ impl<'a> Scan<'a> {
             self.eat(b':')?;
             self.ws();
             member(name, self)?;
-            self.ws();
-            match self.peek()? {
-                b',' => {
-                    self.i += 1;
-                    self.ws();
-                }
-                b'}' => {
-                    self.i += 1;
-                    return Some(());
-                }
-                _ => return None,
+            if self.closes(b'}')? {
+                return Some(());
             }
         }
+    }
+
+    /// After a member or an element: `Some(true)` at the closing `close`, `Some(false)` after
+    /// a comma (and the whitespace after it), `None` at anything else.
+    fn closes(&mut self, close: u8) -> Option<bool> {
+        self.ws();
+        let c = self.peek()?;
+        self.i += 1;
+        if c == close {
+            return Some(true);
+        }
+        (c == b',').then(|| self.ws()).map(|_| false)
     }
 
     fn skip_at(&mut self, depth: u32) -> Option<()> {
@@ -136,17 +139,8 @@ impl<'a> Scan<'a> {
                 }
                 loop {
                     self.skip_at(depth + 1)?;
-                    self.ws();
-                    match self.peek()? {
-                        b',' => {
-                            self.i += 1;
-                            self.ws();
-                        }
-                        b']' => {
-                            self.i += 1;
-                            return Some(());
-                        }
-                        _ => return None,
+                    if self.closes(b']')? {
+                        return Some(());
                     }
                 }
             }
