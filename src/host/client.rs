@@ -34,6 +34,10 @@ enum Transport {
     Http2(H2Pool),
 }
 
+/// The quick retries of a retriable failure wait 50 ms, then 100 ms (docs/faults.md).
+const QUICK_RETRY: Duration = Duration::from_millis(50);
+const QUICK_RETRY_LONGEST: Duration = Duration::from_millis(100);
+
 /// The typed REST client.
 ///
 /// It speaks through the passthrough's hyper-util client (one connection pool to the host),
@@ -379,9 +383,17 @@ impl HostClient {
             self.metrics.upstream(op, status, took.as_secs_f64());
             crate::access::host_call(status, took);
             match res {
-                Err(e) if retry && attempt < 2 && e.retriable(op) => {
+                // A refusal whose `Retry-After` asks for longer than the quick retries wait is
+                // not sent again at once: the host said when it can serve (RFC 9110 §10.2.3),
+                // and the caller is told now (a listen waits the pause out).
+                Err(e)
+                    if retry
+                        && attempt < 2
+                        && e.retriable(op)
+                        && e.retry_after().is_none_or(|d| d <= QUICK_RETRY_LONGEST) =>
+                {
                     attempt += 1;
-                    tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt))).await;
+                    tokio::time::sleep(QUICK_RETRY * attempt).await;
                 }
                 Err(e) => {
                     // The failure path only: the target is built again to name its path.

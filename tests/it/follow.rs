@@ -649,9 +649,9 @@ async fn a_listen_waits_out_a_503_retry_after_before_reading_the_task_again() {
         "{msgs:#?}"
     );
     // The first read after the outage began met the 503; the next is due 3 s later, after the
-    // window. One read is up to three requests (the host client retries a 5xx twice, 50 and
-    // 100 ms apart: src/host/client.rs); a read already on its way when the fault went in may
-    // add one. Without the pause the listen's backoff read it 18 times here.
+    // window. One read is one request (a 5xx that asks for a pause is not retried at once:
+    // src/host/client.rs); a read already on its way when the fault went in may add up to
+    // three (its quick retries). Without the pause the listen's backoff read it 18 times here.
     assert!(
         (1..=4).contains(&reads),
         "{reads} requests in the 3 s after a 503 asked for a 3 s pause"

@@ -653,3 +653,46 @@ async fn metrics_count_each_get_and_the_host_call_behind_it() {
     .await;
     env.shutdown().await;
 }
+
+/// A host refusal that asks for a pause (`503` with `Retry-After`, RFC 9110 §10.2.3) is not
+/// sent again 50 and 100 ms later: the caller hears of it at once, with one request to the
+/// host. A 5xx without one keeps the quick retries (docs/faults.md).
+#[tokio::test]
+async fn a_5xx_that_asks_for_a_pause_is_not_retried_at_once() {
+    use openwop_devhost::{Fault, FaultKind, RouteClass};
+    let env = env().await;
+    let task = tasked(
+        &env,
+        A,
+        "conformance-cancellable",
+        json!({"delayMs": 60000}),
+    )
+    .await;
+    for (retry_after, requests) in [(Some(2), 1), (None, 3)] {
+        env.host.faults().reset_counts();
+        env.host.faults().add(Fault {
+            route: RouteClass::GetRun,
+            kind: FaultKind::Status {
+                status: 503,
+                retry_after,
+            },
+            times: None,
+        });
+        let g = env.task_rpc(A, "tasks/get", &task).await;
+        let reads = env.host.faults().count(RouteClass::GetRun);
+        env.host.faults().clear();
+        assert_eq!(g.body["error"]["code"], -32603, "{}", g.text);
+        assert_eq!(
+            reads, requests,
+            "getRun requests for one tasks/get, Retry-After {retry_after:?}"
+        );
+    }
+    env.rpc(
+        Some(A),
+        "tasks/cancel",
+        json!({"taskId": task}),
+        task_caps(),
+    )
+    .await;
+    env.shutdown().await;
+}
