@@ -110,8 +110,14 @@ fn main() -> ExitCode {
         ));
         return ExitCode::SUCCESS;
     }
+    // Log lines written on the workers are gathered and written when a worker runs out of
+    // work (src/telemetry.rs, `LineWriter`; issue 21). Only the workers park through
+    // `on_thread_park`, so a blocking-pool thread, which can sit idle for seconds, never holds
+    // a line back.
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .on_thread_park(telemetry::park_this_thread)
+        .on_thread_stop(telemetry::flush_this_thread)
         .build()
     {
         Ok(rt) => rt,

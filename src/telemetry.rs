@@ -322,7 +322,8 @@ pub fn init(level: &str, json: bool, otlp: Option<opentelemetry_sdk::trace::SdkT
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
     let registry = tracing_subscriber::registry().with(otlp.map(crate::otlp::layer));
-    let writer = LineWriter::stderr();
+    let writer = LineWriter;
+    let _ = out();
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let ok = if json {
         registry
@@ -357,51 +358,145 @@ pub fn init(level: &str, json: bool, otlp: Option<opentelemetry_sdk::trace::SdkT
 }
 
 /// Where log lines go: stderr, written through a descriptor of its own instead of
-/// `std::io::stderr()`.
+/// `std::io::stderr()`, and on the runtime's workers a few `info` lines at a time.
 ///
 /// `std::io::Stderr` serialises every write behind one process-wide lock. With the access line
 /// on (one `info` line per MCP request, src/access.rs) both runtime workers write a line per
 /// request, and whenever they meet on that lock the loser sleeps on a futex and the winner has
 /// to wake it: the per-request cross-thread wake-up of issue 21 (docs/benchmarks.md, "The
 /// per-request futex"). The lock buys nothing here: the fmt layer formats each line into a
-/// buffer first and hands it over in a single `write_all`, and a `write(2)` of one line to a
-/// pipe (up to `PIPE_BUF`, POSIX `write`) or to a file opened for appending is not
-/// interleaved with another. A duplicate of descriptor 2 taken at start is written directly,
-/// with no lock; if it cannot be made, the locked `Stderr` is used as before.
-#[derive(Clone)]
-struct LineWriter(Option<Arc<std::fs::File>>);
+/// buffer first and hands it over in a single `write_all`, and a `write(2)` of up to
+/// `PIPE_BUF` bytes to a pipe (POSIX `write`), or of any size to a file opened for appending,
+/// is not interleaved with another. A duplicate of descriptor 2 taken at start is written
+/// directly, with no lock; if it cannot be made, the locked `Stderr` is used as before.
+///
+/// A `write(2)` per access line was still a system call per request that a bare proxy does not
+/// make (issue 21). On a runtime worker `info`, `debug` and `trace`
+/// lines are gathered in a buffer of the thread's own and written together when the worker
+/// runs out of work ([`park_this_thread`], the runtime's park hook), when the next line
+/// would take the batch past `PIPE_BUF`, before any `warn` or `error` line of that thread (so a
+/// thread's lines keep their order), and when the thread ends. An idle sidecar therefore writes
+/// each line as soon as its request is answered; a busy one writes a few lines per call, each
+/// call still whole lines within `PIPE_BUF`. `warn` and `error` lines are never held back.
+#[derive(Clone, Copy)]
+struct LineWriter;
 
-impl LineWriter {
-    fn stderr() -> LineWriter {
+/// The duplicate of descriptor 2 (`None`: it could not be made, use the locked `Stderr`).
+static OUT: OnceLock<Option<std::fs::File>> = OnceLock::new();
+
+fn out() -> &'static Option<std::fs::File> {
+    OUT.get_or_init(|| {
         use std::os::fd::AsFd;
-        LineWriter(
-            std::io::stderr()
-                .as_fd()
-                .try_clone_to_owned()
-                .ok()
-                .map(|fd| Arc::new(std::fs::File::from(fd))),
-        )
+        std::io::stderr()
+            .as_fd()
+            .try_clone_to_owned()
+            .ok()
+            .map(std::fs::File::from)
+    })
+}
+
+/// Writes whole lines to stderr (errors are dropped: there is nowhere left to report them).
+fn write_out(buf: &[u8]) {
+    use std::io::Write as _;
+    let _ = match out() {
+        Some(f) => (&*f).write_all(buf),
+        None => std::io::stderr().write_all(buf),
+    };
+}
+
+/// The most a batch holds: one `write(2)` of it to a pipe stays atomic (POSIX `PIPE_BUF`,
+/// 4096 on Linux).
+const BATCH_MAX: usize = 4096;
+
+/// A worker thread's gathered lines; written out when the thread ends.
+struct Batch(Vec<u8>);
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        if !self.0.is_empty() {
+            write_out(&self.0);
+        }
     }
 }
 
-/// One line's writer: the descriptor, or the locked `Stderr` fallback.
-enum Line<'a> {
-    Fd(&'a std::fs::File),
-    Std(std::io::Stderr),
+thread_local! {
+    static BATCH: std::cell::RefCell<Option<Batch>> = const { std::cell::RefCell::new(None) };
 }
 
-impl std::io::Write for Line<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match self {
-            Line::Fd(f) => f.write(buf),
-            Line::Std(s) => s.write(buf),
+/// The runtime's `on_thread_park`: writes what this worker gathered, and from then on
+/// gathers its `info` and quieter lines. Only a worker that parks gathers, so no other thread
+/// (the blocking pool's, which can stay idle for seconds) ever holds a line back.
+pub fn park_this_thread() {
+    BATCH.with(|b| {
+        let Ok(mut b) = b.try_borrow_mut() else {
+            return;
+        };
+        match b.as_mut() {
+            Some(Batch(buf)) => {
+                if !buf.is_empty() {
+                    write_out(buf);
+                    buf.clear();
+                }
+            }
+            None => *b = Some(Batch(Vec::with_capacity(BATCH_MAX))),
         }
+    });
+}
+
+/// Writes what this thread gathered (the runtime's `on_thread_stop`, and before a line that is
+/// written at once).
+pub fn flush_this_thread() {
+    BATCH.with(|b| {
+        if let Ok(mut b) = b.try_borrow_mut() {
+            if let Some(Batch(buf)) = b.as_mut() {
+                if !buf.is_empty() {
+                    write_out(buf);
+                    buf.clear();
+                }
+            }
+        }
+    });
+}
+
+/// Adds one formatted line to this thread's batch; `false` when the thread does not batch.
+fn gather(line: &[u8]) -> bool {
+    BATCH.with(|b| {
+        let Ok(mut b) = b.try_borrow_mut() else {
+            return false;
+        };
+        let Some(Batch(buf)) = b.as_mut() else {
+            return false;
+        };
+        if !buf.is_empty() && buf.len() + line.len() > BATCH_MAX {
+            write_out(buf);
+            buf.clear();
+        }
+        if line.len() >= BATCH_MAX {
+            write_out(line);
+        } else {
+            buf.extend_from_slice(line);
+        }
+        true
+    })
+}
+
+/// One line's writer: gathered into the thread's batch, or written at once.
+enum Line {
+    Gather,
+    Now,
+}
+
+impl std::io::Write for Line {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.write_all(buf)?;
+        Ok(buf.len())
     }
     fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
-        match self {
-            Line::Fd(f) => f.write_all(buf),
-            Line::Std(s) => s.write_all(buf),
+        if matches!(self, Line::Gather) && gather(buf) {
+            return Ok(());
         }
+        write_out(buf);
+        Ok(())
     }
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
@@ -409,11 +504,19 @@ impl std::io::Write for Line<'_> {
 }
 
 impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LineWriter {
-    type Writer = Line<'a>;
-    fn make_writer(&'a self) -> Line<'a> {
-        match &self.0 {
-            Some(f) => Line::Fd(f),
-            None => Line::Std(std::io::stderr()),
+    type Writer = Line;
+    fn make_writer(&'a self) -> Line {
+        flush_this_thread();
+        Line::Now
+    }
+    fn make_writer_for(&'a self, meta: &tracing::Metadata<'_>) -> Line {
+        // `Level`'s order: the quieter a level, the greater (`TRACE > DEBUG > INFO > WARN`).
+        if *meta.level() >= tracing::Level::INFO {
+            Line::Gather
+        } else {
+            // A warning is written at once, after the lines this thread gathered before it.
+            flush_this_thread();
+            Line::Now
         }
     }
 }
