@@ -37,12 +37,28 @@ pub struct Stats {
     pub rpc_code: Option<i64>,
 }
 
+/// What one request's task-local holds: its counter and, when the request runs without a span
+/// of its own, the fields its span would have ([`request_span`]).
+struct Scope {
+    stats: Cell<Stats>,
+    span: std::cell::RefCell<Option<SpanFields>>,
+}
+
+impl Scope {
+    fn new(stats: Stats) -> Scope {
+        Scope {
+            stats: Cell::new(stats),
+            span: std::cell::RefCell::new(None),
+        }
+    }
+}
+
 tokio::task_local! {
-    static STATS: Cell<Stats>;
+    static STATS: Scope;
 }
 
 /// Whether access lines are written at all (the level or `RUST_LOG` may silence them); when
-/// not, the request runs without the task-local and without copying any name.
+/// not, the request's names are not copied.
 pub fn enabled() -> bool {
     tracing::enabled!(target: TARGET, tracing::Level::INFO)
 }
@@ -58,14 +74,91 @@ pub fn enabled() -> bool {
 pub fn scope<F: Future>(fut: F) -> impl Future<Output = (F::Output, Stats)> {
     use futures_util::FutureExt as _;
     STATS.scope(
-        Cell::new(Stats::default()),
-        fut.map(|out| (out, STATS.with(Cell::get))),
+        Scope::new(Stats::default()),
+        fut.map(|out| (out, STATS.with(|s| s.stats.get()))),
     )
+}
+
+/// The fields of a request's `mcp` span (README "Tracing"): the method, the JSON-RPC id and
+/// the caller's `traceparent`.
+pub struct SpanFields {
+    pub method: std::borrow::Cow<'static, str>,
+    pub rpc_id: serde_json::Value,
+    pub traceparent: Option<http::HeaderValue>,
+}
+
+impl SpanFields {
+    /// The request's `mcp` span.
+    pub fn span(&self) -> tracing::Span {
+        tracing::info_span!(
+            "mcp",
+            method = %self.method,
+            rpc_id = %self.rpc_id,
+            traceparent = self.traceparent.as_ref().and_then(|t| t.to_str().ok()).unwrap_or(""),
+        )
+    }
+}
+
+/// Whether a `tasks/get`, `tasks/update` or `tasks/cancel` runs inside its `mcp` span: when
+/// spans are exported (src/otlp.rs) or a `debug` line may be written (any event inside the
+/// request then carries the span, whoever writes it).
+///
+/// Otherwise the only lines such a request writes are the `warn` line of a failed host call
+/// (written through [`in_request`]) and its access line (written after the span), and entering
+/// the span on every poll of the request, with its fields formatted up front, was about 5,000
+/// instructions of every `tasks/get` (issue 21, docs/benchmarks.md "Sixth round"): the request
+/// keeps the fields instead, and its `warn` line opens the same span around itself, so the line
+/// reads as before. Every other method keeps its span: they are rarer, and their handlers write
+/// lines of their own (the catalog's, a lost create's).
+pub fn spans_needed() -> bool {
+    crate::otlp::enabled()
+        || tracing::level_filters::LevelFilter::current()
+            >= tracing::level_filters::LevelFilter::DEBUG
+}
+
+/// Keeps the request's span fields for [`in_request`] (a no-op outside a request's scope).
+pub fn keep_span_fields(fields: SpanFields) {
+    let _ = STATS.try_with(|s| *s.span.borrow_mut() = Some(fields));
+}
+
+/// Runs `f` (which writes a line) inside the request's `mcp` span when the request kept its
+/// fields instead of entering the span ([`spans_needed`]); otherwise as it is, inside whatever
+/// span is current.
+pub fn in_request<R>(f: impl FnOnce() -> R) -> R {
+    let span = STATS
+        .try_with(|s| s.span.borrow().as_ref().map(SpanFields::span))
+        .ok()
+        .flatten();
+    match span {
+        Some(span) => span.in_scope(f),
+        None => f(),
+    }
+}
+
+/// The access line's name of a method: the mount's own without a copy, any other name the
+/// caller's text made printable.
+pub fn method_name(method: &str) -> std::borrow::Cow<'static, str> {
+    const KNOWN: [&str; 9] = [
+        "tools/list",
+        "tools/call",
+        "tasks/get",
+        "tasks/update",
+        "tasks/cancel",
+        "subscriptions/listen",
+        "server/discover",
+        "initialize",
+        "ping",
+    ];
+    match KNOWN.iter().find(|k| **k == method) {
+        Some(k) => std::borrow::Cow::Borrowed(*k),
+        None => std::borrow::Cow::Owned(printable(method)),
+    }
 }
 
 /// Counts a finished host call (a no-op outside a request's scope).
 pub fn host_call(status: UpstreamStatus, took: Duration) {
     let _ = STATS.try_with(|c| {
+        let c = &c.stats;
         let mut s = c.get();
         s.host_calls = s.host_calls.saturating_add(1);
         if s.slowest.is_none_or(|(d, _)| took >= d) {
@@ -78,6 +171,7 @@ pub fn host_call(status: UpstreamStatus, took: Duration) {
 /// Notes the JSON-RPC error code of the answer being built (a no-op outside a request).
 pub fn rpc_error(code: i64) {
     let _ = STATS.try_with(|c| {
+        let c = &c.stats;
         let mut s = c.get();
         s.rpc_code = Some(code);
         c.set(s);
@@ -109,22 +203,7 @@ impl Names {
         if !self.on {
             return;
         }
-        // The mount's own methods without a copy; any other name is the caller's text.
-        const KNOWN: [&str; 9] = [
-            "tools/list",
-            "tools/call",
-            "tasks/get",
-            "tasks/update",
-            "tasks/cancel",
-            "subscriptions/listen",
-            "server/discover",
-            "initialize",
-            "ping",
-        ];
-        self.method = Some(match KNOWN.iter().find(|k| **k == method) {
-            Some(k) => std::borrow::Cow::Borrowed(*k),
-            None => std::borrow::Cow::Owned(printable(method)),
-        });
+        self.method = Some(method_name(method));
         let read = |key: &str| {
             params
                 .get(key)
@@ -213,9 +292,9 @@ impl http_body::Body for LoggedBody {
     ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
         let this = self.get_mut();
         let inner = &mut this.inner;
-        let (r, stats) = STATS.sync_scope(Cell::new(this.stats), || {
+        let (r, stats) = STATS.sync_scope(Scope::new(this.stats), || {
             let r = std::pin::Pin::new(inner).poll_frame(cx);
-            (r, STATS.with(Cell::get))
+            (r, STATS.with(|s| s.stats.get()))
         });
         this.stats = stats;
         if matches!(r, std::task::Poll::Ready(None)) || this.inner.is_end_stream() {
@@ -253,11 +332,13 @@ pub fn host_failure(op: Operation, method: &http::Method, path: &str, e: &crate:
         }
         _ => true,
     };
-    if fault {
-        tracing::warn!(target: HOST_TARGET, route = op.key(), %method, path, error = %e, "host call failed");
-    } else {
-        tracing::debug!(target: HOST_TARGET, route = op.key(), %method, path, error = %e, "host call refused");
-    }
+    in_request(|| {
+        if fault {
+            tracing::warn!(target: HOST_TARGET, route = op.key(), %method, path, error = %e, "host call failed");
+        } else {
+            tracing::debug!(target: HOST_TARGET, route = op.key(), %method, path, error = %e, "host call refused");
+        }
+    })
 }
 
 /// A host call's status as the access line shows it: the HTTP status, or the transport failure.

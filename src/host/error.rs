@@ -123,10 +123,14 @@ impl BadTarget {
     /// (a debug line only), anything else is a warning.
     pub(super) fn unfilled(op: Operation, m: &super::fill::Missing) -> BadTarget {
         if m.is_callers() {
-            tracing::debug!(operation = op.key(), "host request not sent: {m}");
+            crate::access::in_request(|| {
+                tracing::debug!(operation = op.key(), "host request not sent: {m}")
+            });
             BadTarget::Caller(m.to_string())
         } else {
-            tracing::warn!(operation = op.key(), "host request not sent: {m}");
+            crate::access::in_request(|| {
+                tracing::warn!(operation = op.key(), "host request not sent: {m}")
+            });
             BadTarget::Wire
         }
     }

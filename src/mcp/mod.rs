@@ -151,12 +151,15 @@ impl McpRequest {
 /// Entry point for every request on the mount path: the request, then its access line
 /// (src/access.rs).
 pub async fn handle(ctx: Arc<McpContext>, req: Request<Incoming>) -> Response {
-    if !crate::access::enabled() {
-        return serve(ctx, req, &mut crate::access::Names::new(false)).await;
-    }
+    // The scope runs even without access lines: it also keeps the span fields a `warn` line
+    // of the request is written under (`access::in_request`).
+    let on = crate::access::enabled();
     let started = std::time::Instant::now();
-    let mut names = crate::access::Names::new(true);
+    let mut names = crate::access::Names::new(on);
     let (resp, stats) = crate::access::scope(serve(ctx, req, &mut names)).await;
+    if !on {
+        return resp;
+    }
     crate::access::log(names, resp, stats, started)
 }
 
@@ -243,13 +246,25 @@ async fn serve(
         }
     };
     // One span per MCP request; the W3C trace context (from `_meta` or the HTTP header,
-    // RFC 0207) is recorded here and continues into every upstream call via `Caller`.
-    let span = tracing::info_span!(
-        "mcp",
-        method = %parsed.method,
-        rpc_id = %parsed.id,
-        traceparent = parsed.caller.traceparent.as_ref().and_then(|t| t.to_str().ok()).unwrap_or(""),
+    // RFC 0207) is recorded here and continues into every upstream call via `Caller`. A task
+    // poll (one host call, polled every few seconds by every client with a task) enters it
+    // only when spans are exported or `debug` lines are on; otherwise it keeps the span's
+    // fields and a `warn` line of the host call opens the span itself
+    // (`access::spans_needed`).
+    let fields = crate::access::SpanFields {
+        method: crate::access::method_name(&parsed.method),
+        rpc_id: parsed.id.clone(),
+        traceparent: parsed.caller.traceparent.clone(),
+    };
+    let poll = matches!(
+        parsed.known,
+        Some(Method::TasksGet | Method::TasksUpdate | Method::TasksCancel)
     );
+    if poll && !crate::access::spans_needed() {
+        crate::access::keep_span_fields(fields);
+        return dispatch(ctx, parsed).await;
+    }
+    let span = fields.span();
     // With OTLP export on, the span joins the caller's trace and the host is told that this
     // span is its parent (W3C Trace Context §3.2), so the host's spans hang under an exported
     // span; with export off the caller's traceparent is relayed unchanged.

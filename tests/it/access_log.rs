@@ -63,6 +63,16 @@ impl Spawned {
         } else {
             json!({})
         };
+        self.post_caps(method, params, accept, caps).await
+    }
+
+    async fn post_caps(
+        &self,
+        method: &str,
+        params: Value,
+        accept: &str,
+        caps: Value,
+    ) -> (u16, String) {
         let http = reqwest::Client::builder().no_proxy().build().unwrap();
         let mut rb = http
             .post(format!("{}/mcp", self.base))
@@ -287,6 +297,67 @@ async fn a_failed_host_call_logs_its_route_method_and_path() {
     let all = sc.all();
     assert!(!all.contains(A), "the bearer token was logged:\n{all}");
     assert!(!all.contains("\x1b["), "ANSI codes on a pipe:\n{all:?}");
+    drop(sc);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_task_poll_logs_its_warning_inside_the_request_span() {
+    // A task poll runs without entering its span at the default level (issue 21); its warning
+    // must still name the request it belongs to, as every request's warning does.
+    use openwop_devhost::{Fault, FaultKind, RouteClass};
+    let host = openwop_devhost::spawn(
+        openwop_devhost::DevHostConfig::default(),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let sc = spawn(&host.base_url()).await;
+    let (s, text) = sc
+        .post_caps(
+            "tools/call",
+            json!({"name": "conformance-cancellable", "arguments": {"delayMs": 60000}}),
+            "application/json",
+            task_caps(),
+        )
+        .await;
+    assert_eq!(s, 200, "{text}");
+    let created: Value = serde_json::from_str(&text).unwrap();
+    let task = created["result"]["taskId"].as_str().unwrap().to_string();
+    host.faults().add(Fault {
+        route: RouteClass::GetRun,
+        kind: FaultKind::Status {
+            status: 503,
+            retry_after: None,
+        },
+        times: None,
+    });
+    let (s, text) = sc
+        .post(
+            "tasks/get",
+            json!({"taskId": task}),
+            "application/json, text/event-stream",
+        )
+        .await;
+    host.faults().clear();
+    assert_eq!(s, 200, "{text}");
+    assert!(text.contains("-32603"), "{text}");
+    let w = sc.line_with(&["host call failed"]).await;
+    assert!(w.contains("WARN"), "{w}");
+    assert!(
+        w.contains("mcp{method=tasks/get rpc_id=1"),
+        "the warning is not inside the request's span: {w}"
+    );
+    assert_eq!(field(&w, "route"), Some("getRun"), "{w}");
+    let a = sc
+        .line_with(&["openwop_mcp_sidecar::access", "tasks/get"])
+        .await;
+    assert_eq!(field(&a, "rpc_code"), Some("-32603"), "{a}");
+    assert!(
+        !a.contains("mcp{"),
+        "the access line is written after the span: {a}"
+    );
+    sc.post("tasks/cancel", json!({"taskId": task}), "application/json")
+        .await;
     drop(sc);
 }
 
