@@ -189,3 +189,61 @@ async fn readyz_answers_when_the_host_does() {
     assert_eq!(r.status(), 200);
     env.shutdown().await;
 }
+
+#[tokio::test]
+async fn hop_by_hop_fields_stop_at_the_proxy_and_x_forwarded_for_names_the_client() {
+    // RFC 9110 §7.6.1: the connection's own fields (and any `Connection` names) are not
+    // forwarded; `X-Forwarded-For` gains the client's address after any the request carried.
+    let env = env().await;
+    let send = |extra: &[(&'static str, &'static str)]| {
+        let mut rb = env
+            .http
+            .get(format!("{}/runs?limit=1", env.url))
+            .header("Authorization", format!("Bearer {A}"))
+            .header("OpenWOP-Version", "2.0");
+        for (k, v) in extra {
+            rb = rb.header(*k, *v);
+        }
+        rb.send()
+    };
+    let seen = |env: &Env| {
+        env.host
+            .requests()
+            .into_iter()
+            .rfind(|r| r.path == "/runs" && r.header("x-forwarded-for").is_some())
+            .expect("the host received the forwarded request")
+    };
+    let r = send(&[
+        ("Connection", "x-hop-secret"),
+        ("x-hop-secret", "1"),
+        ("Keep-Alive", "timeout=5"),
+        ("Proxy-Authorization", "Basic c2VjcmV0"),
+        ("TE", "trailers"),
+        ("X-Forwarded-For", "203.0.113.9"),
+        ("x-kept", "yes"),
+    ])
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200);
+    let got = seen(&env);
+    for gone in ["x-hop-secret", "keep-alive", "proxy-authorization", "te"] {
+        assert!(got.header(gone).is_none(), "{gone} was forwarded: {got:?}");
+    }
+    assert_eq!(got.header("x-kept"), Some("yes"), "{got:?}");
+    assert_eq!(
+        got.header("x-forwarded-for"),
+        Some("203.0.113.9, 127.0.0.1"),
+        "{got:?}"
+    );
+    // Without hop-by-hop fields or a previous hop, twice (the second from the kept value).
+    for _ in 0..2 {
+        let before = env.host.requests().len();
+        let r = send(&[("x-kept", "again")]).await.unwrap();
+        assert_eq!(r.status(), 200);
+        assert!(env.host.requests().len() > before);
+        let got = seen(&env);
+        assert_eq!(got.header("x-kept"), Some("again"), "{got:?}");
+        assert_eq!(got.header("x-forwarded-for"), Some("127.0.0.1"), "{got:?}");
+    }
+    env.shutdown().await;
+}
