@@ -14,7 +14,102 @@ use crate::body::{openwop_error, Body, Response};
 
 /// The one HTTP client to the host: passthrough traffic and the REST client share its
 /// connection pool (and its TLS settings: `upstream.caFile`, `upstream.clientCert`).
-pub type UpstreamClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Body>;
+pub type UpstreamClient = Client<Bare<hyper_rustls::HttpsConnector<HttpConnector>>, Body>;
+
+/// The connector to the host, without the connection information hyper-util copies into every
+/// response.
+///
+/// hyper-util's TCP connector describes each connection with its addresses (`HttpInfo`), and
+/// the pooled client inserts that into the extensions of every response it reads: two
+/// allocations (the map and its table) and a hash-map insert per host exchange that nothing
+/// here reads (issue 21). The connection's own facts the client does use (whether it was
+/// proxied, whether ALPN chose HTTP/2) are kept.
+#[derive(Clone)]
+pub struct Bare<C>(C);
+
+impl<C> tower_service::Service<Uri> for Bare<C>
+where
+    C: tower_service::Service<Uri>,
+{
+    type Response = BareIo<C::Response>;
+    type Error = C::Error;
+    type Future = futures_util::future::MapOk<C::Future, fn(C::Response) -> BareIo<C::Response>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        use futures_util::TryFutureExt as _;
+        self.0.call(uri).map_ok(BareIo as fn(_) -> _)
+    }
+}
+
+/// A connection to the host that reports no extra information ([`Bare`]).
+pub struct BareIo<T>(T);
+
+impl<T: hyper::rt::Read + Unpin> hyper::rt::Read for BareIo<T> {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
+    }
+}
+
+impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for BareIo<T> {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.0.is_write_vectored()
+    }
+
+    fn poll_write_vectored(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().0).poll_write_vectored(cx, bufs)
+    }
+}
+
+impl<T: hyper_util::client::legacy::connect::Connection>
+    hyper_util::client::legacy::connect::Connection for BareIo<T>
+{
+    fn connected(&self) -> hyper_util::client::legacy::connect::Connected {
+        let full = self.0.connected();
+        let bare = hyper_util::client::legacy::connect::Connected::new().proxy(full.is_proxied());
+        if full.is_negotiated_h2() {
+            bare.negotiated_h2()
+        } else {
+            bare
+        }
+    }
+}
 
 /// HTTP client for passthrough traffic.
 #[derive(Clone)]
@@ -224,6 +319,7 @@ pub fn upstream_client(cfg: &crate::config::Config) -> anyhow::Result<UpstreamCl
         .https_or_http()
         .enable_http1()
         .wrap_connector(conn);
+    let https = Bare(https);
     Ok(Client::builder(TokioExecutor::new())
         .pool_idle_timeout(std::time::Duration::from_secs(60))
         // Bounds the idle connections kept after a burst (thousands of event streams
