@@ -411,11 +411,33 @@ const BATCH_MAX: usize = 4096;
 /// A worker thread's gathered lines; written out when the thread ends.
 struct Batch(Vec<u8>);
 
+impl Batch {
+    /// Adds one line, handing `out` first whatever has to be written before it: the batch,
+    /// when the line would take it past `BATCH_MAX`, and a line that long on its own.
+    fn push(&mut self, line: &[u8], mut out: impl FnMut(&[u8])) {
+        if !self.0.is_empty() && self.0.len() + line.len() > BATCH_MAX {
+            out(&self.0);
+            self.0.clear();
+        }
+        if line.len() >= BATCH_MAX {
+            out(line);
+        } else {
+            self.0.extend_from_slice(line);
+        }
+    }
+
+    /// Hands `out` what was gathered.
+    fn flush(&mut self, mut out: impl FnMut(&[u8])) {
+        if !self.0.is_empty() {
+            out(&self.0);
+            self.0.clear();
+        }
+    }
+}
+
 impl Drop for Batch {
     fn drop(&mut self) {
-        if !self.0.is_empty() {
-            write_out(&self.0);
-        }
+        self.flush(write_out);
     }
 }
 
@@ -432,12 +454,7 @@ pub fn park_this_thread() {
             return;
         };
         match b.as_mut() {
-            Some(Batch(buf)) => {
-                if !buf.is_empty() {
-                    write_out(buf);
-                    buf.clear();
-                }
-            }
+            Some(batch) => batch.flush(write_out),
             None => *b = Some(Batch(Vec::with_capacity(BATCH_MAX))),
         }
     });
@@ -448,11 +465,8 @@ pub fn park_this_thread() {
 pub fn flush_this_thread() {
     BATCH.with(|b| {
         if let Ok(mut b) = b.try_borrow_mut() {
-            if let Some(Batch(buf)) = b.as_mut() {
-                if !buf.is_empty() {
-                    write_out(buf);
-                    buf.clear();
-                }
+            if let Some(batch) = b.as_mut() {
+                batch.flush(write_out);
             }
         }
     });
@@ -464,18 +478,10 @@ fn gather(line: &[u8]) -> bool {
         let Ok(mut b) = b.try_borrow_mut() else {
             return false;
         };
-        let Some(Batch(buf)) = b.as_mut() else {
+        let Some(batch) = b.as_mut() else {
             return false;
         };
-        if !buf.is_empty() && buf.len() + line.len() > BATCH_MAX {
-            write_out(buf);
-            buf.clear();
-        }
-        if line.len() >= BATCH_MAX {
-            write_out(line);
-        } else {
-            buf.extend_from_slice(line);
-        }
+        batch.push(line, write_out);
         true
     })
 }
@@ -535,6 +541,47 @@ pub fn set_level(level: &str) {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_batch_writes_every_line_once_in_order_whole_and_within_pipe_buf() {
+        // Lines of every size around the limit, from one byte to longer than a batch.
+        let sizes = [
+            1, 80, 300, 4000, 95, 4096, 17, 5000, 4095, 1, 2000, 2000, 97, 4097, 3,
+        ];
+        let lines: Vec<Vec<u8>> = sizes
+            .iter()
+            .cycle()
+            .take(200)
+            .enumerate()
+            .map(|(i, &n)| {
+                let mut l = vec![b'a' + (i % 26) as u8; n - 1];
+                l.push(b'\n');
+                l
+            })
+            .collect();
+        let mut writes: Vec<Vec<u8>> = Vec::new();
+        let mut batch = Batch(Vec::new());
+        for l in &lines {
+            batch.push(l, |w| writes.push(w.to_vec()));
+        }
+        batch.flush(|w| writes.push(w.to_vec()));
+        assert_eq!(
+            writes.concat(),
+            lines.concat(),
+            "a line lost, doubled or moved"
+        );
+        for w in &writes {
+            assert!(w.ends_with(b"\n"), "a write that cuts a line");
+            assert!(
+                w.len() <= BATCH_MAX || lines.contains(w),
+                "a write of several lines past PIPE_BUF: {} bytes",
+                w.len()
+            );
+        }
+        assert!(writes.len() < lines.len(), "nothing was gathered");
+        // Dropping an empty batch writes nothing; `flush` left it empty.
+        assert!(batch.0.is_empty());
+    }
     use super::*;
 
     fn line<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {

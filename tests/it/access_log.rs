@@ -362,6 +362,72 @@ async fn a_failed_task_poll_logs_its_warning_inside_the_request_span() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_request_under_load_gets_one_whole_access_line() {
+    // A busy worker gathers its lines and writes several at once (src/telemetry.rs): none may
+    // be lost, doubled or cut, and all are out once the load stops.
+    let host = openwop_devhost::spawn(
+        openwop_devhost::DevHostConfig::default(),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let sc = Arc::new(spawn(&host.base_url()).await);
+    let (s, text) = sc
+        .post_caps(
+            "tools/call",
+            json!({"name": "conformance-cancellable", "arguments": {"delayMs": 60000}}),
+            "application/json",
+            task_caps(),
+        )
+        .await;
+    assert_eq!(s, 200, "{text}");
+    let created: Value = serde_json::from_str(&text).unwrap();
+    let task = created["result"]["taskId"].as_str().unwrap().to_string();
+    const CLIENTS: usize = 8;
+    const EACH: usize = 40;
+    let mut load = Vec::new();
+    for _ in 0..CLIENTS {
+        let (sc, task) = (sc.clone(), task.clone());
+        load.push(tokio::spawn(async move {
+            for _ in 0..EACH {
+                let (s, text) = sc
+                    .post("tasks/get", json!({"taskId": task}), "application/json")
+                    .await;
+                assert_eq!(s, 200, "{text}");
+            }
+        }));
+    }
+    for l in load {
+        l.await.unwrap();
+    }
+    let start = Instant::now();
+    let polls = |log: &str| {
+        log.lines()
+            .filter(|l| {
+                l.contains("openwop_mcp_sidecar::access") && l.contains("method=\"tasks/get\"")
+            })
+            .count()
+    };
+    while polls(&sc.all()) < CLIENTS * EACH && start.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let log = sc.all();
+    assert_eq!(
+        polls(&log),
+        CLIENTS * EACH,
+        "access lines of the polls:\n{log}"
+    );
+    for l in log.lines() {
+        assert!(
+            l.starts_with("20") && l.matches("openwop_mcp_sidecar").count() <= 1,
+            "a line that is not whole: {l:?}"
+        );
+    }
+    sc.post("tasks/cancel", json!({"taskId": task}), "application/json")
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_sse_answer_the_client_leaves_is_logged_as_closed() {
     let host = openwop_devhost::spawn(
         openwop_devhost::DevHostConfig::default(),
