@@ -98,25 +98,32 @@ pub fn unproject(wire: &str) -> Result<String, WireIdError> {
     let bytes = wire.as_bytes();
     // An id without escapes (the common taskId of a one-segment host id) is copied as it is
     // (issue 21).
-    let Some(first) = bytes.iter().position(|&b| b == b'~' || b == b'%') else {
+    let Some(first) = memchr::memchr2(b'~', b'%', bytes) else {
         return Ok(wire.to_owned());
     };
+    // The bytes between escapes are copied a run at a time (a byte at a time, with a capacity
+    // check each, was most of a `tasks/get`'s id handling; issue 21).
     let mut out = Vec::with_capacity(bytes.len());
-    out.extend_from_slice(&bytes[..first]);
     let mut i = first;
-    while i < bytes.len() {
-        let b = bytes[i];
-        if b == b'~' || b == b'%' {
-            let hi = bytes.get(i + 1).copied().and_then(hex);
-            let lo = bytes.get(i + 2).copied().and_then(hex);
-            match (hi, lo) {
-                (Some(h), Some(l)) => out.push(h << 4 | l),
-                _ => return Err(WireIdError::BadEscape),
+    out.extend_from_slice(&bytes[..i]);
+    loop {
+        let hi = bytes.get(i + 1).copied().and_then(hex);
+        let lo = bytes.get(i + 2).copied().and_then(hex);
+        match (hi, lo) {
+            (Some(h), Some(l)) => out.push(h << 4 | l),
+            _ => return Err(WireIdError::BadEscape),
+        }
+        i += 3;
+        let rest = bytes.get(i..).unwrap_or_default();
+        match memchr::memchr2(b'~', b'%', rest) {
+            Some(k) => {
+                out.extend_from_slice(&rest[..k]);
+                i += k;
             }
-            i += 3;
-        } else {
-            out.push(b);
-            i += 1;
+            None => {
+                out.extend_from_slice(rest);
+                break;
+            }
         }
     }
     String::from_utf8(out).map_err(|_| WireIdError::NotUtf8)
@@ -150,6 +157,47 @@ pub fn parse_bound(wire: &str) -> Result<String, WireIdError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `unproject` as it was, a byte at a time.
+    fn unproject_bytewise(wire: &str) -> Result<String, WireIdError> {
+        let bytes = wire.as_bytes();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < bytes.len() {
+            let b = bytes[i];
+            if b == b'~' || b == b'%' {
+                let hi = bytes.get(i + 1).copied().and_then(hex);
+                let lo = bytes.get(i + 2).copied().and_then(hex);
+                match (hi, lo) {
+                    (Some(h), Some(l)) => out.push(h << 4 | l),
+                    _ => return Err(WireIdError::BadEscape),
+                }
+                i += 3;
+            } else {
+                out.push(b);
+                i += 1;
+            }
+        }
+        String::from_utf8(out).map_err(|_| WireIdError::NotUtf8)
+    }
+
+    #[test]
+    fn unprojection_reads_every_cut_as_the_bytewise_reading_does() {
+        for wire in [
+            "acme~2Fr-9f3c~2Fx",
+            "~2F~2F~7E%2f%25",
+            "anon~3Ax~2Fabcdefghijklmnop",
+            "~E6~97~A5~E6~9C~AC-tail",
+            "a~",
+            "%zz~2F",
+            "plain",
+        ] {
+            for end in 0..=wire.len() {
+                let Some(cut) = wire.get(..end) else { continue };
+                assert_eq!(unproject(cut), unproject_bytewise(cut), "{cut:?}");
+            }
+        }
+    }
 
     #[test]
     fn projection_escapes_slash_colon_and_tilde() {
