@@ -107,12 +107,7 @@ pub fn unproject(wire: &str) -> Result<String, WireIdError> {
     let mut i = first;
     out.extend_from_slice(&bytes[..i]);
     loop {
-        let hi = bytes.get(i + 1).copied().and_then(hex);
-        let lo = bytes.get(i + 2).copied().and_then(hex);
-        match (hi, lo) {
-            (Some(h), Some(l)) => out.push(h << 4 | l),
-            _ => return Err(WireIdError::BadEscape),
-        }
+        out.push(escaped(bytes, i)?);
         i += 3;
         let rest = bytes.get(i..).unwrap_or_default();
         match memchr::memchr2(b'~', b'%', rest) {
@@ -127,6 +122,16 @@ pub fn unproject(wire: &str) -> Result<String, WireIdError> {
         }
     }
     String::from_utf8(out).map_err(|_| WireIdError::NotUtf8)
+}
+
+/// The byte the escape at `i` (`~XX` or `%XX`) stands for.
+fn escaped(bytes: &[u8], i: usize) -> Result<u8, WireIdError> {
+    let hi = bytes.get(i + 1).copied().and_then(hex);
+    let lo = bytes.get(i + 2).copied().and_then(hex);
+    match (hi, lo) {
+        (Some(h), Some(l)) => Ok(h << 4 | l),
+        _ => Err(WireIdError::BadEscape),
+    }
 }
 
 fn seg_ok(s: &str, min: usize) -> bool {
@@ -166,12 +171,7 @@ mod tests {
         while i < bytes.len() {
             let b = bytes[i];
             if b == b'~' || b == b'%' {
-                let hi = bytes.get(i + 1).copied().and_then(hex);
-                let lo = bytes.get(i + 2).copied().and_then(hex);
-                match (hi, lo) {
-                    (Some(h), Some(l)) => out.push(h << 4 | l),
-                    _ => return Err(WireIdError::BadEscape),
-                }
+                out.push(escaped(bytes, i)?);
                 i += 3;
             } else {
                 out.push(b);

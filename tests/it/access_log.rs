@@ -113,9 +113,34 @@ impl Spawned {
         }
     }
 
+    /// A task that runs for a minute unless cancelled, created through the sidecar.
+    async fn long_task(&self) -> String {
+        let (s, text) = self
+            .post_caps(
+                "tools/call",
+                json!({"name": "conformance-cancellable", "arguments": {"delayMs": 60000}}),
+                "application/json",
+                task_caps(),
+            )
+            .await;
+        assert_eq!(s, 200, "{text}");
+        let created: Value = serde_json::from_str(&text).unwrap();
+        created["result"]["taskId"].as_str().unwrap().to_string()
+    }
+
     fn all(&self) -> String {
         self.log.lock().unwrap().clone()
     }
+}
+
+/// The demo host on a free loopback port.
+async fn devhost() -> openwop_devhost::DevHost {
+    openwop_devhost::spawn(
+        openwop_devhost::DevHostConfig::default(),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap()
 }
 
 /// `key=value` or `key="value"` of a text log line.
@@ -130,12 +155,7 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_mcp_request_logs_one_access_line_without_credentials_or_arguments() {
-    let host = openwop_devhost::spawn(
-        openwop_devhost::DevHostConfig::default(),
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
+    let host = devhost().await;
     let sc = spawn(&host.base_url()).await;
 
     let (s, _) = sc
@@ -305,24 +325,9 @@ async fn a_failed_task_poll_logs_its_warning_inside_the_request_span() {
     // A task poll runs without entering its span at the default level (issue 21); its warning
     // must still name the request it belongs to, as every request's warning does.
     use openwop_devhost::{Fault, FaultKind, RouteClass};
-    let host = openwop_devhost::spawn(
-        openwop_devhost::DevHostConfig::default(),
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
+    let host = devhost().await;
     let sc = spawn(&host.base_url()).await;
-    let (s, text) = sc
-        .post_caps(
-            "tools/call",
-            json!({"name": "conformance-cancellable", "arguments": {"delayMs": 60000}}),
-            "application/json",
-            task_caps(),
-        )
-        .await;
-    assert_eq!(s, 200, "{text}");
-    let created: Value = serde_json::from_str(&text).unwrap();
-    let task = created["result"]["taskId"].as_str().unwrap().to_string();
+    let task = sc.long_task().await;
     host.faults().add(Fault {
         route: RouteClass::GetRun,
         kind: FaultKind::Status {
@@ -365,24 +370,9 @@ async fn a_failed_task_poll_logs_its_warning_inside_the_request_span() {
 async fn every_request_under_load_gets_one_whole_access_line() {
     // A busy worker gathers its lines and writes several at once (src/telemetry.rs): none may
     // be lost, doubled or cut, and all are out once the load stops.
-    let host = openwop_devhost::spawn(
-        openwop_devhost::DevHostConfig::default(),
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
+    let host = devhost().await;
     let sc = Arc::new(spawn(&host.base_url()).await);
-    let (s, text) = sc
-        .post_caps(
-            "tools/call",
-            json!({"name": "conformance-cancellable", "arguments": {"delayMs": 60000}}),
-            "application/json",
-            task_caps(),
-        )
-        .await;
-    assert_eq!(s, 200, "{text}");
-    let created: Value = serde_json::from_str(&text).unwrap();
-    let task = created["result"]["taskId"].as_str().unwrap().to_string();
+    let task = sc.long_task().await;
     const CLIENTS: usize = 8;
     const EACH: usize = 40;
     let mut load = Vec::new();
@@ -429,12 +419,7 @@ async fn every_request_under_load_gets_one_whole_access_line() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_sse_answer_the_client_leaves_is_logged_as_closed() {
-    let host = openwop_devhost::spawn(
-        openwop_devhost::DevHostConfig::default(),
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
+    let host = devhost().await;
     let sc = spawn(&host.base_url()).await;
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
     let r = http
