@@ -48,44 +48,97 @@ fn tune_socket(stream: &TcpStream, dead_peer: Duration) {
 /// its answer; HTTP/2 sends GOAWAY and waits for its streams). At the drain deadline `cut`
 /// flips and the connection is dropped where it stands: its in-flight handlers and response
 /// bodies are dropped with it, so every run they own is cancelled (RFC 0198 §G.12).
+///
+/// The three signals reach the connection as one [`Phase`] channel: the connection's future
+/// is polled on every wake-up (each request reads and writes on it), and so was each branch
+/// of its `select!`; three `watch` receivers polled per wake-up were about 1,000 instructions
+/// of every request (issue 21).
 macro_rules! drive_connection {
-    ($conn:expr, $h2:expr, $lame:expr, $stop:expr, $cut:expr) => {{
+    ($conn:expr, $h2:expr, $phase:expr) => {{
         let conn = $conn;
         tokio::pin!(conn);
         let h2: Arc<AtomicBool> = $h2;
-        let mut lame: watch::Receiver<bool> = $lame;
-        let mut stop: watch::Receiver<bool> = $stop;
-        let mut cut: watch::Receiver<bool> = $cut;
+        let mut phase: watch::Receiver<Phase> = $phase;
         let mut goaway_sent = false;
         let mut stopping = false;
         // graceful_shutdown is called once per connection.
         let mut shut = false;
+        // Whether the phase can still change (its sender lives as long as the accept loop).
+        let mut signals = true;
         loop {
+            let now = *phase.borrow_and_update();
+            if now.cut {
+                break;
+            }
+            if now.stop && !stopping {
+                stopping = true;
+                if !shut {
+                    shut = true;
+                    conn.as_mut().graceful_shutdown();
+                }
+            }
+            if now.lame && !goaway_sent && !stopping {
+                goaway_sent = true;
+                if h2.load(Ordering::Relaxed) {
+                    shut = true;
+                    conn.as_mut().graceful_shutdown();
+                }
+            }
             tokio::select! {
+                biased;
                 r = conn.as_mut() => {
                     if let Err(e) = r {
                         tracing::debug!(error = %e, "connection ended with an error");
                     }
                     break;
                 }
-                _ = lame.wait_for(|l| *l), if !goaway_sent && !stopping => {
-                    goaway_sent = true;
-                    if h2.load(Ordering::Relaxed) {
-                        shut = true;
-                        conn.as_mut().graceful_shutdown();
-                    }
-                }
-                _ = stop.wait_for(|s| *s), if !stopping => {
-                    stopping = true;
-                    if !shut {
-                        shut = true;
-                        conn.as_mut().graceful_shutdown();
-                    }
-                }
-                _ = cut.wait_for(|c| *c) => break,
+                changed = phase.changed(), if signals => signals = changed.is_ok(),
             }
         }
     }};
+}
+
+/// Where the listener is in its shutdown, for every connection at once: `lame` (the lame duck:
+/// HTTP/2 gets GOAWAY), `stop` (shutdown: every connection is shut down gracefully) and `cut`
+/// (the drain deadline: connections are dropped where they stand).
+#[derive(Clone, Copy, Default, Debug)]
+struct Phase {
+    lame: bool,
+    stop: bool,
+    cut: bool,
+}
+
+/// Folds the lame duck, the shutdown and the cut into the one [`Phase`] channel the
+/// connections watch, until the cut or until none of the three can change any more (a
+/// sender dropped: its flag stays as it is).
+async fn fold_phase(
+    tx: watch::Sender<Phase>,
+    mut lame: watch::Receiver<bool>,
+    mut stop: watch::Receiver<bool>,
+    mut cut: watch::Receiver<bool>,
+) {
+    let (mut lame_open, mut stop_open, mut cut_open) = (true, true, true);
+    loop {
+        let now = Phase {
+            lame: *lame.borrow_and_update(),
+            stop: *stop.borrow_and_update(),
+            cut: *cut.borrow_and_update(),
+        };
+        tx.send_if_modified(|p| {
+            let changed = (p.lame, p.stop, p.cut) != (now.lame, now.stop, now.cut);
+            *p = now;
+            changed
+        });
+        if now.cut {
+            return;
+        }
+        tokio::select! {
+            r = lame.changed(), if lame_open && !now.lame => lame_open = r.is_ok(),
+            r = stop.changed(), if stop_open && !now.stop => stop_open = r.is_ok(),
+            r = cut.changed(), if cut_open => cut_open = r.is_ok(),
+            else => return,
+        }
+    }
 }
 
 /// Waits for the connection's first byte, bounded by `limit`. The protocol sniffing of the
@@ -198,6 +251,13 @@ pub(super) async fn accept_loop(
     let (alive_tx, mut alive_rx) = tokio::sync::mpsc::channel::<()>(1);
     // Flipped at the drain deadline: the connections still open are dropped, not waited for.
     let (cut_tx, cut_rx) = watch::channel(false);
+    let (phase_tx, phase) = watch::channel(Phase::default());
+    tokio::spawn(fold_phase(
+        phase_tx,
+        lame_duck.clone(),
+        shutdown.clone(),
+        cut_rx,
+    ));
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // A client that trickles its request head cannot pin a connection (issue 10).
     builder
@@ -222,10 +282,9 @@ pub(super) async fn accept_loop(
                 let h2 = Arc::new(AtomicBool::new(false));
                 let svc = service(live.clone(), peer, h2.clone(), lame_duck.clone());
                 let alive = alive_tx.clone();
-                let lame = lame_duck.clone();
                 let builder = builder.clone();
                 let mut stop = shutdown.clone();
-                let cut = cut_rx.clone();
+                let phase = phase.clone();
                 let tls = tls.as_ref().map(|t| t.acceptor());
                 // Everything per connection (the first byte, the handshake) runs on the
                 // connection's own task, bounded, so a slow or silent client never holds up
@@ -237,7 +296,7 @@ pub(super) async fn accept_loop(
                     }
                     let Some(acceptor) = tls else {
                         let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc).into_owned();
-                        drive_connection!(conn, h2, lame, stop, cut);
+                        drive_connection!(conn, h2, phase);
                         return;
                     };
                     // The handshake gets the time a request head gets (a silent client after
@@ -250,7 +309,7 @@ pub(super) async fn accept_loop(
                     };
                     let io = TokioIo::new(FirstByteDeadline::new(tls, head_timeout));
                     let conn = builder.serve_connection_with_upgrades(io, svc).into_owned();
-                    drive_connection!(conn, h2, lame, stop, cut);
+                    drive_connection!(conn, h2, phase);
                 });
             }
             _ = shutdown.changed() => break,

@@ -187,7 +187,8 @@ async fn shutdown_answers_short_calls_and_cancels_the_ones_it_cuts() {
     } else {
         Duration::ZERO
     };
-    let env = env_with(|c| c.shutdown.drain_timeout = Duration::from_millis(800) + pacing).await;
+    let drain = Duration::from_millis(800) + pacing;
+    let env = env_with(|c| c.shutdown.drain_timeout = drain).await;
     let before = env.run_ids(A, "conformance-cancellable").await;
     let long = raw_post(
         &env,
@@ -207,6 +208,7 @@ async fn shutdown_answers_short_calls_and_cancels_the_ones_it_cuts() {
     let host_url = env.host.base_url();
     let client = env.http.clone();
     let Env { host, server, .. } = env;
+    let stopping = std::time::Instant::now();
     let stop = tokio::spawn(async move { server.unwrap().shutdown().await });
     let answer = read_full_json(&mut short).await;
     assert_eq!(
@@ -214,6 +216,13 @@ async fn shutdown_answers_short_calls_and_cancels_the_ones_it_cuts() {
         "an in-flight call within the drain deadline is answered"
     );
     stop.await.unwrap();
+    // The long call's connection is cut at the deadline, not waited for (its client is still
+    // there: it is dropped only below).
+    assert!(
+        stopping.elapsed() < drain + Duration::from_secs(3),
+        "shutdown took {:?} with a drain deadline of {drain:?}",
+        stopping.elapsed()
+    );
     drop(long);
     let wire = long_run.replace('/', "%2F");
     let status = as_v2(
