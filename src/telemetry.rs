@@ -449,7 +449,7 @@ thread_local! {
 /// gathers its `info` and quieter lines. Only a worker that parks gathers, so no other thread
 /// (the blocking pool's, which can stay idle for seconds) ever holds a line back.
 pub fn park_this_thread() {
-    BATCH.with(|b| {
+    let _ = BATCH.try_with(|b| {
         let Ok(mut b) = b.try_borrow_mut() else {
             return;
         };
@@ -463,7 +463,8 @@ pub fn park_this_thread() {
 /// Writes what this thread gathered (the runtime's `on_thread_stop`, and before a line that is
 /// written at once).
 pub fn flush_this_thread() {
-    BATCH.with(|b| {
+    // `try_with`: a line can be written while the thread's locals are being torn down.
+    let _ = BATCH.try_with(|b| {
         if let Ok(mut b) = b.try_borrow_mut() {
             if let Some(batch) = b.as_mut() {
                 batch.flush(write_out);
@@ -474,16 +475,18 @@ pub fn flush_this_thread() {
 
 /// Adds one formatted line to this thread's batch; `false` when the thread does not batch.
 fn gather(line: &[u8]) -> bool {
-    BATCH.with(|b| {
-        let Ok(mut b) = b.try_borrow_mut() else {
-            return false;
-        };
-        let Some(batch) = b.as_mut() else {
-            return false;
-        };
-        batch.push(line, write_out);
-        true
-    })
+    BATCH
+        .try_with(|b| {
+            let Ok(mut b) = b.try_borrow_mut() else {
+                return false;
+            };
+            let Some(batch) = b.as_mut() else {
+                return false;
+            };
+            batch.push(line, write_out);
+            true
+        })
+        .unwrap_or(false)
 }
 
 /// One line's writer: gathered into the thread's batch, or written at once.
