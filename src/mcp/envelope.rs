@@ -635,6 +635,7 @@ fn parse_envelope_inner(
         params,
         progress_token: meta.progress_token,
         meta_at,
+        tasks_declared: caps.as_deref().is_some_and(McpRequest::caps_declare_tasks),
         caps: caps.unwrap_or_else(|| Arc::new(json!({}))),
         caller,
         wants_sse,

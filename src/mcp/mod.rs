@@ -73,6 +73,10 @@ pub struct McpRequest {
     /// `_meta` client capabilities, shared: a client sends the same ones on every request
     /// (src/mcp/envelope.rs `caps_of`).
     pub caps: Arc<Value>,
+    /// Whether `caps` declares the Tasks extension, read once when the request is parsed: a
+    /// task poll asks twice (the dispatch's check and the handler's), two hashed lookups each
+    /// (issue 21).
+    pub(crate) tasks_declared: bool,
     pub caller: Caller,
     /// The first `Accept` entry is `text/event-stream` (§3.2).
     pub wants_sse: bool,
@@ -87,8 +91,12 @@ pub struct McpRequest {
 impl McpRequest {
     /// `clientCapabilities.extensions["io.modelcontextprotocol/tasks"]` is an object (RFC 0198 §A).
     pub fn declares_tasks(&self) -> bool {
-        self.caps
-            .get("extensions")
+        self.tasks_declared
+    }
+
+    /// What [`McpRequest::declares_tasks`] answers for these capabilities.
+    pub(crate) fn caps_declare_tasks(caps: &Value) -> bool {
+        caps.get("extensions")
             .and_then(|e| e.get(TASKS_EXT))
             .is_some_and(Value::is_object)
     }
@@ -127,6 +135,7 @@ impl McpRequest {
             },
             meta_at: if with_params { self.meta_at } else { None },
             caps: self.caps.clone(),
+            tasks_declared: self.tasks_declared,
             caller: self.caller.clone(),
             wants_sse: self.wants_sse,
             accepts_sse: self.accepts_sse,
