@@ -38,7 +38,7 @@ pub struct Stats {
 }
 
 /// What one request's task-local holds: its counter and, when the request runs without a span
-/// of its own, the fields its span would have ([`request_span`]).
+/// of its own, the fields its span would have ([`in_request`]).
 struct Scope {
     stats: Cell<Stats>,
     span: std::cell::RefCell<Option<SpanFields>>,
