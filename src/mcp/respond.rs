@@ -89,12 +89,7 @@ pub fn object_result_response_with(
     out.extend_from_slice(br#","version":"#);
     let _ = serde_json::to_writer(&mut out, &cfg.mcp.server_version);
     out.extend_from_slice(b"}}}}");
-    let mut r = http::Response::new(full(out));
-    r.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    r
+    crate::body::json_response(full(out))
 }
 
 /// A JSON result exactly as given (acks that must carry nothing else).
@@ -124,12 +119,7 @@ pub fn error_response(id: &Value, e: &McpError) -> Response {
 pub fn guarded_json(message: &Value, guard: RunGuard) -> Response {
     let bytes = serde_json::to_vec(message).unwrap_or_default();
     let body = GuardedBody::new(full(bytes), guard);
-    let mut r = http::Response::new(body.boxed_unsync());
-    r.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    r
+    crate::body::json_response(body.boxed_unsync())
 }
 
 /// An SSE body whose frames come from a stream polled by the connection itself (a listen
