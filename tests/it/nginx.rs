@@ -46,8 +46,7 @@ async fn nginx_in_front_of(upstream: &str) -> Nginx {
         .local_addr()
         .unwrap()
         .port();
-    let dir = std::env::temp_dir().join(format!("owsc-nginx-{}-{port}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::support::scratch_dir("nginx");
     let upstream = upstream.trim_start_matches("http://");
     let d = dir.display();
     let conf = format!(

@@ -53,8 +53,7 @@ async fn sigterm_starts_a_lame_duck_that_serves_new_requests_while_readyz_is_503
     let host = openwop_devhost::spawn(Default::default(), "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
-    let dir = std::env::temp_dir().join(format!("owsc-lameduck-{}", free_port()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("lameduck");
     let cfg = dir.join("sidecar.yaml");
     let t = Timings {
         lame_duck_ms: 1_500,
@@ -655,8 +654,7 @@ async fn a_second_sigterm_ends_the_lame_duck_early() {
     let host = openwop_devhost::spawn(Default::default(), "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
-    let dir = std::env::temp_dir().join(format!("owsc-lameduck2-{}", free_port()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("lameduck2");
     let cfg = dir.join("sidecar.yaml");
     let t = Timings {
         lame_duck_ms: 20_000,

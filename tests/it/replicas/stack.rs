@@ -292,12 +292,7 @@ impl Stack {
         h: impl FnOnce(&mut DevHostConfig),
     ) -> Stack {
         let haproxy = haproxy_bin();
-        let dir = std::env::temp_dir().join(format!(
-            "owsc-replicas-{}-{}",
-            std::process::id(),
-            free_port()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::support::scratch_dir("replicas");
         // OPENWOP_TEST_FLAVOR=legacy: the legacy job API behind config/legacy-host.example.yaml,
         // as the other suites do (support::legacy).
         let mut host_cfg = DevHostConfig {

@@ -202,12 +202,23 @@ pub async fn env_with_yaml(
     Env::new(host, server)
 }
 
+/// A new directory under the temp dir, named by `tag`, this process and a counter: a name
+/// made from a free port could be made twice in one run (the port is free again once its
+/// probe closes), and the first test to finish removed the other's directory, logs and all.
+pub fn scratch_dir(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "owsc-{tag}-{}-{}",
+        std::process::id(),
+        rand_suffix()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 /// A directory of its own under the temp dir (`tag` names it) holding `yaml` as `sidecar.yaml`,
 /// for a test that runs the real binary: the directory, to remove, and the file.
 pub fn config_dir(tag: &str, yaml: &str) -> (std::path::PathBuf, std::path::PathBuf) {
-    let dir =
-        std::env::temp_dir().join(format!("owsc-{tag}-{}-{}", std::process::id(), free_port()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir(tag);
     let file = dir.join("sidecar.yaml");
     std::fs::write(&file, yaml).unwrap();
     (dir, file)
