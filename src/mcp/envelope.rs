@@ -1083,16 +1083,6 @@ mod tests {
                 assert_eq!(heads.accept_sse(&h), accept_sse(&h), "{a:?} then {b:?}");
             }
         }
-        let mut h = HeaderMap::new();
-        h.append(
-            http::header::ACCEPT,
-            HeaderValue::from_static("application/json"),
-        );
-        h.append(
-            http::header::ACCEPT,
-            HeaderValue::from_static("text/event-stream"),
-        );
-        assert_eq!(Heads::of(&h).accept_sse(&h), (false, true));
     }
 
     /// The first entry of the first `Accept` value decides `wants_sse`; any entry of any
