@@ -68,7 +68,7 @@ const HEAD_ROOM: usize = 12;
 
 /// A `200` with `body` as `application/json`, its header map sized by [`HEAD_ROOM`].
 pub fn json_response(body: Body) -> Response {
-    let mut headers = http::HeaderMap::with_capacity(HEAD_ROOM);
+    let mut headers = spare_headers();
     headers.insert(
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static("application/json"),
@@ -76,6 +76,55 @@ pub fn json_response(body: Body) -> Response {
     let mut r = http::Response::new(body);
     *r.headers_mut() = headers;
     r
+}
+
+/// The most header maps a thread keeps for reuse ([`recycle_headers`]).
+const SPARE_MAX: usize = 4;
+
+/// A map that can hold more fields than this is not kept: one grown by a request with many
+/// fields would hold its memory for every later answer.
+const SPARE_ROOM_MAX: usize = 64;
+
+thread_local! {
+    /// Emptied header maps of requests and host answers this thread has read, for the next
+    /// answer or host request it builds.
+    static SPARE: std::cell::RefCell<Vec<http::HeaderMap>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// An empty header map with room for [`HEAD_ROOM`] fields: one this thread kept
+/// ([`recycle_headers`]), or a new one.
+///
+/// hyper parses the next message of a connection into the map of the message it just wrote
+/// (the answer's on the MCP connection, the host request's on the host connection), and the
+/// map it parsed into is dropped once its fields are read. Every `tasks/get` therefore made
+/// two maps (two allocations each, beyond the allocator's per-thread cache, and freed on
+/// whichever worker the next message was read) and dropped two (issue 21). Handing each map
+/// it drops to the next one it makes keeps those maps in use instead, as a proxy that moves
+/// one message's map into the next does.
+pub fn spare_headers() -> http::HeaderMap {
+    SPARE
+        .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.pop()))
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| http::HeaderMap::with_capacity(HEAD_ROOM))
+}
+
+/// Keeps `headers`, emptied, for [`spare_headers`]: a map with room for [`HEAD_ROOM`] to
+/// [`SPARE_ROOM_MAX`] fields, while this thread keeps fewer than [`SPARE_MAX`]. Any other is
+/// dropped.
+pub fn recycle_headers(mut headers: http::HeaderMap) {
+    if !(HEAD_ROOM..=SPARE_ROOM_MAX).contains(&headers.capacity()) {
+        return;
+    }
+    headers.clear();
+    let _ = SPARE.try_with(|s| {
+        if let Ok(mut s) = s.try_borrow_mut() {
+            if s.len() < SPARE_MAX {
+                s.push(headers);
+            }
+        }
+    });
 }
 
 /// An OpenWOP-style error envelope (OpenWOP v2 headers.md and errors.md: exactly error, message, details?).
@@ -99,6 +148,42 @@ mod tests {
             .map(|p| Ok(http_body::Frame::data(Bytes::from_static(p.as_bytes()))))
             .collect();
         http_body_util::StreamBody::new(futures_util::stream::iter(frames))
+    }
+
+    /// A kept map comes back empty (no field of the request it held reaches an answer), with
+    /// its room; one grown beyond [`SPARE_ROOM_MAX`] or one too small is not kept, nor more
+    /// than [`SPARE_MAX`].
+    #[test]
+    fn a_recycled_header_map_comes_back_empty_and_only_a_few_are_kept() {
+        let mut h = http::HeaderMap::with_capacity(HEAD_ROOM);
+        h.insert(
+            http::header::AUTHORIZATION,
+            "Bearer secret".parse().unwrap(),
+        );
+        h.append(http::header::ACCEPT, "a".parse().unwrap());
+        h.append(http::header::ACCEPT, "b".parse().unwrap());
+        let room = h.capacity();
+        recycle_headers(h);
+        let again = spare_headers();
+        assert!(again.is_empty());
+        assert_eq!(again.capacity(), room);
+        let answer = json_response(full("{}"));
+        assert_eq!(answer.headers().len(), 1);
+        assert!(answer.headers().get(http::header::AUTHORIZATION).is_none());
+
+        let kept = || SPARE.with(|s| s.borrow().len());
+        recycle_headers(http::HeaderMap::with_capacity(200));
+        recycle_headers(http::HeaderMap::new());
+        assert_eq!(kept(), 0);
+        for _ in 0..SPARE_MAX + 3 {
+            recycle_headers(http::HeaderMap::with_capacity(HEAD_ROOM));
+        }
+        assert_eq!(kept(), SPARE_MAX);
+        // A fresh map when none is kept has the room an MCP request needs.
+        while kept() > 0 {
+            spare_headers();
+        }
+        assert!(spare_headers().capacity() >= HEAD_ROOM);
     }
 
     #[tokio::test]

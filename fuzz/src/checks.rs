@@ -183,7 +183,7 @@ pub fn envelope(data: &[u8]) {
         Ok(Some(req)) => {
             let v = parsed_body.expect("an accepted request is JSON");
             assert_eq!(v["jsonrpc"], "2.0");
-            assert_eq!(Some(&req.method), body_method.as_ref());
+            assert_eq!(Some(req.method.as_ref()), body_method.as_deref());
             assert!(
                 req.id.is_string() || req.id.is_i64() || req.id.is_u64(),
                 "id {:?}",

@@ -297,7 +297,8 @@ impl HostClient {
         // Not sized to what is added: hyper keeps the map of the request it sent and parses
         // the answer's headers into it, so a table with room for the answer's dozen fields
         // spares that parse an allocation (measured: sized to the request, the parse grew it).
-        let mut h = HeaderMap::with_capacity(8 + headers.len());
+        // The map of an answer already read, when this thread kept one (src/body.rs).
+        let mut h = crate::body::spare_headers();
         // `host.versionHeader` (src/config/wire.rs): OpenWOP v2's `OpenWOP-Version: 2.0` by
         // default, another name and value, or none for a host that is not OpenWOP.
         if let Some((n, v)) = &self.mapping.wire.version_header {
@@ -458,12 +459,16 @@ impl HostClient {
         let bytes = crate::body::whole(body)
             .await
             .map_err(|e| HostError::BadBody(format!("the answer broke off: {}", root_cause(&e))))?;
-        if head.status.is_success() {
-            let v = parse(&head.headers, &bytes).map_err(|e| HostError::BadBody(e.to_string()))?;
-            Ok((head.status, v))
+        let res = if head.status.is_success() {
+            parse(&head.headers, &bytes)
+                .map(|v| (head.status, v))
+                .map_err(|e| HostError::BadBody(e.to_string()))
         } else {
             Err(self.error_of(head.status, &head.headers, &bytes))
-        }
+        };
+        // Read: the map goes to the next request this thread builds (src/body.rs).
+        crate::body::recycle_headers(head.headers);
+        res
     }
 
     /// Builds the error of a non-2xx answer, classified by the configured rules.

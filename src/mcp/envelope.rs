@@ -477,7 +477,7 @@ fn parse_envelope_inner(
             McpError::InvalidRequest("jsonrpc must be \"2.0\"".into()),
         ));
     }
-    let Some(method) = obj.method.map(Cow::into_owned) else {
+    let Some(method) = obj.method else {
         return Err((
             id_for_errors,
             McpError::InvalidRequest("method must be a string (responses are not accepted)".into()),
@@ -630,7 +630,11 @@ fn parse_envelope_inner(
     let (wants_sse, accepts_sse) = heads.accept_sse(headers);
     Ok(Parsed::Request(Box::new(McpRequest {
         id: id.unwrap_or(Value::Null),
-        method,
+        // A known name is the mount's own text; only an unknown one is copied.
+        method: match known {
+            Some(m) => Cow::Borrowed(m.name()),
+            None => Cow::Owned(method.into_owned()),
+        },
         known,
         params,
         progress_token: meta.progress_token,
@@ -942,7 +946,7 @@ mod tests {
             r#"{{"jsonrpc":"1.0","jsonrpc":"2.0","id":1,"method":5,"method":"tools/list","params":{{"_meta":{META}}}}}"#
         );
         let r = parse(&headers("tools/list", None), &body).unwrap().unwrap();
-        assert_eq!((r.id, r.method.as_str()), (json!(1), "tools/list"));
+        assert_eq!((r.id, r.method.as_ref()), (json!(1), "tools/list"));
         let body = format!(
             r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","method":{{}},"params":{{"_meta":{META}}}}}"#
         );

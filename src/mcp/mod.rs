@@ -58,8 +58,8 @@ pub const TASKS_EXT: &str = "io.modelcontextprotocol/tasks";
 /// connection's 8 KB request-head buffer alive (docs/benchmarks.md §2, issue 10).
 pub struct McpRequest {
     pub id: Value,
-    /// The method name as sent.
-    pub method: String,
+    /// The method name as sent (the mount's own name, without a copy, when it knows it).
+    pub method: std::borrow::Cow<'static, str>,
     /// The method, when the mount knows its name (`None`: answered `-32601`).
     pub known: Option<Method>,
     /// `params` without its `_meta`: what the mount reads of `_meta` is kept apart
@@ -196,7 +196,9 @@ async fn serve(
         ctx.metrics.request(MethodLabel::UNREAD, "unauthorized");
         return refused;
     }
-    let (parts, body) = req.into_parts();
+    // Only the head's fields are read; its target and extensions are dropped here, not
+    // carried through the request's awaits.
+    let (http::request::Parts { headers, .. }, body) = req.into_parts();
     let max = cfg.limits.max_body_bytes;
     let read = tokio::time::timeout(
         cfg.limits.body_read_timeout,
@@ -236,7 +238,10 @@ async fn serve(
             &McpError::InvalidRequest(format!("JSON nesting deeper than {depth} levels")),
         );
     }
-    let mut parsed = match parse_envelope(&cfg, &parts.headers, &bytes) {
+    let parsed = parse_envelope(&cfg, &headers, &bytes);
+    // Read: the map goes to the next answer this thread builds (src/body.rs).
+    crate::body::recycle_headers(headers);
+    let mut parsed = match parsed {
         Ok(Parsed::Request(r)) => {
             names.set(&r.method, &r.params);
             // Kept boxed: the request is a kilobyte, and the futures it travels into are moved
@@ -291,7 +296,7 @@ async fn dispatch(ctx: Arc<McpContext>, req: Box<McpRequest>) -> Response {
     let label = method::metric_of(req.known);
     let Some(method) = req.known else {
         // ext-tasks §Errors: like initialize, ping and every name this mount does not know.
-        let e = McpError::MethodNotFound(req.method.clone());
+        let e = McpError::MethodNotFound(req.method.to_string());
         ctx.metrics.request(label, e.label());
         return error_response(&req.id, &e);
     };
@@ -306,7 +311,7 @@ async fn dispatch(ctx: Arc<McpContext>, req: Box<McpRequest>) -> Response {
             return error_response(&req.id, &e);
         }
     }
-    let not_found = || Err(McpError::MethodNotFound(req.method.clone()));
+    let not_found = || Err(McpError::MethodNotFound(req.method.to_string()));
     let res: Result<Response, McpError> = match method {
         // The big handlers are boxed so their state machines are not part of every request's
         // future, which is moved (copied whole) several times on its way to the connection
