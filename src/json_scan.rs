@@ -12,7 +12,8 @@
 
 use serde_json::Value;
 
-/// Nesting the scanner follows before it gives up; serde_json's own limit is 128.
+/// Nesting the scanner follows before it gives up (counted from the document's top); serde_json's
+/// own limit is 128.
 const MAX_DEPTH: u32 = 64;
 
 /// The widest integer part read here: 18 digits always fit an `i64`/`u64`, so a longer one
@@ -22,11 +23,35 @@ const MAX_INT_DIGITS: usize = 18;
 pub(crate) struct Scan<'a> {
     text: &'a str,
     i: usize,
+    /// The objects and arrays open where the scanner is, and the most that were open at once.
+    depth: u32,
+    deepest: u32,
 }
 
 impl<'a> Scan<'a> {
     pub(crate) fn new(text: &'a str) -> Self {
-        Scan { text, i: 0 }
+        Scan {
+            text,
+            i: 0,
+            depth: 0,
+            deepest: 0,
+        }
+    }
+
+    /// The deepest nesting read so far: for a whole document read, the depth a byte-wise count
+    /// of its brackets outside strings finds (every string it read is free of escapes).
+    pub(crate) fn deepest(&self) -> u32 {
+        self.deepest
+    }
+
+    /// Enters an object or an array; `None` (give up) beyond [`MAX_DEPTH`].
+    fn open(&mut self) -> Option<()> {
+        if self.depth >= MAX_DEPTH {
+            return None;
+        }
+        self.depth += 1;
+        self.deepest = self.deepest.max(self.depth);
+        Some(())
     }
 
     fn bytes(&self) -> &'a [u8] {
@@ -72,11 +97,6 @@ impl<'a> Scan<'a> {
         }
     }
 
-    /// Any value, checked and passed over.
-    pub(crate) fn skip(&mut self) -> Option<()> {
-        self.skip_at(0)
-    }
-
     /// Any value's text, checked.
     pub(crate) fn raw(&mut self) -> Option<&'a str> {
         let start = self.i;
@@ -99,20 +119,22 @@ impl<'a> Scan<'a> {
         mut member: impl FnMut(&'a str, &mut Self) -> Option<()>,
     ) -> Option<()> {
         self.eat(b'{')?;
+        self.open()?;
         self.ws();
-        if self.eat(b'}').is_some() {
-            return Some(());
-        }
-        loop {
-            let name = self.str()?;
-            self.ws();
-            self.eat(b':')?;
-            self.ws();
-            member(name, self)?;
-            if self.closes(b'}')? {
-                return Some(());
+        if self.eat(b'}').is_none() {
+            loop {
+                let name = self.str()?;
+                self.ws();
+                self.eat(b':')?;
+                self.ws();
+                member(name, self)?;
+                if self.closes(b'}')? {
+                    break;
+                }
             }
         }
+        self.depth -= 1;
+        Some(())
     }
 
     /// After a member or an element: `Some(true)` at the closing `close`, `Some(false)` after
@@ -127,22 +149,25 @@ impl<'a> Scan<'a> {
         (c == b',').then(|| self.ws()).map(|_| false)
     }
 
-    fn skip_at(&mut self, depth: u32) -> Option<()> {
+    /// Any value, checked and passed over.
+    pub(crate) fn skip(&mut self) -> Option<()> {
         match self.peek()? {
             b'"' => self.str().map(drop),
-            b'{' if depth < MAX_DEPTH => self.object(|_, s| s.skip_at(depth + 1)),
-            b'[' if depth < MAX_DEPTH => {
+            b'{' => self.object(|_, s| s.skip()),
+            b'[' => {
                 self.i += 1;
+                self.open()?;
                 self.ws();
-                if self.eat(b']').is_some() {
-                    return Some(());
-                }
-                loop {
-                    self.skip_at(depth + 1)?;
-                    if self.closes(b']')? {
-                        return Some(());
+                if self.eat(b']').is_none() {
+                    loop {
+                        self.skip()?;
+                        if self.closes(b']')? {
+                            break;
+                        }
                     }
                 }
+                self.depth -= 1;
+                Some(())
             }
             b't' => self.literal("true"),
             b'f' => self.literal("false"),

@@ -27,6 +27,8 @@ static TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 pub(super) enum Parsed {
     Request(Box<McpRequest>),
     Notification,
+    /// Nested deeper than `limits.maxJsonDepth` (the limit): refused before it is parsed.
+    TooDeep(usize),
 }
 
 /// A request body as the envelope checks need it, read in one pass without building a
@@ -318,7 +320,11 @@ impl<'de> serde::Deserialize<'de> for Body<'de> {
 /// repeated `_meta` keeps its first place), by [`crate::json_scan`]: `None` when the scanner
 /// gives up, or when the body is not an object (batches and scalars are refused by the
 /// serde path's answer).
-fn scan_body(text: &str) -> Option<Envelope<'_>> {
+///
+/// With a `depth_limit`, a body nested deeper is given up on too, so that the caller's
+/// byte-wise depth check ([`too_deep`]) runs only on the bodies the scanner did not read
+/// whole: for a body it read whole its deepest nesting is what that check would find.
+fn scan_body(text: &str, depth_limit: Option<usize>) -> Option<Envelope<'_>> {
     let mut s = Scan::new(text);
     s.ws();
     let mut e = Envelope::default();
@@ -332,7 +338,8 @@ fn scan_body(text: &str) -> Option<Envelope<'_>> {
         }
         Some(())
     })?;
-    s.at_end().then_some(e)
+    let shallow = depth_limit.is_none_or(|l| s.deepest() as usize <= l);
+    (s.at_end() && shallow).then_some(e)
 }
 
 fn scan_params<'a>(s: &mut Scan<'a>) -> Option<ParamsRead<'a>> {
@@ -409,7 +416,7 @@ pub(super) fn parse_envelope(
     headers: &HeaderMap,
     bytes: &[u8],
 ) -> Result<Parsed, EnvelopeError> {
-    parse_envelope_inner(cfg, headers, bytes).map_err(Box::new)
+    parse_envelope_inner(cfg, headers, bytes, Some(cfg.limits.max_json_depth)).map_err(Box::new)
 }
 
 /// The envelope parser without a server, for the fuzz targets and property tests only:
@@ -421,9 +428,9 @@ pub fn parse_envelope_for_fuzz(
     headers: &HeaderMap,
     bytes: &[u8],
 ) -> Result<Option<McpRequest>, (Value, McpError)> {
-    match parse_envelope_inner(cfg, headers, bytes)? {
+    match parse_envelope_inner(cfg, headers, bytes, None)? {
         Parsed::Request(r) => Ok(Some(*r)),
-        Parsed::Notification => Ok(None),
+        Parsed::Notification | Parsed::TooDeep(_) => Ok(None),
     }
 }
 
@@ -433,17 +440,24 @@ fn parse_envelope_inner(
     cfg: &Config,
     headers: &HeaderMap,
     bytes: &[u8],
+    depth_limit: Option<usize>,
 ) -> Result<Parsed, (Value, McpError)> {
     // Checked as UTF-8 once and read as a `str`, so serde_json skips its check of each string
     // (issue 21); a body that is not UTF-8 is read as bytes and refused as before.
     // The common body is read by the strict scanner (issue 21); one it gives up on (escapes,
     // exponents, anything not JSON) is read by serde_json, which answers every refusal.
-    let read = match std::str::from_utf8(bytes) {
-        Ok(text) => match scan_body(text) {
-            Some(e) => Ok(Body::Object(e)),
-            None => serde_json::from_str::<Body<'_>>(text),
-        },
-        Err(_) => serde_json::from_slice::<Body<'_>>(bytes),
+    // A body nested deeper than the limit is refused before any parse (issue 10); the
+    // scanner counts the depth of the bodies it reads whole, the others are counted here.
+    let text = std::str::from_utf8(bytes).ok();
+    if let Some(e) = text.and_then(|t| scan_body(t, depth_limit)) {
+        return finish(cfg, headers, e);
+    }
+    if let Some(depth) = depth_limit.and_then(|l| too_deep(bytes, l)) {
+        return Ok(Parsed::TooDeep(depth));
+    }
+    let read = match text {
+        Some(text) => serde_json::from_str::<Body<'_>>(text),
+        None => serde_json::from_slice::<Body<'_>>(bytes),
     };
     let obj = match read {
         Err(_) => return Err((Value::Null, McpError::Parse)),
@@ -463,6 +477,16 @@ fn parse_envelope_inner(
             ))
         }
     };
+    finish(cfg, headers, obj)
+}
+
+/// The checks after the body was read as a request object.
+#[allow(clippy::result_large_err)]
+fn finish(
+    cfg: &Config,
+    headers: &HeaderMap,
+    obj: Envelope<'_>,
+) -> Result<Parsed, (Value, McpError)> {
     let id = obj.id;
     // MCP: a request id is a string or an integer; JSON-RPC 2.0 §5: when the id cannot be
     // detected (as here, for a fractional number or an integer beyond 64 bits, which
@@ -781,7 +805,7 @@ fn accept_sse(headers: &HeaderMap) -> (bool, bool) {
 /// search for the closing quote or a backslash (`memchr2`) instead of a byte at a time, which
 /// cost about 3,000 instructions of every request (issue 21). An escape skips the byte after
 /// its backslash; a string that does not end ends the check (the parser refuses the body).
-pub(super) fn too_deep(bytes: &[u8], limit: usize) -> Option<usize> {
+fn too_deep(bytes: &[u8], limit: usize) -> Option<usize> {
     let mut depth = 0usize;
     let mut i = 0;
     while let Some(&b) = bytes.get(i) {
@@ -900,6 +924,35 @@ mod tests {
                         "{:?} at limit {limit}",
                         String::from_utf8_lossy(&b[..end])
                     );
+                }
+            }
+        }
+    }
+
+    /// A request is refused for its depth exactly when the byte-wise check refuses it, whether
+    /// the scanner reads it (plain strings) or serde_json does (an escape), at every limit
+    /// around its depth: the scanner's count stands in for the check only where they agree.
+    #[test]
+    fn a_body_nested_beyond_the_limit_is_refused_whoever_reads_it() {
+        let h = headers("tasks/get", Some("t~2F1"));
+        for extra in 0..6 {
+            let nest = format!("{}1{}", "[".repeat(extra), "]".repeat(extra));
+            for task in ["t~2F1", "t~2F\\u0031"] {
+                let body = format!(
+                    r#"{{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{{"taskId":"{task}","x":{nest},"_meta":{META}}}}}"#
+                );
+                for limit in 0..12 {
+                    let got =
+                        parse_envelope_inner(&Config::defaults(), &h, body.as_bytes(), Some(limit));
+                    let refused = matches!(got, Ok(Parsed::TooDeep(l)) if l == limit);
+                    assert_eq!(
+                        refused,
+                        too_deep_bytewise(body.as_bytes(), limit).is_some(),
+                        "{body} at limit {limit}"
+                    );
+                    if !refused {
+                        assert!(matches!(got, Ok(Parsed::Request(_))), "{body} at {limit}");
+                    }
                 }
             }
         }
@@ -1035,13 +1088,14 @@ mod tests {
         ];
         let mut read = 0;
         for b in &bodies {
-            let fast = scan_body(b).map(|e| format!("{e:?}"));
+            let fast = scan_body(b, None).map(|e| format!("{e:?}"));
             assert!(fast.is_some(), "the scanner gave up on {b}");
             assert_eq!(fast, serde(b), "{b}");
             for cut in 0..b.len() {
                 let Some(t) = b.get(..cut) else { continue };
                 assert!(
-                    scan_body(t).is_none() || scan_body(t).map(|e| format!("{e:?}")) == serde(t),
+                    scan_body(t, None).is_none()
+                        || scan_body(t, None).map(|e| format!("{e:?}")) == serde(t),
                     "{t}"
                 );
             }
@@ -1054,7 +1108,7 @@ mod tests {
                     let Ok(t) = String::from_utf8(bytes) else {
                         continue;
                     };
-                    if let Some(e) = scan_body(&t) {
+                    if let Some(e) = scan_body(&t, None) {
                         read += 1;
                         assert_eq!(Some(format!("{e:?}")), serde(&t), "{t}");
                     }

@@ -39,7 +39,7 @@ use crate::telemetry::MethodLabel;
 pub use context::{Lasting, McpContext};
 #[doc(hidden)]
 pub use envelope::parse_envelope_for_fuzz;
-use envelope::{parse_envelope, too_deep, Parsed};
+use envelope::{parse_envelope, Parsed};
 pub use error::McpError;
 use method::{Capability, Method};
 pub use respond::{error_response, result_response};
@@ -232,12 +232,6 @@ async fn serve(
             );
         }
     };
-    if let Some(depth) = too_deep(&bytes, cfg.limits.max_json_depth) {
-        return error_response(
-            &Value::Null,
-            &McpError::InvalidRequest(format!("JSON nesting deeper than {depth} levels")),
-        );
-    }
     let parsed = parse_envelope(&cfg, &headers, &bytes);
     // Read: the map goes to the next answer this thread builds (src/body.rs).
     crate::body::recycle_headers(headers);
@@ -252,6 +246,12 @@ async fn serve(
             let mut r = http::Response::new(empty());
             *r.status_mut() = StatusCode::ACCEPTED;
             return r;
+        }
+        Ok(Parsed::TooDeep(depth)) => {
+            return error_response(
+                &Value::Null,
+                &McpError::InvalidRequest(format!("JSON nesting deeper than {depth} levels")),
+            );
         }
         Err(b) => {
             let (id, e) = *b;
