@@ -155,6 +155,19 @@ pub fn method_name(method: &str) -> std::borrow::Cow<'static, str> {
     }
 }
 
+/// [`method_name`] of the name the envelope read: a name the mount knows is its own text
+/// already (src/mcp/envelope.rs), shared without a search of the list.
+#[allow(
+    clippy::ptr_arg,
+    reason = "whether the name is borrowed (the mount's own) is what is read"
+)]
+pub fn method_label(method: &std::borrow::Cow<'static, str>) -> std::borrow::Cow<'static, str> {
+    match method {
+        std::borrow::Cow::Borrowed(known) => std::borrow::Cow::Borrowed(known),
+        std::borrow::Cow::Owned(sent) => method_name(sent),
+    }
+}
+
 /// Counts a finished host call (a no-op outside a request's scope).
 pub fn host_call(status: UpstreamStatus, took: Duration) {
     let _ = STATS.try_with(|c| {
@@ -199,18 +212,26 @@ impl Names {
 
     /// Records the method and, for the methods that name one, the tool or task. Values come
     /// from the caller, so they are cut short and escaped to keep the line one line.
-    pub fn set(&mut self, method: &str, params: &serde_json::Map<String, serde_json::Value>) {
+    #[allow(
+        clippy::ptr_arg,
+        reason = "whether the name is borrowed (the mount's own) is what is read"
+    )]
+    pub fn set(
+        &mut self,
+        method: &std::borrow::Cow<'static, str>,
+        params: &serde_json::Map<String, serde_json::Value>,
+    ) {
         if !self.on {
             return;
         }
-        self.method = Some(method_name(method));
+        self.method = Some(method_label(method));
         let read = |key: &str| {
             params
                 .get(key)
                 .and_then(serde_json::Value::as_str)
                 .map(printable)
         };
-        match method {
+        match method.as_ref() {
             "tools/call" => self.tool = read("name"),
             "tasks/get" | "tasks/update" | "tasks/cancel" => self.task_id = read("taskId"),
             _ => {}
@@ -347,7 +368,7 @@ struct StatusLabel(UpstreamStatus);
 impl std::fmt::Display for StatusLabel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.0 {
-            UpstreamStatus::Http(code) => write!(f, "{}", code.as_u16()),
+            UpstreamStatus::Http(code) => f.write_str(code.as_str()),
             UpstreamStatus::Timeout => f.write_str("timeout"),
             UpstreamStatus::Unavailable => f.write_str("unavailable"),
             UpstreamStatus::BadBody => f.write_str("bad_body"),
@@ -670,6 +691,25 @@ fn plain(s: &str) -> bool {
 mod tests {
     use super::*;
 
+    /// The access line names a method the mount knows by the same text whether it was read as
+    /// the mount's own name or as the caller's copy, and any other name as `method_name` does.
+    #[test]
+    fn a_method_is_named_alike_however_its_name_was_read() {
+        use std::borrow::Cow;
+        for m in crate::mcp::method::Method::ALL {
+            let own = method_label(&Cow::Borrowed(m.name()));
+            assert!(matches!(own, Cow::Borrowed(_)));
+            assert_eq!(own, method_name(m.name()));
+            assert_eq!(method_label(&Cow::Owned(m.name().to_owned())), own);
+        }
+        for sent in ["ping", "initialize", "no/such\u{7}"] {
+            assert_eq!(
+                method_label(&Cow::Owned(sent.to_owned())),
+                method_name(sent)
+            );
+        }
+    }
+
     /// A line formatted while another is (a nested call) gets a buffer of its own, and the
     /// outer line's text is left as it was; each call starts empty.
     #[test]
@@ -724,10 +764,10 @@ mod tests {
         let params = serde_json::json!({"name": "a\nb", "arguments": {"secret": "x"}});
         let params = params.as_object().unwrap();
         let mut off = Names::new(false);
-        off.set("tools/call", params);
+        off.set(&"tools/call".into(), params);
         assert!(off.method.is_none() && off.tool.is_none());
         let mut on = Names::new(true);
-        on.set("tools/call", params);
+        on.set(&"tools/call".into(), params);
         assert_eq!(on.tool.as_deref(), Some("a\\nb"));
         assert_eq!(on.method.as_deref(), Some("tools/call"));
     }
@@ -850,11 +890,11 @@ mod tests {
             };
             let mut names = Names::new(true);
             let odd = serde_json::json!({"taskId": "ac\"me\\~2F\u{7}r-é\n'x"});
-            names.set("tasks/get", odd.as_object().unwrap());
+            names.set(&"tasks/get".into(), odd.as_object().unwrap());
             write_line(&names, "json", 200, stats, Instant::now(), None);
             let plain = serde_json::json!({"name": "conformance-noop"});
             let mut names = Names::new(true);
-            names.set("tools/call", plain.as_object().unwrap());
+            names.set(&"tools/call".into(), plain.as_object().unwrap());
             write_line(
                 &names,
                 "sse",

@@ -266,7 +266,7 @@ async fn serve(
     // fields and a `warn` line of the host call opens the span itself
     // (`access::spans_needed`).
     let fields = crate::access::SpanFields {
-        method: crate::access::method_name(&parsed.method),
+        method: crate::access::method_label(&parsed.method),
         rpc_id: parsed.id.clone(),
         traceparent: parsed.caller.traceparent.clone(),
     };

@@ -357,7 +357,7 @@ impl<'a> DetailedTask<'a> {
         out.extend_from_slice(br#","lastUpdatedAt":"#);
         write_str(out, self.last_updated_at);
         out.extend_from_slice(br#","ttlMs":null,"pollIntervalMs":"#);
-        let _ = serde_json::to_writer(&mut *out, &self.poll_interval_ms);
+        out.extend_from_slice(itoa::Buffer::new().format(self.poll_interval_ms).as_bytes());
         if let Some(m) = &self.input_requests {
             out.extend_from_slice(br#","inputRequests":"#);
             let _ = serde_json::to_writer(&mut *out, m);

@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 use super::{McpError, META_SERVER_INFO};
 use crate::body::{full, BoxError, Response};
 use crate::config::Config;
+use crate::json_scan::write_str;
 use crate::ownership::{GuardedBody, RunGuard};
 
 /// Adds `_meta.serverInfo` (MCP 2026-07-28 Basic §_meta: servers SHOULD put it in every result).
@@ -82,12 +83,14 @@ pub fn object_result_response_with(
     if out.len() > start + 1 {
         out.push(b',');
     }
+    // The strings as serde_json writes them, without its per-character escaping pass for the
+    // (plain) text of every answer (issue 21).
     out.extend_from_slice(br#""_meta":{"#);
-    let _ = serde_json::to_writer(&mut out, META_SERVER_INFO);
+    write_str(&mut out, META_SERVER_INFO);
     out.extend_from_slice(br#":{"name":"#);
-    let _ = serde_json::to_writer(&mut out, &cfg.mcp.server_name);
+    write_str(&mut out, &cfg.mcp.server_name);
     out.extend_from_slice(br#","version":"#);
-    let _ = serde_json::to_writer(&mut out, &cfg.mcp.server_version);
+    write_str(&mut out, &cfg.mcp.server_version);
     out.extend_from_slice(b"}}}}");
     crate::body::json_response(full(out))
 }
