@@ -275,23 +275,147 @@ fn write_line(
     started: Instant,
     stream: Option<&str>,
 ) {
-    let slowest = stats
-        .slowest
-        .map(|(_, s)| tracing::field::display(StatusLabel(s)));
-    tracing::info!(
-        target: TARGET,
-        method = names.method.as_deref().unwrap_or("-"),
-        tool = names.tool.as_deref(),
-        task_id = names.task_id.as_deref(),
+    let duration_ms = started.elapsed().as_millis() as u64;
+    let line = Line {
+        names,
         mode,
         status,
-        rpc_code = stats.rpc_code,
-        duration_ms = started.elapsed().as_millis() as u64,
-        host_calls = stats.host_calls,
-        host_slowest_status = slowest,
+        stats,
+        duration_ms,
         stream,
-        "mcp request"
-    );
+    };
+    let direct = DIRECT.load(std::sync::atomic::Ordering::Relaxed) && outside_spans();
+    // A time the kept timestamp cannot write (before 1970, after 9999) is the subscriber's.
+    let written = direct
+        && with_buffer(|w| {
+            if !timestamp(std::time::SystemTime::now(), w) {
+                return false;
+            }
+            w.push_str("  INFO ");
+            w.push_str(TARGET);
+            w.push_str(": ");
+            line.write_fields(w);
+            w.push('\n');
+            crate::telemetry::write_info_line(w.as_bytes());
+            true
+        });
+    if !written {
+        line.emit();
+    }
+}
+
+/// Whether access lines are written by [`Line::write_fields`] directly, not through the
+/// subscriber: set by src/telemetry.rs when it installed the text format without colours and a
+/// filter that selects by target and level alone (`RUST_LOG` without `[span]` or `{field}`
+/// parts), where the subscriber would write the very same bytes to the same place.
+///
+/// The subscriber's path for one line — the event's dispatch, the per-layer filter's
+/// bookkeeping, a visitor call per field through `dyn` values, the line copied into the fmt
+/// layer's own buffer — was about 3,300 instructions of every `tasks/get` (issue 21); the
+/// fields are few and fixed, so they are written here as text. An access line inside a span
+/// (none is written so, but the full format would prefix the span) still goes through the
+/// subscriber.
+static DIRECT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// See [`DIRECT`].
+pub fn write_directly(on: bool) {
+    DIRECT.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn outside_spans() -> bool {
+    tracing::dispatcher::get_default(|d| !d.current_span().is_known())
+}
+
+/// One access line's values.
+struct Line<'a> {
+    names: &'a Names,
+    mode: &'a str,
+    status: u16,
+    stats: Stats,
+    duration_ms: u64,
+    stream: Option<&'a str>,
+}
+
+impl Line<'_> {
+    /// The line as an event of the subscriber's.
+    fn emit(&self) {
+        let slowest = self
+            .stats
+            .slowest
+            .map(|(_, s)| tracing::field::display(StatusLabel(s)));
+        tracing::info!(
+            target: TARGET,
+            method = self.names.method.as_deref().unwrap_or("-"),
+            tool = self.names.tool.as_deref(),
+            task_id = self.names.task_id.as_deref(),
+            mode = self.mode,
+            status = self.status,
+            rpc_code = self.stats.rpc_code,
+            duration_ms = self.duration_ms,
+            host_calls = self.stats.host_calls,
+            host_slowest_status = slowest,
+            stream = self.stream,
+            "mcp request"
+        );
+    }
+
+    /// The text [`TextFormat`] writes after the target for [`Line::emit`]'s event: the message,
+    /// then each field that has a value, as [`FastFields`] writes it.
+    fn write_fields(&self, w: &mut String) {
+        let string = |w: &mut String, name: &str, v: &str| {
+            w.push(' ');
+            w.push_str(name);
+            w.push('=');
+            quoted(w, v);
+        };
+        let number = |w: &mut String, name: &str, v: &str| {
+            w.push(' ');
+            w.push_str(name);
+            w.push('=');
+            w.push_str(v);
+        };
+        w.push_str("mcp request");
+        string(w, "method", self.names.method.as_deref().unwrap_or("-"));
+        if let Some(t) = &self.names.tool {
+            string(w, "tool", t);
+        }
+        if let Some(t) = &self.names.task_id {
+            string(w, "task_id", t);
+        }
+        string(w, "mode", self.mode);
+        number(w, "status", itoa::Buffer::new().format(self.status));
+        if let Some(c) = self.stats.rpc_code {
+            number(w, "rpc_code", itoa::Buffer::new().format(c));
+        }
+        number(
+            w,
+            "duration_ms",
+            itoa::Buffer::new().format(self.duration_ms),
+        );
+        number(
+            w,
+            "host_calls",
+            itoa::Buffer::new().format(self.stats.host_calls),
+        );
+        if let Some((_, s)) = self.stats.slowest {
+            w.push_str(" host_slowest_status=");
+            let _ = std::fmt::Write::write_fmt(w, format_args!("{}", StatusLabel(s)));
+        }
+        if let Some(s) = self.stream {
+            string(w, "stream", s);
+        }
+    }
+}
+
+/// A string value as [`FastFields`] writes it (`{:?}`).
+fn quoted(w: &mut String, value: &str) {
+    if plain(value) {
+        w.push('"');
+        w.push_str(value);
+        w.push('"');
+    } else {
+        let _ = std::fmt::Write::write_fmt(w, format_args!("{value:?}"));
+    }
 }
 
 /// An SSE answer's body, polled inside the request's counter; writes the access line when it
@@ -558,17 +682,11 @@ impl FastFields<'_> {
 
 impl tracing::field::Visit for FastFields<'_> {
     fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
-        use std::fmt::Write as _;
         self.name(field);
         if field.name() == "message" {
             self.w.push_str(value);
-        } else if plain(value) {
-            // What `{:?}` writes for printable ASCII without `"` or `\`.
-            self.w.push('"');
-            self.w.push_str(value);
-            self.w.push('"');
         } else {
-            let _ = write!(self.w, "{value:?}");
+            quoted(self.w, value);
         }
     }
 
@@ -878,6 +996,69 @@ mod tests {
         ));
         assert!(!timestamp(UNIX_EPOCH - Duration::from_secs(1), &mut out));
         assert!(out.is_empty());
+    }
+
+    /// An access line written directly (`DIRECT`) is byte for byte what the subscriber writes
+    /// for its event, in both text formats, for every field present or absent and for odd
+    /// values.
+    #[test]
+    fn the_direct_access_line_is_the_subscribers_line() {
+        let mut odd = Names::new(true);
+        odd.set(
+            &"tasks/get".into(),
+            serde_json::json!({"taskId": "ac\"me\\~2F\u{7}r-é\n'x"})
+                .as_object()
+                .unwrap(),
+        );
+        let mut tool = Names::new(true);
+        tool.set(
+            &"tools/call".into(),
+            serde_json::json!({"name": "conformance-noop"})
+                .as_object()
+                .unwrap(),
+        );
+        let mut unknown = Names::new(true);
+        unknown.set(
+            &std::borrow::Cow::Owned("no/such".into()),
+            &serde_json::Map::new(),
+        );
+        let none = Names::new(true);
+        let statuses = [
+            None,
+            Some(UpstreamStatus::Http(http::StatusCode::OK)),
+            Some(UpstreamStatus::Http(http::StatusCode::SERVICE_UNAVAILABLE)),
+            Some(UpstreamStatus::Timeout),
+            Some(UpstreamStatus::Unavailable),
+            Some(UpstreamStatus::BadBody),
+        ];
+        let mut lines = Vec::new();
+        for names in [&odd, &tool, &unknown, &none] {
+            for (i, slowest) in statuses.iter().enumerate() {
+                lines.push(Line {
+                    names,
+                    mode: ["json", "sse", "202"][i % 3],
+                    status: [200, 202, 403, 413][i % 4],
+                    stats: Stats {
+                        host_calls: i as u32,
+                        slowest: slowest.map(|s| (Duration::from_millis(3), s)),
+                        rpc_code: [None, Some(-32602), Some(7)][i % 3],
+                    },
+                    duration_ms: [0, 17, u64::MAX][i % 3],
+                    stream: [None, Some("complete"), Some("closed")][i % 3],
+                });
+            }
+        }
+        let emit = || lines.iter().for_each(Line::emit);
+        let direct: Vec<String> = lines
+            .iter()
+            .map(|l| {
+                let mut w = format!("2026-07-28T12:00:00.000000Z  INFO {TARGET}: ");
+                l.write_fields(&mut w);
+                w.split_once(' ').unwrap().1.to_string()
+            })
+            .collect();
+        assert_eq!(direct, lines_with(true, &emit));
+        assert_eq!(direct, lines_with(false, &emit));
     }
 
     #[test]

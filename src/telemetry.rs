@@ -354,6 +354,10 @@ pub fn init(level: &str, json: bool, otlp: Option<opentelemetry_sdk::trace::SdkT
         let _ = LEVEL.set(Box::new(move |f| {
             let _ = handle.reload(f);
         }));
+        let text_plain = !json && !ansi;
+        TEXT_PLAIN.store(text_plain, std::sync::atomic::Ordering::Relaxed);
+        let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| level.to_owned());
+        crate::access::write_directly(access_direct(text_plain, &filter));
     }
 }
 
@@ -489,6 +493,24 @@ fn gather(line: &[u8]) -> bool {
         .unwrap_or(false)
 }
 
+/// Writes one whole `info` line as the fmt layer's writer would ([`Line::Gather`]): into this
+/// thread's batch, or at once (src/access.rs writes its access lines so).
+pub fn write_info_line(line: &[u8]) {
+    if !gather(line) {
+        write_out(line);
+    }
+}
+
+/// Whether access lines may bypass the subscriber (src/access.rs `DIRECT`): the text format
+/// without colours is installed, and the filter selects by target and level alone (a `[span]`
+/// or `{field}` part makes an event's fate depend on more than its callsite).
+fn access_direct(text_plain: bool, filter: &str) -> bool {
+    text_plain && !filter.contains('[') && !filter.contains('{')
+}
+
+/// The text format without colours was installed ([`init`]), for [`set_level`].
+static TEXT_PLAIN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// One line's writer: gathered into the thread's batch, or written at once.
 enum Line {
     Gather,
@@ -538,12 +560,28 @@ pub fn set_level(level: &str) {
     if let Some(reload) = LEVEL.get() {
         if let Ok(f) = tracing_subscriber::EnvFilter::try_new(level) {
             reload(f);
+            let text_plain = TEXT_PLAIN.load(std::sync::atomic::Ordering::Relaxed);
+            crate::access::write_directly(access_direct(text_plain, level));
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+
+    /// Access lines bypass the subscriber only where it would write them unchanged: the
+    /// plain text format, a filter of targets and levels.
+    #[test]
+    fn access_lines_bypass_the_subscriber_only_under_a_plain_filter_and_text() {
+        assert!(super::access_direct(true, "info"));
+        assert!(super::access_direct(
+            true,
+            "warn,openwop_mcp_sidecar::access=info"
+        ));
+        assert!(!super::access_direct(false, "info"));
+        assert!(!super::access_direct(true, "info,[mcp]=debug"));
+        assert!(!super::access_direct(true, "[{method=tasks/get}]=info"));
+    }
 
     #[test]
     fn a_batch_writes_every_line_once_in_order_whole_and_within_pipe_buf() {
