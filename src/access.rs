@@ -323,7 +323,7 @@ pub fn write_directly(on: bool) {
 }
 
 fn outside_spans() -> bool {
-    tracing::dispatcher::get_default(|d| !d.current_span().is_known())
+    tracing::dispatcher::get_default(|d| d.current_span().id().is_none())
 }
 
 /// One access line's values.
@@ -996,6 +996,21 @@ mod tests {
         ));
         assert!(!timestamp(UNIX_EPOCH - Duration::from_secs(1), &mut out));
         assert!(out.is_empty());
+    }
+
+    /// The direct path is taken outside spans only (the full format prefixes a span's name).
+    #[test]
+    fn an_access_line_goes_around_the_subscriber_only_outside_spans() {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        let sub = tracing_subscriber::registry().with(tracing_subscriber::fmt::layer());
+        tracing::subscriber::with_default(sub, || {
+            assert!(outside_spans());
+            let span = tracing::info_span!("mcp");
+            let entered = span.enter();
+            assert!(!outside_spans());
+            drop(entered);
+            assert!(outside_spans());
+        });
     }
 
     /// An access line written directly (`DIRECT`) is byte for byte what the subscriber writes
