@@ -375,7 +375,15 @@ impl Line<'_> {
             w.push_str(v);
         };
         w.push_str("mcp request");
-        string(w, "method", self.names.method.as_deref().unwrap_or("-"));
+        match &self.names.method {
+            // The mount's own names are plain text, written as `{:?}` would without a check.
+            Some(std::borrow::Cow::Borrowed(known)) => {
+                w.push_str(" method=\"");
+                w.push_str(known);
+                w.push('"');
+            }
+            m => string(w, "method", m.as_deref().unwrap_or("-")),
+        }
         if let Some(t) = &self.names.tool {
             string(w, "tool", t);
         }
@@ -399,7 +407,7 @@ impl Line<'_> {
         );
         if let Some((_, s)) = self.stats.slowest {
             w.push_str(" host_slowest_status=");
-            let _ = std::fmt::Write::write_fmt(w, format_args!("{}", StatusLabel(s)));
+            w.push_str(StatusLabel(s).text());
         }
         if let Some(s) = self.stream {
             string(w, "stream", s);
@@ -489,14 +497,20 @@ pub fn host_failure(op: Operation, method: &http::Method, path: &str, e: &crate:
 /// A host call's status as the access line shows it: the HTTP status, or the transport failure.
 struct StatusLabel(UpstreamStatus);
 
+impl StatusLabel {
+    fn text(&self) -> &str {
+        match &self.0 {
+            UpstreamStatus::Http(code) => code.as_str(),
+            UpstreamStatus::Timeout => "timeout",
+            UpstreamStatus::Unavailable => "unavailable",
+            UpstreamStatus::BadBody => "bad_body",
+        }
+    }
+}
+
 impl std::fmt::Display for StatusLabel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0 {
-            UpstreamStatus::Http(code) => f.write_str(code.as_str()),
-            UpstreamStatus::Timeout => f.write_str("timeout"),
-            UpstreamStatus::Unavailable => f.write_str("unavailable"),
-            UpstreamStatus::BadBody => f.write_str("bad_body"),
-        }
+        f.write_str(self.text())
     }
 }
 

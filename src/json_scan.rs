@@ -253,18 +253,25 @@ fn plain_len(b: &[u8]) -> Option<usize> {
 /// serde_json would write it as it is, between quotes.
 pub(crate) fn is_plain(s: &str) -> bool {
     let b = s.as_bytes();
+    let word = |c: &[u8]| <[u8; 8]>::try_from(c).map(u64::from_le_bytes);
+    if b.len() < 8 {
+        // Padded with bytes that flag nothing.
+        let mut pad = [b'a'; 8];
+        for (p, &c) in pad.iter_mut().zip(b) {
+            *p = c;
+        }
+        return special(u64::from_le_bytes(pad)) == 0;
+    }
     let mut chunks = b.chunks_exact(8);
     for c in chunks.by_ref() {
-        if let Ok(c) = <[u8; 8]>::try_from(c) {
-            if special(u64::from_le_bytes(c)) != 0 {
-                return false;
-            }
+        if word(c).map_or(true, |w| special(w) != 0) {
+            return false;
         }
     }
-    chunks
-        .remainder()
-        .iter()
-        .all(|&c| c >= 0x20 && c != b'"' && c != b'\\')
+    // The tail as the last eight bytes, overlapping what was checked (no byte loop).
+    chunks.remainder().is_empty()
+        || b.get(b.len() - 8..)
+            .is_some_and(|c| word(c).is_ok_and(|w| special(w) == 0))
 }
 
 /// Appends `s` as serde_json writes a string: as it is between quotes when it needs no
