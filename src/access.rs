@@ -1032,24 +1032,22 @@ mod tests {
     /// values.
     #[test]
     fn the_direct_access_line_is_the_subscribers_line() {
-        let mut odd = Names::new(true);
-        odd.set(
-            &"tasks/get".into(),
-            serde_json::json!({"taskId": "ac\"me\\~2F\u{7}r-é\n'x"})
-                .as_object()
-                .unwrap(),
+        let names = |method: std::borrow::Cow<'static, str>, params: serde_json::Value| {
+            let mut n = Names::new(true);
+            n.set(&method, params.as_object().unwrap());
+            n
+        };
+        let odd = names(
+            "tasks/get".into(),
+            serde_json::json!({"taskId": "ac\"me\\~2F\u{7}r-é\n'x"}),
         );
-        let mut tool = Names::new(true);
-        tool.set(
-            &"tools/call".into(),
-            serde_json::json!({"name": "conformance-noop"})
-                .as_object()
-                .unwrap(),
+        let tool = names(
+            "tools/call".into(),
+            serde_json::json!({"name": "conformance-noop"}),
         );
-        let mut unknown = Names::new(true);
-        unknown.set(
-            &std::borrow::Cow::Owned("no/such".into()),
-            &serde_json::Map::new(),
+        let unknown = names(
+            std::borrow::Cow::Owned("no/such".into()),
+            serde_json::json!({}),
         );
         let none = Names::new(true);
         let statuses = [
