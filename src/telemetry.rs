@@ -523,10 +523,10 @@ impl std::io::Write for Line {
         Ok(buf.len())
     }
     fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
-        if matches!(self, Line::Gather) && gather(buf) {
-            return Ok(());
+        match self {
+            Line::Gather => write_info_line(buf),
+            Line::Now => write_out(buf),
         }
-        write_out(buf);
         Ok(())
     }
     fn flush(&mut self) -> std::io::Result<()> {
