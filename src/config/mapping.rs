@@ -327,8 +327,18 @@ impl Default for Mapping {
 impl Mapping {
     /// Canonical status of a host status value; unmapped values are kept as unknown.
     pub fn status(&self, host_value: &str) -> RunStatus {
-        self.statuses
-            .get(host_value)
+        // A host names a handful of statuses: comparing them is cheaper than hashing the
+        // value with SipHash, once per run read (issue 21). The keys are distinct, so the
+        // first match is the only one.
+        let found = if self.statuses.len() <= 16 {
+            self.statuses
+                .iter()
+                .find(|(k, _)| k.as_str() == host_value)
+                .map(|(_, v)| v)
+        } else {
+            self.statuses.get(host_value)
+        };
+        found
             .cloned()
             .unwrap_or_else(|| RunStatus::Unknown(host_value.to_string()))
     }
@@ -917,6 +927,38 @@ mod tests {
         assert_eq!(IdEncoding::Tilde.encode("acme/r-1"), "acme~2Fr-1");
         assert_eq!(IdEncoding::Percent.encode("anon:x/y"), "anon%3Ax%2Fy");
         assert_eq!(IdEncoding::Raw.encode("operations/op-1"), "operations/op-1");
+    }
+
+    /// A few statuses are compared one by one and many are hashed: a host value maps alike
+    /// either way, and an unmapped one stays unknown with its own spelling.
+    #[test]
+    fn a_host_status_maps_alike_however_many_are_mapped() {
+        let few = Mapping::default();
+        assert!(
+            few.statuses.len() <= 16,
+            "the default mapping is the short path"
+        );
+        let mut many = Mapping::default();
+        for i in 0..40 {
+            many.statuses
+                .insert(format!("extra-{i}"), RunStatus::Paused);
+        }
+        for m in [&few, &many] {
+            for (host, canonical) in &few.statuses {
+                assert_eq!(&m.status(host), canonical, "{host}");
+            }
+            assert_eq!(
+                m.status("Running"),
+                RunStatus::Unknown("Running".into()),
+                "no case folding"
+            );
+            assert_eq!(m.status(""), RunStatus::Unknown(String::new()));
+        }
+        assert_eq!(many.status("extra-39"), RunStatus::Paused);
+        assert_eq!(
+            few.status("extra-39"),
+            RunStatus::Unknown("extra-39".into())
+        );
     }
 
     #[test]

@@ -385,7 +385,12 @@ impl HostClient {
                 // kB, and a blocked call or a listen keeps the futures that await host calls
                 // alive for the run's lifetime. Inline, that space is held at rest, once per
                 // open stream; boxed, only while an exchange is in flight (issue 9).
-                Ok(req) => Box::pin(self.once_head(req, timeout, &parse)).await,
+                // The exchange's deadline counts from the clock read that times the call
+                // (one read, not two, per host call; issue 21).
+                Ok(req) => {
+                    let deadline = tokio::time::Instant::from_std(started) + timeout;
+                    Box::pin(self.once_by(req, deadline, &parse)).await
+                }
                 // Nothing was sent, so this is no host call (no metric, no access line).
                 Err(BadTarget::Caller(m)) => return Err(HostError::NotSent(m)),
                 Err(e) => Err(e.into()),
@@ -443,7 +448,18 @@ impl HostClient {
         timeout: Duration,
         parse: impl Fn(&HeaderMap, &[u8]) -> Result<T, serde_json::Error>,
     ) -> Result<(StatusCode, T), HostError> {
-        tokio::time::timeout(timeout, self.exchange(req, parse))
+        self.once_by(req, tokio::time::Instant::now() + timeout, parse)
+            .await
+    }
+
+    /// [`HostClient::once_head`] bounded by a deadline.
+    async fn once_by<T>(
+        &self,
+        req: Request<Body>,
+        deadline: tokio::time::Instant,
+        parse: impl Fn(&HeaderMap, &[u8]) -> Result<T, serde_json::Error>,
+    ) -> Result<(StatusCode, T), HostError> {
+        tokio::time::timeout_at(deadline, self.exchange(req, parse))
             .await
             .unwrap_or(Err(HostError::Timeout))
     }

@@ -200,11 +200,15 @@ async fn serve(
     // carried through the request's awaits.
     let (http::request::Parts { headers, .. }, body) = req.into_parts();
     let max = cfg.limits.max_body_bytes;
-    let read = tokio::time::timeout(
-        cfg.limits.body_read_timeout,
-        crate::body::whole(Limited::new(body, max)),
-    )
-    .await;
+    let mut whole = std::pin::pin!(crate::body::whole(Limited::new(body, max)));
+    // A body sent with its head (every SDK's request) is whole at the first look: no timer
+    // is made for it (a clock read and the timer's entry, per request; issue 21). Any other
+    // body is read against `limits.bodyReadTimeoutMs`; the look registered no waker of ours,
+    // and the timed read polls the same future again with the task's own.
+    let read = match futures_util::FutureExt::now_or_never(whole.as_mut()) {
+        Some(done) => Ok(done),
+        None => tokio::time::timeout(cfg.limits.body_read_timeout, whole).await,
+    };
     let bytes = match read {
         Ok(Ok(b)) => b,
         Ok(Err(e))

@@ -163,7 +163,7 @@ async fn shape_of(
     req: &McpRequest,
     run: &RunSnapshot,
 ) -> Result<Shape, McpError> {
-    if !matches!(run.status, RunStatus::Completed) {
+    if !needs_catalog(run) {
         return Ok(Shape::Run);
     }
     // Boxed: the catalog's cache lookup is a 4 kB future, and inline it would be part of
@@ -173,8 +173,14 @@ async fn shape_of(
     Ok(tools.shape_of_workflow(&run.workflow_id))
 }
 
+/// Only a completed run's result is shaped by its tool's `outputSchema` ([`shape_of`]).
+fn needs_catalog(run: &RunSnapshot) -> bool {
+    matches!(run.status, RunStatus::Completed)
+}
+
 /// What a DetailedTask needs besides the run: its times, and the open input requests of a
-/// run that waits on its client.
+/// run that waits on its client (a run that does not: its times alone, as `tasks/get` takes
+/// them without this future).
 async fn task_parts<'r>(
     ctx: &McpContext,
     req: &McpRequest,
@@ -210,8 +216,19 @@ async fn task_parts<'r>(
 pub async fn get(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpError> {
     require_tasks(req)?;
     let (run, retry_after) = read_paced(ctx, req, req.params.get("taskId")).await?;
-    let (t, requests) = task_parts(ctx, req, &run).await?;
-    let shape = shape_of(ctx, req, &run).await?;
+    // A poll of a running task needs no more host calls: its parts and shape are had without
+    // entering the futures that would make them (each is built, polled and moved once per
+    // `tasks/get` otherwise; issue 21).
+    let (t, requests) = if run.status.awaits_client() {
+        task_parts(ctx, req, &run).await?
+    } else {
+        (times(&run, None), None)
+    };
+    let shape = if needs_catalog(&run) {
+        shape_of(ctx, req, &run).await?
+    } else {
+        Shape::Run
+    };
     // The taskId as sent: `open` accepts only the exact id `issue` gives this run for this
     // caller (src/mcp/task_id.rs), and the run read is that run, so it is not issued again.
     let task_id = match req.str_param("taskId") {
