@@ -178,39 +178,43 @@ fn needs_catalog(run: &RunSnapshot) -> bool {
     matches!(run.status, RunStatus::Completed)
 }
 
+/// The times of a task and its open input requests (see [`task_parts`]).
+type Parts<'r> = (Times<'r>, Option<Map<String, Value>>);
+
+/// The parts of a run that does not wait on its client: its times alone, no host call.
+fn parts_without_input(run: &RunSnapshot) -> Parts<'_> {
+    (times(run, None), None)
+}
+
 /// What a DetailedTask needs besides the run: its times, and the open input requests of a
-/// run that waits on its client (a run that does not: its times alone, as `tasks/get` takes
-/// them without this future).
+/// run that waits on its client.
 async fn task_parts<'r>(
     ctx: &McpContext,
     req: &McpRequest,
     run: &'r RunSnapshot,
-) -> Result<(Times<'r>, Option<Map<String, Value>>), McpError> {
-    let mut newest = None;
-    let mut requests = None;
-    if run.status.awaits_client() {
-        let (open, n) = interrupts_of(ctx, req, run).await?;
-        newest = n;
-        // A task's input travels through tasks/update, which only a Tasks client sends; one
-        // that declared no elicitation mode still gets form requests it can answer.
-        let mut modes = Modes::of(&req.caps);
-        if !modes.form && !modes.url {
-            modes.form = true;
-        }
-        let mut m = Map::new();
-        for i in &open {
-            let url = format!(
-                "/runs/{}/interrupts/{}",
-                wire_id::project(&run.run_id),
-                wire_id::project(&i.node_id)
-            );
-            if let Ok(r) = input_request(i, modes, &url) {
-                m.insert(i.interrupt_id.clone(), r);
-            }
-        }
-        requests = Some(m);
+) -> Result<Parts<'r>, McpError> {
+    if !run.status.awaits_client() {
+        return Ok(parts_without_input(run));
     }
-    Ok((times(run, newest.map(Cow::Owned)), requests))
+    let (open, newest) = interrupts_of(ctx, req, run).await?;
+    // A task's input travels through tasks/update, which only a Tasks client sends; one
+    // that declared no elicitation mode still gets form requests it can answer.
+    let mut modes = Modes::of(&req.caps);
+    if !modes.form && !modes.url {
+        modes.form = true;
+    }
+    let mut m = Map::new();
+    for i in &open {
+        let url = format!(
+            "/runs/{}/interrupts/{}",
+            wire_id::project(&run.run_id),
+            wire_id::project(&i.node_id)
+        );
+        if let Ok(r) = input_request(i, modes, &url) {
+            m.insert(i.interrupt_id.clone(), r);
+        }
+    }
+    Ok((times(run, newest.map(Cow::Owned)), Some(m)))
 }
 
 pub async fn get(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpError> {
@@ -222,7 +226,7 @@ pub async fn get(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpErro
     let (t, requests) = if run.status.awaits_client() {
         task_parts(ctx, req, &run).await?
     } else {
-        (times(&run, None), None)
+        parts_without_input(&run)
     };
     let shape = if needs_catalog(&run) {
         shape_of(ctx, req, &run).await?

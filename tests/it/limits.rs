@@ -192,6 +192,63 @@ async fn slow_clients_cannot_pin_connections() {
     env.shutdown().await;
 }
 
+/// A body that comes after its head, in pieces, within `limits.bodyReadTimeoutMs`, is read
+/// whole and answered: the mount's first look at a body that is not whole yet must leave the
+/// read to wake when the rest arrives (src/mcp/mod.rs `serve`), not wait for the timeout.
+#[tokio::test]
+async fn a_body_sent_after_its_head_in_pieces_is_read_whole() {
+    let env = env_with(|c| {
+        c.limits.body_read_timeout = Duration::from_secs(5);
+    })
+    .await;
+    let addr = env.url.strip_prefix("http://").unwrap().to_string();
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "ping",
+        "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": V,
+            "io.modelcontextprotocol/clientCapabilities": {}
+        }}
+    })
+    .to_string();
+    let (first, rest) = body.split_at(body.len() / 2);
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    s.write_all(
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {A}\r\n\
+             MCP-Protocol-Version: {V}\r\nMcp-Method: ping\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let started = std::time::Instant::now();
+    for piece in [first, rest] {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        s.write_all(piece.as_bytes()).await.unwrap();
+    }
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(4), s.read_to_end(&mut answer))
+        .await
+        .expect("answered before the body timeout")
+        .unwrap();
+    let text = String::from_utf8_lossy(&answer);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "answered when the body was whole, not at the timeout: {:?}",
+        started.elapsed()
+    );
+    assert!(!text.starts_with("HTTP/1.1 408"), "{text}");
+    // `ping` is not served by a 2026-07-28 mount: the body was read whole, since its id and
+    // method are in the answer's error (ext-tasks §Errors).
+    assert!(text.contains(r#""id":7"#), "{text}");
+    assert!(text.contains("-32601"), "{text}");
+    env.shutdown().await;
+}
+
 /// Issue 10: a client that connects and never sends a byte gets no more time than a slow
 /// request head; idle connections cannot pile up for ever.
 #[tokio::test]
