@@ -7,118 +7,19 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, StatusCode, Uri};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use hyper_util::client::legacy::{connect::HttpConnector, Client};
-use hyper_util::rt::TokioExecutor;
 
 use crate::body::{openwop_error, Body, Response};
-
-/// The one HTTP client to the host: passthrough traffic and the REST client share its
-/// connection pool (and its TLS settings: `upstream.caFile`, `upstream.clientCert`).
-pub type UpstreamClient = Client<Bare<hyper_rustls::HttpsConnector<HttpConnector>>, Body>;
-
-/// The connector to the host, without the connection information hyper-util copies into every
-/// response.
-///
-/// hyper-util's TCP connector describes each connection with its addresses (`HttpInfo`), and
-/// the pooled client inserts that into the extensions of every response it reads: two
-/// allocations (the map and its table) and a hash-map insert per host exchange that nothing
-/// here reads (issue 21). The connection's own facts the client does use (whether it was
-/// proxied, whether ALPN chose HTTP/2) are kept.
-#[derive(Clone)]
-pub struct Bare<C>(C);
-
-impl<C> tower_service::Service<Uri> for Bare<C>
-where
-    C: tower_service::Service<Uri>,
-{
-    type Response = BareIo<C::Response>;
-    type Error = C::Error;
-    type Future = futures_util::future::MapOk<C::Future, fn(C::Response) -> BareIo<C::Response>>;
-
-    fn poll_ready(
-        &mut self,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Self::Error>> {
-        self.0.poll_ready(cx)
-    }
-
-    fn call(&mut self, uri: Uri) -> Self::Future {
-        use futures_util::TryFutureExt as _;
-        self.0.call(uri).map_ok(BareIo as fn(_) -> _)
-    }
-}
-
-/// A connection to the host that reports no extra information ([`Bare`]).
-pub struct BareIo<T>(T);
-
-impl<T: hyper::rt::Read + Unpin> hyper::rt::Read for BareIo<T> {
-    fn poll_read(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: hyper::rt::ReadBufCursor<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
-    }
-}
-
-impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for BareIo<T> {
-    fn poll_write(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
-    }
-
-    fn poll_flush(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.get_mut().0).poll_flush(cx)
-    }
-
-    fn poll_shutdown(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.0.is_write_vectored()
-    }
-
-    fn poll_write_vectored(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.get_mut().0).poll_write_vectored(cx, bufs)
-    }
-}
-
-impl<T: hyper_util::client::legacy::connect::Connection>
-    hyper_util::client::legacy::connect::Connection for BareIo<T>
-{
-    fn connected(&self) -> hyper_util::client::legacy::connect::Connected {
-        let full = self.0.connected();
-        let bare = hyper_util::client::legacy::connect::Connected::new().proxy(full.is_proxied());
-        if full.is_negotiated_h2() {
-            bare.negotiated_h2()
-        } else {
-            bare
-        }
-    }
-}
+use crate::host::h1pool::{H1Body, H1Pool};
+use crate::host::h2pool::PoolError;
 
 /// HTTP client for passthrough traffic.
 #[derive(Clone)]
 pub struct Passthrough {
-    client: UpstreamClient,
+    /// The one pool of HTTP/1.1 connections to the host: passthrough traffic and the REST
+    /// client share it (and its TLS settings: `upstream.caFile`, `upstream.clientCert`).
+    pool: H1Pool,
     /// The scheme clients used to reach the sidecar (for `X-Forwarded-Proto`).
     front_scheme: &'static str,
-    scheme: http::uri::Scheme,
-    authority: http::uri::Authority,
     /// The `Host` every forwarded request carries (the upstream's authority), made once.
     host: Option<HeaderValue>,
     prefix: String,
@@ -182,30 +83,28 @@ pub fn strip_hop_by_hop(h: &mut HeaderMap) {
 impl Passthrough {
     pub fn new(cfg: &crate::config::Config) -> anyhow::Result<Passthrough> {
         let uri: Uri = cfg.upstream.url.parse()?;
-        let scheme = uri.scheme().cloned().unwrap_or(http::uri::Scheme::HTTP);
         let authority = uri
             .authority()
             .cloned()
             .ok_or_else(|| anyhow::anyhow!("upstream URL has no host"))?;
         let prefix = uri.path().trim_end_matches('/').to_string();
         Ok(Passthrough {
-            client: upstream_client(cfg)?,
+            pool: H1Pool::new(cfg)?,
             front_scheme: if cfg.tls.is_some() { "https" } else { "http" },
-            scheme,
             host: HeaderValue::from_str(authority.as_str()).ok(),
-            authority,
             prefix,
         })
     }
 
-    /// The client, for the REST client to share.
-    pub fn client(&self) -> &UpstreamClient {
-        &self.client
+    /// The connection pool, for the REST client to share.
+    pub fn pool(&self) -> &H1Pool {
+        &self.pool
     }
 
-    /// Builds the upstream URI from the raw request target, never decoding it.
+    /// The upstream request target (origin form, RFC 9112 §3.2.1) from the raw request
+    /// target, never decoding it.
     pub fn upstream_uri(&self, original: &Uri) -> Result<Uri, http::Error> {
-        upstream_target(&self.scheme, &self.authority, &self.prefix, original)
+        upstream_target(&self.prefix, original)
     }
 
     /// Prepares the forwarded request head: raw target, hop-by-hop removed, `X-Forwarded-*` added.
@@ -246,11 +145,8 @@ impl Passthrough {
     }
 
     /// Sends a request upstream and returns the host's response as it is, streaming.
-    pub async fn send(
-        &self,
-        req: Request<Body>,
-    ) -> Result<http::Response<Incoming>, hyper_util::client::legacy::Error> {
-        self.client.request(req).await
+    pub async fn send(&self, req: Request<Body>) -> Result<http::Response<H1Body>, PoolError> {
+        self.pool.send(req).await
     }
 
     pub async fn forward(
@@ -313,38 +209,11 @@ pub fn upstream_unavailable(e: &dyn std::error::Error) -> Response {
     )
 }
 
-/// Builds the client to `upstream.url`: HTTP/1.1, TCP_NODELAY, the configured connect
-/// timeout, and TLS with the configured CA and client certificate when the URL is https.
-pub fn upstream_client(cfg: &crate::config::Config) -> anyhow::Result<UpstreamClient> {
-    let mut conn = HttpConnector::new();
-    conn.set_connect_timeout(Some(cfg.upstream.connect_timeout));
-    conn.set_nodelay(true);
-    conn.enforce_http(false);
-    let tls = crate::tls::upstream_client_config(cfg)?;
-    let https = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls)
-        .https_or_http()
-        .enable_http1()
-        .wrap_connector(conn);
-    let https = Bare(https);
-    Ok(Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(std::time::Duration::from_secs(60))
-        // Bounds the idle connections kept after a burst (thousands of event streams
-        // ending together), as the REST client's pool did before it shared this one.
-        .pool_max_idle_per_host(256)
-        .build(https))
-}
-
-/// `scheme://authority` + `prefix` + the original target, whose bytes are kept as they came.
-/// With no prefix (an `upstream.url` without a path) the target hyper parsed is reused as it
-/// is: copying it into a new string and parsing that again cost about 900 instructions and an
-/// allocation per forwarded request (issue 21).
-fn upstream_target(
-    scheme: &http::uri::Scheme,
-    authority: &http::uri::Authority,
-    prefix: &str,
-    original: &Uri,
-) -> Result<Uri, http::Error> {
+/// `prefix` + the original target (origin form), whose bytes are kept as they came. With no
+/// prefix (an `upstream.url` without a path) the path and query hyper parsed are reused as
+/// they are: copying them into a new string and parsing that again cost about 900
+/// instructions and an allocation per forwarded request (issue 21).
+fn upstream_target(prefix: &str, original: &Uri) -> Result<Uri, http::Error> {
     let pq = match original.path_and_query() {
         Some(pq) if prefix.is_empty() => pq.clone(),
         pq => http::uri::PathAndQuery::try_from(format!(
@@ -352,11 +221,7 @@ fn upstream_target(
             pq.map_or("/", |p| p.as_str())
         ))?,
     };
-    let mut parts = http::uri::Parts::default();
-    parts.scheme = Some(scheme.clone());
-    parts.authority = Some(authority.clone());
-    parts.path_and_query = Some(pq);
-    Ok(Uri::from_parts(parts)?)
+    Ok(Uri::from(pq))
 }
 
 #[cfg(test)]
@@ -364,27 +229,19 @@ mod tests {
     use super::*;
 
     /// The forwarded target is the original one after the upstream path, byte for byte (no
-    /// decoding of `~2F` or `%2F`, the query kept), whether it is reused or rebuilt.
+    /// decoding of `~2F` or `%2F`, the query kept), whether it is reused or rebuilt, and in
+    /// origin form whatever form it came in (the upstream's `Host` names the host).
     #[test]
     fn the_upstream_target_is_the_original_after_the_upstream_path() {
-        let authority: http::uri::Authority = "wop-host:8787".parse().unwrap();
         for (prefix, original, want) in [
-            (
-                "",
-                "/runs/acme~2Fr-1?x=%2F&y",
-                "http://wop-host:8787/runs/acme~2Fr-1?x=%2F&y",
-            ),
-            ("", "/", "http://wop-host:8787/"),
-            ("", "http://elsewhere/a%20b", "http://wop-host:8787/a%20b"),
-            (
-                "/base",
-                "/runs/a%2Fb?q",
-                "http://wop-host:8787/base/runs/a%2Fb?q",
-            ),
-            ("/base", "/", "http://wop-host:8787/base/"),
+            ("", "/runs/acme~2Fr-1?x=%2F&y", "/runs/acme~2Fr-1?x=%2F&y"),
+            ("", "/", "/"),
+            ("", "http://elsewhere/a%20b", "/a%20b"),
+            ("/base", "/runs/a%2Fb?q", "/base/runs/a%2Fb?q"),
+            ("/base", "/", "/base/"),
         ] {
             let original: Uri = original.parse().unwrap();
-            let got = upstream_target(&http::uri::Scheme::HTTP, &authority, prefix, &original);
+            let got = upstream_target(prefix, &original);
             assert_eq!(got.unwrap().to_string(), want, "{prefix} {original}");
         }
     }

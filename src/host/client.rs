@@ -11,24 +11,21 @@ use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderMap, HeaderValue, Request, StatusCode, Uri};
 use serde_json::Value;
 
-use super::error::{map_send, root_cause, BadTarget};
+use super::error::{root_cause, BadTarget};
 use super::fill::{fill, Dest, Missing, Vars};
+use super::h1pool::H1Pool;
 use super::h2pool::{H2Pool, PoolError, PooledBody};
 use super::{Caller, HostError};
 use crate::body::Body;
 use crate::config::template::Segment;
 use crate::config::{Config, Mapping, Operation, Routes};
-use crate::passthrough::UpstreamClient;
 use crate::telemetry::UpstreamStatus;
 
 /// How the REST client reaches the host.
-// The HTTP/1.1 client is held inline as it was before there was a choice: boxing it would add
-// an allocation to every clone of the HostClient for a few hundred bytes per generation.
-#[allow(clippy::large_enum_variant)]
 #[derive(Clone)]
 enum Transport {
-    /// HTTP/1.1 through the passthrough's hyper-util client (one connection pool to the host).
-    Http1(UpstreamClient),
+    /// HTTP/1.1 on the REST client's own pool of kept-alive connections (h1pool.rs).
+    Http1(H1Pool),
     /// `upstream.http2`: streams on a pool of HTTP/2 connections, at most
     /// `upstream.http2MaxStreamsPerConnection` on each (h2pool.rs).
     Http2(H2Pool),
@@ -71,7 +68,7 @@ impl HostClient {
     pub fn new(
         cfg: &Config,
         metrics: crate::telemetry::Metrics,
-        client: UpstreamClient,
+        pool: H1Pool,
     ) -> anyhow::Result<HostClient> {
         let uri: Uri = cfg.upstream.url.parse()?;
         let scheme = uri.scheme().cloned().unwrap_or(Scheme::HTTP);
@@ -86,7 +83,7 @@ impl HostClient {
         let transport = if cfg.upstream.http2 {
             Transport::Http2(H2Pool::new(cfg)?)
         } else {
-            Transport::Http1(client)
+            Transport::Http1(pool)
         };
         Ok(HostClient {
             metrics,
@@ -135,20 +132,15 @@ impl HostClient {
         req: Request<Body>,
     ) -> Result<http::Response<PooledBody>, HostError> {
         match &self.transport {
-            Transport::Http1(c) => c
-                .request(req)
+            Transport::Http1(p) => p
+                .send(req)
                 .await
-                .map(|r| r.map(PooledBody::unpooled))
-                .map_err(map_send),
+                .map(|r| r.map(PooledBody::h1))
+                .map_err(pool_error),
             // Boxed: the pool's send is 0.8 kB, and inline every exchange (HTTP/1.1 ones too)
             // would carry it; the exchange is itself boxed per host call, small enough then for
             // the allocator's per-thread cache (issue 21).
-            Transport::Http2(p) => Box::pin(p.send(req)).await.map_err(|e| match e {
-                PoolError::Connect(why) | PoolError::NotSent(why) => HostError::Unavailable(why),
-                PoolError::Broken(why) => {
-                    HostError::BadBody(format!("the exchange broke off: {why}"))
-                }
-            }),
+            Transport::Http2(p) => Box::pin(p.send(req)).await.map_err(pool_error),
         }
     }
 
@@ -288,11 +280,18 @@ impl HostClient {
     ) -> Result<Request<Body>, BadTarget> {
         let pq =
             PathAndQuery::from_maybe_shared(Bytes::from(target)).map_err(|_| BadTarget::Wire)?;
-        let mut parts = http::uri::Parts::default();
-        parts.scheme = Some(self.scheme.clone());
-        parts.authority = Some(self.authority.clone());
-        parts.path_and_query = Some(pq);
-        let uri = Uri::from_parts(parts).map_err(|_| BadTarget::Wire)?;
+        // HTTP/1.1 requests are written in origin form with the `Host` field (RFC 9112
+        // §3.2.1); HTTP/2 names the host in `:scheme` and `:authority` (RFC 9113 §8.3.1).
+        let uri = match &self.transport {
+            Transport::Http1(_) => Uri::from(pq),
+            Transport::Http2(_) => {
+                let mut parts = http::uri::Parts::default();
+                parts.scheme = Some(self.scheme.clone());
+                parts.authority = Some(self.authority.clone());
+                parts.path_and_query = Some(pq);
+                Uri::from_parts(parts).map_err(|_| BadTarget::Wire)?
+            }
+        };
 
         // Not sized to what is added: hyper keeps the map of the request it sent and parses
         // the answer's headers into it, so a table with room for the answer's dozen fields
@@ -525,6 +524,15 @@ impl HostClient {
 
 /// Appends `query` to a target, after a query it already has with `&` (RFC 3986 §3.4 allows
 /// one `?`), each value percent-encoded.
+/// Nothing reached the host (no connection, or the request handed back unsent): unavailable;
+/// otherwise the exchange broke off after the request may have reached it.
+fn pool_error(e: PoolError) -> HostError {
+    match e {
+        PoolError::Connect(why) | PoolError::NotSent(why) => HostError::Unavailable(why),
+        PoolError::Broken(why) => HostError::BadBody(format!("the exchange broke off: {why}")),
+    }
+}
+
 fn push_query<'a>(target: &mut String, query: impl Iterator<Item = (&'a str, &'a str)>) {
     let mut sep = if target.contains('?') { '&' } else { '?' };
     for (k, v) in query {

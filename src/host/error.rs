@@ -86,16 +86,6 @@ impl HostError {
     }
 }
 
-/// A connection that could not be made is a refusal (nothing reached the host); any other
-/// transport failure happened after the request may have been sent, so its outcome is unknown.
-pub(super) fn map_send(e: hyper_util::client::legacy::Error) -> HostError {
-    if e.is_connect() {
-        HostError::Unavailable(root_cause(&e))
-    } else {
-        HostError::BadBody(format!("the exchange broke off: {}", root_cause(&e)))
-    }
-}
-
 /// The innermost cause (`Connection refused`, a TLS alert, …): the outer layers only say
 /// "client error", and nothing of the request (URL, credential) is ever part of it.
 pub(crate) fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {

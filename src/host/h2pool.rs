@@ -63,6 +63,18 @@ pub enum PoolError {
     Broken(String),
 }
 
+impl std::fmt::Display for PoolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PoolError::Connect(why) => write!(f, "cannot connect to the host: {why}"),
+            PoolError::NotSent(why) => write!(f, "the request could not be sent: {why}"),
+            PoolError::Broken(why) => write!(f, "the exchange broke off: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for PoolError {}
+
 /// The pool; clones share it.
 #[derive(Clone)]
 pub struct H2Pool {
@@ -204,7 +216,7 @@ impl H2Pool {
             match send.try_send_request(req).await {
                 Ok(resp) => {
                     return Ok(resp.map(|b| PooledBody {
-                        inner: b,
+                        inner: Answer::Plain(b),
                         lease: Some(lease),
                     }))
                 }
@@ -419,16 +431,33 @@ where
     Ok(send)
 }
 
-/// A response body that gives its stream slot back when it ends, fails or is dropped.
+/// A response body that gives its stream slot back when it ends, fails or is dropped, or, over
+/// HTTP/1.1, its connection back to the pool when it has been read to its end (h1pool.rs).
 pub struct PooledBody {
-    inner: Incoming,
+    inner: Answer,
     lease: Option<Lease>,
 }
 
+enum Answer {
+    Plain(Incoming),
+    H1(super::h1pool::H1Body),
+}
+
 impl PooledBody {
-    /// A body that holds no slot (an HTTP/1.1 answer).
+    /// A body that holds no slot (an HTTP/1.1 answer of hyper-util's client).
     pub fn unpooled(inner: Incoming) -> PooledBody {
-        PooledBody { inner, lease: None }
+        PooledBody {
+            inner: Answer::Plain(inner),
+            lease: None,
+        }
+    }
+
+    /// An answer of the HTTP/1.1 pool.
+    pub fn h1(inner: super::h1pool::H1Body) -> PooledBody {
+        PooledBody {
+            inner: Answer::H1(inner),
+            lease: None,
+        }
     }
 }
 
@@ -440,7 +469,10 @@ impl hyper::body::Body for PooledBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let r = std::task::ready!(Pin::new(&mut self.inner).poll_frame(cx));
+        let r = std::task::ready!(match &mut self.inner {
+            Answer::Plain(b) => Pin::new(b).poll_frame(cx),
+            Answer::H1(b) => Pin::new(b).poll_frame(cx),
+        });
         if !matches!(r, Some(Ok(_))) {
             self.lease = None;
         }
@@ -448,10 +480,16 @@ impl hyper::body::Body for PooledBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        match &self.inner {
+            Answer::Plain(b) => b.is_end_stream(),
+            Answer::H1(b) => b.is_end_stream(),
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        match &self.inner {
+            Answer::Plain(b) => b.size_hint(),
+            Answer::H1(b) => b.size_hint(),
+        }
     }
 }

@@ -14,6 +14,7 @@ mod client;
 mod error;
 mod events;
 pub mod fill;
+pub mod h1pool;
 pub mod h2pool;
 mod link;
 mod poll;

@@ -222,7 +222,7 @@ mod tests {
             crate::config::Config::from_yaml_str("{}", "test.yaml", &overrides).expect("config");
         let metrics = crate::telemetry::Metrics::new();
         let proxy = crate::passthrough::Passthrough::new(&cfg).expect("proxy");
-        HostClient::new(&cfg, metrics, proxy.client().clone()).expect("host")
+        HostClient::new(&cfg, metrics, proxy.pool().clone()).expect("host")
     }
 
     #[tokio::test]

@@ -80,7 +80,7 @@ impl AppState {
     ) -> anyhow::Result<Arc<AppState>> {
         let cfg = Arc::new(cfg);
         let proxy = Passthrough::new(&cfg)?;
-        let host = HostClient::new(&cfg, shared.mcp.metrics.clone(), proxy.client().clone())?;
+        let host = HostClient::new(&cfg, shared.mcp.metrics.clone(), proxy.pool().clone())?;
         let mcp = McpContext::new(cfg.clone(), host, &shared.mcp, previous.map(|p| &*p.mcp));
         Ok(Arc::new(AppState {
             cfg,

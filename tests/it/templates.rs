@@ -22,7 +22,7 @@ pub(crate) fn client(yaml: &str, host: &openwop_devhost::DevHost) -> HostClient 
     let cfg = config_of(yaml, host);
     let proxy = openwop_mcp_sidecar::passthrough::Passthrough::new(&cfg).unwrap();
     let metrics = openwop_mcp_sidecar::telemetry::Metrics::new();
-    HostClient::new(&cfg, metrics, proxy.client().clone()).unwrap()
+    HostClient::new(&cfg, metrics, proxy.pool().clone()).unwrap()
 }
 
 pub(crate) fn caller(key: &str) -> Caller {

@@ -1,0 +1,477 @@
+//! The HTTP/1.1 connection pool of the host API client (the default, `upstream.http2: false`).
+//!
+//! Why a pool of our own, and not hyper-util's legacy client (which the passthrough keeps):
+//! a host call of the mount is one small exchange on a kept-alive connection, and that
+//! client's per-request machinery — the pool key hashed (SipHash) at checkout and again at
+//! check-in, the checkout future racing a connect, the request future boxed, the connection's
+//! details copied into every answer's extensions, an idle-waiter spawned when the connection
+//! is not ready at once — was about a fifth of the sidecar's own work in a `tasks/get`
+//! (issue 21, docs/benchmarks.md "Tenth round"). Here one host's connections are a stack of
+//! ready senders behind a mutex that is held for a push or a pop.
+//!
+//! Rules:
+//! * A connection is taken off the stack for one exchange and put back when the answer's body
+//!   has been read to its end (hyper can then send the next request on it). A body dropped
+//!   before its end takes the connection with it: hyper closes it, as it must (RFC 9112 §9.6:
+//!   the rest of that answer would otherwise be read as the next one's).
+//! * A pooled connection that turns out closed (the host's keep-alive timeout, a restart) is
+//!   dropped and the next one tried. A request hyper hands back unsent (the connection closed
+//!   before it went out) is sent once more on a new connection: nothing reached the host, so
+//!   this is safe for every operation (RFC 9110 §9.2.2 is not needed for it). A request that
+//!   may have reached the host is never sent again here; the route's own retry rules decide.
+//! * At most [`MAX_IDLE`] connections wait on the stack; a connection idle longer than
+//!   [`IDLE_TIMEOUT`] is closed when the stack is next touched (the values the legacy client
+//!   was configured with, src/passthrough.rs).
+//!
+//! No lock is held across an await.
+
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::uri::Scheme;
+use http::{Request, Response, Uri};
+use hyper::body::{Body as _, Frame, Incoming, SizeHint};
+use hyper::client::conn::http1::{Builder, SendRequest};
+use hyper_util::rt::TokioIo;
+
+use super::h2pool::PoolError;
+use crate::body::Body;
+
+/// Idle connections kept for the next burst (thousands of event streams can end together).
+pub const MAX_IDLE: usize = 256;
+/// How long a connection may wait on the stack before it is closed.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The pool; clones share it.
+#[derive(Clone)]
+pub struct H1Pool {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// Oldest first: a connection is taken from the end (the most recently used, whose
+    /// buffers are warm), and the oldest are the first to time out.
+    idle: Mutex<Vec<Idle>>,
+    connector: Connector,
+    builder: Builder,
+}
+
+struct Idle {
+    send: SendRequest<Body>,
+    since: Instant,
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, Vec<Idle>> {
+        // Every update is one push, pop or drain: a panic while holding the lock leaves the
+        // stack consistent, so a poisoned lock is still usable.
+        self.idle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The most recently used connection that is still open, if any.
+    fn checkout(&self) -> Option<SendRequest<Body>> {
+        let mut idle = self.lock();
+        while let Some(i) = idle.pop() {
+            if !i.send.is_closed() {
+                return Some(i.send);
+            }
+        }
+        None
+    }
+
+    /// Puts a connection whose exchange ended back on the stack, and closes the ones that
+    /// waited too long (and the oldest, beyond [`MAX_IDLE`]).
+    fn checkin(&self, send: SendRequest<Body>) {
+        if send.is_closed() {
+            return;
+        }
+        let now = Instant::now();
+        let mut idle = self.lock();
+        let stale = idle
+            .iter()
+            .take_while(|i| now.saturating_duration_since(i.since) > IDLE_TIMEOUT)
+            .count();
+        let over = (idle.len() - stale + 1).saturating_sub(MAX_IDLE);
+        // Dropped outside the lock would be nicer, but dropping a sender only signals its
+        // connection task.
+        idle.drain(..stale + over);
+        idle.push(Idle { send, since: now });
+    }
+}
+
+impl H1Pool {
+    pub fn new(cfg: &crate::config::Config) -> anyhow::Result<H1Pool> {
+        Ok(H1Pool {
+            inner: Arc::new(Inner {
+                idle: Mutex::new(Vec::new()),
+                connector: Connector::new(cfg)?,
+                builder: Builder::new(),
+            }),
+        })
+    }
+
+    /// Connections waiting on the stack, for tests and diagnostics.
+    pub fn idle(&self) -> usize {
+        self.inner.lock().len()
+    }
+
+    /// Sends `req` (its target in origin form, RFC 9112 §3.2.1, with its `Host` field) on a
+    /// pooled connection, or on a new one when none is open.
+    pub async fn send(&self, req: Request<Body>) -> Result<Response<H1Body>, PoolError> {
+        let mut req = req;
+        let mut fresh = false;
+        loop {
+            let pooled = if fresh { None } else { self.inner.checkout() };
+            let mut send = match pooled {
+                Some(s) => s,
+                None => {
+                    fresh = true;
+                    self.inner.connect().await?
+                }
+            };
+            // A pooled connection is ready once hyper has finished reading its last answer
+            // (at once, nearly always); one that closed meanwhile is dropped.
+            if let Err(e) = send.ready().await {
+                if fresh {
+                    return Err(PoolError::Connect(crate::host::root_cause(&e)));
+                }
+                continue;
+            }
+            match send.try_send_request(req).await {
+                Ok(resp) => {
+                    let pool = self.inner.clone();
+                    return Ok(resp.map(|inner| H1Body {
+                        inner,
+                        back: Some((pool, send)),
+                    }));
+                }
+                Err(mut e) => {
+                    let why = crate::host::root_cause(e.error());
+                    match e.take_message() {
+                        // Handed back unsent: nothing reached the host, so one more try on a
+                        // new connection is safe whatever the operation.
+                        Some(r) if !fresh => {
+                            tracing::debug!(error = %why, "pooled host connection closed before the request was sent; retrying on a new one");
+                            fresh = true;
+                            req = r;
+                        }
+                        Some(_) => return Err(PoolError::NotSent(why)),
+                        None => return Err(PoolError::Broken(why)),
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Inner {
+    async fn connect(&self) -> Result<SendRequest<Body>, PoolError> {
+        tokio::time::timeout(
+            self.connector.timeout,
+            self.connector.connect(&self.builder),
+        )
+        .await
+        .unwrap_or_else(|_| Err("connect timeout".to_string()))
+        .map_err(PoolError::Connect)
+    }
+}
+
+/// How connections to the host are made: TCP (TCP_NODELAY), then for `https://` TLS with the
+/// upstream's CA and client certificate (ALPN `http/1.1`), then the HTTP/1.1 handshake; the
+/// connection is driven by a task of its own.
+struct Connector {
+    host: String,
+    port: u16,
+    tls: Option<(
+        tokio_rustls::TlsConnector,
+        rustls::pki_types::ServerName<'static>,
+    )>,
+    timeout: Duration,
+}
+
+impl Connector {
+    fn new(cfg: &crate::config::Config) -> anyhow::Result<Connector> {
+        let uri: Uri = cfg.upstream.url.parse()?;
+        let https = uri.scheme() == Some(&Scheme::HTTPS);
+        let host = uri
+            .host()
+            .ok_or_else(|| anyhow::anyhow!("upstream URL has no host"))?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        let tls = if https {
+            let mut tls = crate::tls::upstream_client_config(cfg)?;
+            tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+            let name = rustls::pki_types::ServerName::try_from(host.clone())
+                .map_err(|e| anyhow::anyhow!("upstream host {host}: {e}"))?;
+            Some((tokio_rustls::TlsConnector::from(Arc::new(tls)), name))
+        } else {
+            None
+        };
+        Ok(Connector {
+            host,
+            port,
+            tls,
+            timeout: cfg.upstream.connect_timeout,
+        })
+    }
+
+    async fn connect(&self, builder: &Builder) -> Result<SendRequest<Body>, String> {
+        let tcp = tokio::net::TcpStream::connect((self.host.as_str(), self.port))
+            .await
+            .map_err(|e| e.to_string())?;
+        let _ = tcp.set_nodelay(true);
+        match &self.tls {
+            None => handshake(builder, TokioIo::new(tcp)).await,
+            Some((tls, name)) => {
+                let stream = tls
+                    .connect(name.clone(), tcp)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                handshake(builder, TokioIo::new(stream)).await
+            }
+        }
+    }
+}
+
+async fn handshake<T>(builder: &Builder, io: T) -> Result<SendRequest<Body>, String>
+where
+    T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (send, conn) = builder
+        .handshake::<T, Body>(io)
+        .await
+        .map_err(|e| crate::host::root_cause(&e))?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(error = %e, "HTTP/1.1 connection to the host ended");
+        }
+    });
+    Ok(send)
+}
+
+/// An answer's body that puts its connection back on the stack when it has been read to its
+/// end; dropped before, it closes the connection (see the module's rules).
+pub struct H1Body {
+    inner: Incoming,
+    back: Option<(Arc<Inner>, SendRequest<Body>)>,
+}
+
+impl H1Body {
+    fn give_back(&mut self) {
+        if let Some((pool, send)) = self.back.take() {
+            pool.checkin(send);
+        }
+    }
+}
+
+impl Drop for H1Body {
+    fn drop(&mut self) {
+        // An answer without a body (or one whose end was never polled) is still whole.
+        if self.inner.is_end_stream() {
+            self.give_back();
+        }
+    }
+}
+
+impl hyper::body::Body for H1Body {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let r = std::task::ready!(Pin::new(&mut self.inner).poll_frame(cx));
+        match &r {
+            None => self.give_back(),
+            Some(Ok(_)) if self.inner.is_end_stream() => self.give_back(),
+            Some(Ok(_)) => {}
+            // A broken body closes its connection.
+            Some(Err(_)) => self.back = None,
+        }
+        Poll::Ready(r)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::*;
+
+    /// How the test host treats the connections it accepts (counted from 1).
+    #[derive(Clone, Copy)]
+    enum Host {
+        /// Answers every request with a small body and keeps the connection.
+        KeepAlive,
+        /// Answers one request, then closes the connection without a word (a host's
+        /// keep-alive timeout, or a restart, seen from the pool).
+        CloseAfterEach,
+        /// On its first connection, sends an answer head and a body that never ends;
+        /// answers every request on the later ones.
+        FirstNeverEnds,
+    }
+
+    /// A host on loopback, speaking plain HTTP/1.1 bytes: its URL and the number of
+    /// connections it accepted so far.
+    async fn host(kind: Host) -> (String, Arc<AtomicUsize>) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", l.local_addr().unwrap());
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((s, _)) = l.accept().await else { return };
+                let n = count.fetch_add(1, Ordering::SeqCst) + 1;
+                tokio::spawn(serve(s, kind, n));
+            }
+        });
+        (url, accepted)
+    }
+
+    async fn serve(mut s: TcpStream, kind: Host, n: usize) {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 1024];
+        loop {
+            // One request head (the pool's requests have no body).
+            while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                }
+            }
+            let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+            buf.drain(..end);
+            if matches!(kind, Host::FirstNeverEnds) && n == 1 {
+                let _ = s
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n",
+                    )
+                    .await;
+                // Holds the connection open, the body unfinished, until the client leaves.
+                let _ = s.read(&mut chunk).await;
+                return;
+            }
+            let body = n.to_string();
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            if s.write_all(answer.as_bytes()).await.is_err() {
+                return;
+            }
+            if matches!(kind, Host::CloseAfterEach) {
+                return;
+            }
+        }
+    }
+
+    fn pool(url: &str) -> H1Pool {
+        let cfg = crate::config::Config::from_yaml_str(
+            &format!("upstream:\n  url: {url}\n"),
+            "t.yaml",
+            &crate::config::Overrides::default(),
+        )
+        .unwrap();
+        H1Pool::new(&cfg).unwrap()
+    }
+
+    fn get(url: &str) -> Request<Body> {
+        let authority = url.trim_start_matches("http://");
+        Request::builder()
+            .uri("/runs/acme~2Fr-1")
+            .header(http::header::HOST, authority)
+            .body(crate::body::empty())
+            .unwrap()
+    }
+
+    /// The answer's body, read to its end, as text (the number of the connection it came on).
+    async fn exchange(p: &H1Pool, url: &str) -> String {
+        let resp = p.send(get(url)).await.expect("an answer");
+        let body = crate::body::whole(resp.into_body()).await.expect("a body");
+        String::from_utf8(body.to_vec()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn host_calls_one_after_another_share_one_kept_alive_connection() {
+        let (url, accepted) = host(Host::KeepAlive).await;
+        let p = pool(&url);
+        for _ in 0..5 {
+            assert_eq!(exchange(&p, &url).await, "1");
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        assert_eq!(p.idle(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_connection_the_host_closed_is_not_reused_and_the_call_still_succeeds() {
+        let (url, accepted) = host(Host::CloseAfterEach).await;
+        let p = pool(&url);
+        for i in 1..=4 {
+            // Whether the pool saw the close before the next call or the request came back
+            // unsent, every call is answered, each on a new connection.
+            assert_eq!(exchange(&p, &url).await, i.to_string());
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 4);
+    }
+
+    #[tokio::test]
+    async fn an_answer_dropped_before_its_end_takes_its_connection_with_it() {
+        let (url, accepted) = host(Host::FirstNeverEnds).await;
+        let p = pool(&url);
+        let resp = p.send(get(&url)).await.expect("an answer head");
+        drop(resp);
+        // The rest of that answer would be read as the next one's: the next call is sent on
+        // a new connection, and the unfinished one is not kept.
+        assert_eq!(exchange(&p, &url).await, "2");
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+        assert_eq!(p.idle(), 1);
+    }
+
+    #[tokio::test]
+    async fn no_host_listening_is_a_connect_error_not_a_hang() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", l.local_addr().unwrap());
+        drop(l);
+        let p = pool(&url);
+        match p.send(get(&url)).await {
+            Err(PoolError::Connect(_)) => {}
+            other => panic!(
+                "expected a connect error, got {:?}",
+                other.map(|r| r.status())
+            ),
+        }
+    }
+
+    #[tokio::test]
+    async fn idle_connections_beyond_the_bound_are_closed() {
+        let (url, _) = host(Host::KeepAlive).await;
+        let p = pool(&url);
+        // MAX_IDLE + 3 exchanges in flight at once, each on its own connection, all put back.
+        let calls = (0..MAX_IDLE + 3).map(|_| async {
+            let resp = p.send(get(&url)).await.expect("an answer");
+            resp.into_body()
+        });
+        let bodies = futures_util::future::join_all(calls).await;
+        for b in bodies {
+            crate::body::whole(b).await.expect("a body");
+        }
+        assert_eq!(p.idle(), MAX_IDLE);
+    }
+}
