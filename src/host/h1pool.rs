@@ -11,17 +11,19 @@
 //!
 //! Rules:
 //! * A connection is taken off the stack for one exchange and put back when the answer's body
-//!   has been read to its end (hyper can then send the next request on it). A body dropped
-//!   before its end takes the connection with it: hyper closes it, as it must (RFC 9112 §9.6:
-//!   the rest of that answer would otherwise be read as the next one's).
+//!   has been read to its end or dropped. For a body dropped before its end hyper reads the
+//!   rest if it has already arrived (an event stream whose reader stopped at the final event),
+//!   and otherwise closes the connection, as it must (RFC 9112 §9.6: the rest of that answer
+//!   would be read as the next one's); a call that takes the connection waits until hyper is
+//!   ready to send on it, and moves on to the next one when it was closed.
 //! * A pooled connection that turns out closed (the host's keep-alive timeout, a restart) is
 //!   dropped and the next one tried. A request hyper hands back unsent (the connection closed
 //!   before it went out) is sent once more on a new connection: nothing reached the host, so
 //!   this is safe for every operation (RFC 9110 §9.2.2 is not needed for it). A request that
 //!   may have reached the host is never sent again here; the route's own retry rules decide.
 //! * At most [`MAX_IDLE`] connections wait on the stack; a connection idle longer than
-//!   [`IDLE_TIMEOUT`] is closed when the stack is next touched (the values the legacy client
-//!   was configured with, src/passthrough.rs).
+//!   [`IDLE_TIMEOUT`] is closed when a connection is next put back, or by the pool's sweep
+//!   every [`SWEEP`] when no traffic comes (the values the legacy client was configured with).
 //!
 //! No lock is held across an await.
 
@@ -33,7 +35,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::uri::Scheme;
 use http::{Request, Response, Uri};
-use hyper::body::{Body as _, Frame, Incoming, SizeHint};
+use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::client::conn::http1::{Builder, SendRequest};
 use hyper_util::rt::TokioIo;
 
@@ -44,6 +46,8 @@ use crate::body::Body;
 pub const MAX_IDLE: usize = 256;
 /// How long a connection may wait on the stack before it is closed.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often a pool without traffic closes its connections idle beyond [`IDLE_TIMEOUT`].
+const SWEEP: Duration = Duration::from_secs(30);
 
 /// The pool; clones share it.
 #[derive(Clone)]
@@ -95,22 +99,47 @@ impl Inner {
             .take_while(|i| now.saturating_duration_since(i.since) > IDLE_TIMEOUT)
             .count();
         let over = (idle.len() - stale + 1).saturating_sub(MAX_IDLE);
-        // Dropped outside the lock would be nicer, but dropping a sender only signals its
-        // connection task.
+        // Dropping a sender only signals its connection task, so under the lock is fine.
         idle.drain(..stale + over);
         idle.push(Idle { send, since: now });
+    }
+
+    /// Closes the connections that waited longer than [`IDLE_TIMEOUT`].
+    fn sweep(&self, now: Instant) {
+        let mut idle = self.lock();
+        let stale = idle
+            .iter()
+            .take_while(|i| now.saturating_duration_since(i.since) > IDLE_TIMEOUT)
+            .count();
+        idle.drain(..stale);
+    }
+}
+
+/// Sweeps the pool every [`SWEEP`] until the pool is dropped (a configuration generation's
+/// pool ends with its last user).
+async fn sweeper(pool: std::sync::Weak<Inner>) {
+    let mut tick = tokio::time::interval(SWEEP);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let Some(p) = pool.upgrade() else { return };
+        p.sweep(Instant::now());
     }
 }
 
 impl H1Pool {
     pub fn new(cfg: &crate::config::Config) -> anyhow::Result<H1Pool> {
-        Ok(H1Pool {
-            inner: Arc::new(Inner {
-                idle: Mutex::new(Vec::new()),
-                connector: Connector::new(cfg)?,
-                builder: Builder::new(),
-            }),
-        })
+        let inner = Arc::new(Inner {
+            idle: Mutex::new(Vec::new()),
+            connector: Connector::new(cfg)?,
+            builder: Builder::new(),
+        });
+        // Made outside a runtime (a configuration check), the pool is never used to send.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(sweeper(Arc::downgrade(&inner)));
+        }
+        Ok(H1Pool { inner })
     }
 
     /// Connections waiting on the stack, for tests and diagnostics.
@@ -255,7 +284,7 @@ where
 }
 
 /// An answer's body that puts its connection back on the stack when it has been read to its
-/// end; dropped before, it closes the connection (see the module's rules).
+/// end or dropped, unless it broke (see the module's rules).
 pub struct H1Body {
     inner: Incoming,
     back: Option<(Arc<Inner>, SendRequest<Body>)>,
@@ -271,10 +300,9 @@ impl H1Body {
 
 impl Drop for H1Body {
     fn drop(&mut self) {
-        // An answer without a body (or one whose end was never polled) is still whole.
-        if self.inner.is_end_stream() {
-            self.give_back();
-        }
+        // Read to its end or not: hyper drains or closes the connection (see the module's
+        // rules), and a checkout waits for its readiness.
+        self.give_back();
     }
 }
 
@@ -326,6 +354,8 @@ mod tests {
         /// On its first connection, sends an answer head and a body that never ends;
         /// answers every request on the later ones.
         FirstNeverEnds,
+        /// Answers every request with a whole chunked body and keeps the connection.
+        Chunked,
     }
 
     /// A host on loopback, speaking plain HTTP/1.1 bytes: its URL and the number of
@@ -367,6 +397,15 @@ mod tests {
                 // Holds the connection open, the body unfinished, until the client leaves.
                 let _ = s.read(&mut chunk).await;
                 return;
+            }
+            if matches!(kind, Host::Chunked) {
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n1\r\n{n}\r\n0\r\n\r\n"
+                );
+                if s.write_all(answer.as_bytes()).await.is_err() {
+                    return;
+                }
+                continue;
             }
             let body = n.to_string();
             let answer = format!(
@@ -445,6 +484,21 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_answer_dropped_after_its_last_bytes_arrived_keeps_its_connection() {
+        let (url, accepted) = host(Host::Chunked).await;
+        let p = pool(&url);
+        let resp = p.send(get(&url)).await.expect("an answer head");
+        let mut body = resp.into_body();
+        let first = http_body_util::BodyExt::frame(&mut body).await;
+        assert!(matches!(first, Some(Ok(f)) if f.is_data()));
+        // Dropped without reading the end of the chunked body, which has arrived: hyper
+        // reads it, and the next call goes out on the same connection.
+        drop(body);
+        assert_eq!(exchange(&p, &url).await, "1");
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
     async fn no_host_listening_is_a_connect_error_not_a_hang() {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", l.local_addr().unwrap());
@@ -457,6 +511,19 @@ mod tests {
                 other.map(|r| r.status())
             ),
         }
+    }
+
+    #[tokio::test]
+    async fn a_connection_idle_beyond_the_timeout_is_closed_without_traffic() {
+        let (url, _) = host(Host::KeepAlive).await;
+        let p = pool(&url);
+        assert_eq!(exchange(&p, &url).await, "1");
+        assert_eq!(p.idle(), 1);
+        p.inner.sweep(Instant::now() + IDLE_TIMEOUT / 2);
+        assert_eq!(p.idle(), 1, "not yet idle for the timeout");
+        p.inner
+            .sweep(Instant::now() + IDLE_TIMEOUT + Duration::from_secs(1));
+        assert_eq!(p.idle(), 0);
     }
 
     #[tokio::test]
