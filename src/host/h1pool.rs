@@ -33,12 +33,12 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::uri::Scheme;
-use http::{Request, Response, Uri};
+use http::{Request, Response};
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::client::conn::http1::{Builder, SendRequest};
 use hyper_util::rt::TokioIo;
 
+use super::dial::{Dialed, Dialer};
 use super::h2pool::PoolError;
 use crate::body::Body;
 
@@ -59,7 +59,7 @@ struct Inner {
     /// Oldest first: a connection is taken from the end (the most recently used, whose
     /// buffers are warm), and the oldest are the first to time out.
     idle: Mutex<Vec<Idle>>,
-    connector: Connector,
+    dialer: Dialer,
     builder: Builder,
 }
 
@@ -132,7 +132,7 @@ impl H1Pool {
     pub fn new(cfg: &crate::config::Config) -> anyhow::Result<H1Pool> {
         let inner = Arc::new(Inner {
             idle: Mutex::new(Vec::new()),
-            connector: Connector::new(cfg)?,
+            dialer: Dialer::new(cfg, b"http/1.1")?,
             builder: Builder::new(),
         });
         // Made outside a runtime (a configuration check), the pool is never used to send.
@@ -198,72 +198,19 @@ impl H1Pool {
 
 impl Inner {
     async fn connect(&self) -> Result<SendRequest<Body>, PoolError> {
-        tokio::time::timeout(
-            self.connector.timeout,
-            self.connector.connect(&self.builder),
-        )
-        .await
-        .unwrap_or_else(|_| Err("connect timeout".to_string()))
-        .map_err(PoolError::Connect)
-    }
-}
-
-/// How connections to the host are made: TCP (TCP_NODELAY), then for `https://` TLS with the
-/// upstream's CA and client certificate (ALPN `http/1.1`), then the HTTP/1.1 handshake; the
-/// connection is driven by a task of its own.
-struct Connector {
-    host: String,
-    port: u16,
-    tls: Option<(
-        tokio_rustls::TlsConnector,
-        rustls::pki_types::ServerName<'static>,
-    )>,
-    timeout: Duration,
-}
-
-impl Connector {
-    fn new(cfg: &crate::config::Config) -> anyhow::Result<Connector> {
-        let uri: Uri = cfg.upstream.url.parse()?;
-        let https = uri.scheme() == Some(&Scheme::HTTPS);
-        let host = uri
-            .host()
-            .ok_or_else(|| anyhow::anyhow!("upstream URL has no host"))?
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string();
-        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-        let tls = if https {
-            let mut tls = crate::tls::upstream_client_config(cfg)?;
-            tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-            let name = rustls::pki_types::ServerName::try_from(host.clone())
-                .map_err(|e| anyhow::anyhow!("upstream host {host}: {e}"))?;
-            Some((tokio_rustls::TlsConnector::from(Arc::new(tls)), name))
-        } else {
-            None
-        };
-        Ok(Connector {
-            host,
-            port,
-            tls,
-            timeout: cfg.upstream.connect_timeout,
-        })
-    }
-
-    async fn connect(&self, builder: &Builder) -> Result<SendRequest<Body>, String> {
-        let tcp = tokio::net::TcpStream::connect((self.host.as_str(), self.port))
+        tokio::time::timeout(self.dialer.timeout, connect(&self.dialer, &self.builder))
             .await
-            .map_err(|e| e.to_string())?;
-        let _ = tcp.set_nodelay(true);
-        match &self.tls {
-            None => handshake(builder, TokioIo::new(tcp)).await,
-            Some((tls, name)) => {
-                let stream = tls
-                    .connect(name.clone(), tcp)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                handshake(builder, TokioIo::new(stream)).await
-            }
-        }
+            .unwrap_or_else(|_| Err("connect timeout".to_string()))
+            .map_err(PoolError::Connect)
+    }
+}
+
+/// The HTTP/1.1 handshake on a new connection (ALPN `http/1.1` over TLS); the connection is
+/// driven by a task of its own.
+async fn connect(dialer: &Dialer, builder: &Builder) -> Result<SendRequest<Body>, String> {
+    match dialer.dial().await? {
+        Dialed::Plain(tcp) => handshake(builder, TokioIo::new(tcp)).await,
+        Dialed::Tls(tls) => handshake(builder, TokioIo::new(tls)).await,
     }
 }
 

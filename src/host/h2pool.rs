@@ -36,13 +36,13 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::uri::Scheme;
-use http::{Request, Response, Uri};
+use http::{Request, Response};
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::client::conn::http2::{Builder, SendRequest};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::sync::watch;
 
+use super::dial::{Dialed, Dialer};
 use crate::body::Body;
 
 /// Idle connections (no stream) kept for the next burst; more are closed when they go idle.
@@ -84,7 +84,7 @@ pub struct H2Pool {
 struct Inner {
     conns: Mutex<Conns>,
     budget: usize,
-    connector: Connector,
+    dialer: Dialer,
     builder: Builder<TokioExecutor>,
 }
 
@@ -195,7 +195,7 @@ impl H2Pool {
             inner: Arc::new(Inner {
                 conns: Mutex::new(Conns::default()),
                 budget,
-                connector: Connector::new(cfg)?,
+                dialer: Dialer::new(cfg, b"h2")?,
                 builder,
             }),
         })
@@ -312,8 +312,8 @@ async fn open(
     tx: watch::Sender<Handshake>,
 ) {
     let res = tokio::time::timeout(
-        inner.connector.timeout,
-        inner.connector.connect(&inner.builder, peer_max),
+        inner.dialer.timeout,
+        connect(&inner.dialer, &inner.builder, peer_max),
     )
     .await
     .unwrap_or_else(|_| Err("connect timeout".to_string()));
@@ -335,69 +335,21 @@ async fn open(
     tx.send_replace(outcome);
 }
 
-/// How connections to the host are made: TCP (TCP_NODELAY), then for `https://` TLS with the
-/// upstream's CA and client certificate and ALPN `h2` only (RFC 9113 §3.2; a host that does
-/// not select `h2` is refused rather than spoken HTTP/1.1 to), then the h2 handshake — with
-/// prior knowledge over plain TCP (RFC 9113 §3.3).
-struct Connector {
-    host: String,
-    port: u16,
-    tls: Option<(
-        tokio_rustls::TlsConnector,
-        rustls::pki_types::ServerName<'static>,
-    )>,
-    timeout: Duration,
-}
-
-impl Connector {
-    fn new(cfg: &crate::config::Config) -> anyhow::Result<Connector> {
-        let uri: Uri = cfg.upstream.url.parse()?;
-        let https = uri.scheme() == Some(&Scheme::HTTPS);
-        let host = uri
-            .host()
-            .ok_or_else(|| anyhow::anyhow!("upstream URL has no host"))?
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string();
-        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-        let tls = if https {
-            let mut tls = crate::tls::upstream_client_config(cfg)?;
-            tls.alpn_protocols = vec![b"h2".to_vec()];
-            let name = rustls::pki_types::ServerName::try_from(host.clone())
-                .map_err(|e| anyhow::anyhow!("upstream host {host}: {e}"))?;
-            Some((tokio_rustls::TlsConnector::from(Arc::new(tls)), name))
-        } else {
-            None
-        };
-        Ok(Connector {
-            host,
-            port,
-            tls,
-            timeout: cfg.upstream.connect_timeout,
-        })
-    }
-
-    async fn connect(
-        &self,
-        builder: &Builder<TokioExecutor>,
-        peer_max: Arc<AtomicUsize>,
-    ) -> Result<SendRequest<Body>, String> {
-        let tcp = tokio::net::TcpStream::connect((self.host.as_str(), self.port))
-            .await
-            .map_err(|e| e.to_string())?;
-        let _ = tcp.set_nodelay(true);
-        match &self.tls {
-            None => handshake(builder, TokioIo::new(tcp), peer_max).await,
-            Some((tls, name)) => {
-                let stream = tls
-                    .connect(name.clone(), tcp)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
-                    return Err("the host did not select h2 in ALPN (upstream.http2 needs a host that speaks HTTP/2)".into());
-                }
-                handshake(builder, TokioIo::new(stream), peer_max).await
+/// The h2 handshake on a new connection: with prior knowledge over plain TCP (RFC 9113 §3.3);
+/// over TLS only a host that selected `h2`, the one protocol offered, is spoken to (RFC 9113
+/// §3.2): one that did not is refused rather than spoken HTTP/1.1 to.
+async fn connect(
+    dialer: &Dialer,
+    builder: &Builder<TokioExecutor>,
+    peer_max: Arc<AtomicUsize>,
+) -> Result<SendRequest<Body>, String> {
+    match dialer.dial().await? {
+        Dialed::Plain(tcp) => handshake(builder, TokioIo::new(tcp), peer_max).await,
+        Dialed::Tls(stream) => {
+            if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
+                return Err("the host did not select h2 in ALPN (upstream.http2 needs a host that speaks HTTP/2)".into());
             }
+            handshake(builder, TokioIo::new(stream), peer_max).await
         }
     }
 }

@@ -11,6 +11,7 @@
 
 mod calls;
 mod client;
+mod dial;
 mod error;
 mod events;
 pub mod fill;
