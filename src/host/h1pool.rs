@@ -11,11 +11,11 @@
 //!
 //! Rules:
 //! * A connection is taken off the stack for one exchange and put back when the answer's body
-//!   has been read to its end or dropped. For a body dropped before its end hyper reads the
-//!   rest if it has already arrived (an event stream whose reader stopped at the final event),
-//!   and otherwise closes the connection, as it must (RFC 9112 §9.6: the rest of that answer
-//!   would be read as the next one's); a call that takes the connection waits until hyper is
-//!   ready to send on it, and moves on to the next one when it was closed.
+//!   has been read to its end. For a body dropped before its end hyper reads the rest if it
+//!   has already arrived (an event stream whose reader stopped at the final event), and
+//!   otherwise closes the connection, as it must (RFC 9112 §9.6: the rest of that answer would
+//!   be read as the next one's); such a connection is put back only once hyper is ready to
+//!   send on it again, so no call waits on a connection still busy with an old answer.
 //! * A pooled connection that turns out closed (the host's keep-alive timeout, a restart) is
 //!   dropped and the next one tried. A request hyper hands back unsent (the connection closed
 //!   before it went out) is sent once more on a new connection: nothing reached the host, so
@@ -46,6 +46,9 @@ use crate::body::Body;
 pub const MAX_IDLE: usize = 256;
 /// How long a connection may wait on the stack before it is closed.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a connection whose answer was dropped unread may take to become ready again
+/// before it is closed instead of kept.
+const DRAIN: Duration = Duration::from_secs(5);
 /// How often a pool without traffic closes its connections idle beyond [`IDLE_TIMEOUT`].
 const SWEEP: Duration = Duration::from_secs(30);
 
@@ -231,7 +234,8 @@ where
 }
 
 /// An answer's body that puts its connection back on the stack when it has been read to its
-/// end or dropped, unless it broke (see the module's rules).
+/// end, or, dropped before, once hyper is ready on it again; a broken one closes it (see the
+/// module's rules).
 pub struct H1Body {
     inner: Incoming,
     back: Option<(Arc<Inner>, SendRequest<Body>)>,
@@ -247,9 +251,24 @@ impl H1Body {
 
 impl Drop for H1Body {
     fn drop(&mut self) {
-        // Read to its end or not: hyper drains or closes the connection (see the module's
-        // rules), and a checkout waits for its readiness.
-        self.give_back();
+        let Some((pool, mut send)) = self.back.take() else {
+            return;
+        };
+        if hyper::body::Body::is_end_stream(&self.inner) {
+            pool.checkin(send);
+            return;
+        }
+        // The rest of the answer was not read: hyper reads it if it has arrived, or closes
+        // the connection (see the module's rules). It goes back on the stack only once hyper
+        // is ready to send on it again, so that no call ever waits on a connection still
+        // busy with an old answer; one that is not ready within `DRAIN` is closed.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                if let Ok(Ok(())) = tokio::time::timeout(DRAIN, send.ready()).await {
+                    pool.checkin(send);
+                }
+            });
+        }
     }
 }
 
@@ -439,8 +458,15 @@ mod tests {
         let first = http_body_util::BodyExt::frame(&mut body).await;
         assert!(matches!(first, Some(Ok(f)) if f.is_data()));
         // Dropped without reading the end of the chunked body, which has arrived: hyper
-        // reads it, and the next call goes out on the same connection.
+        // reads it, the connection goes back on the stack, and the next call goes out on it.
         drop(body);
+        for _ in 0..200 {
+            if p.idle() == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(p.idle(), 1);
         assert_eq!(exchange(&p, &url).await, "1");
         assert_eq!(accepted.load(Ordering::SeqCst), 1);
     }
