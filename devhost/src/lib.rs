@@ -645,7 +645,7 @@ async fn serve(
     req: http::Request<Incoming>,
     connection: u64,
 ) -> http::Response<api::Body> {
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
     let body = match Limited::new(body, MAX_BODY_BYTES).collect().await {
         Ok(c) => c.to_bytes(),
         Err(_) => {
@@ -681,6 +681,15 @@ async fn serve(
             tokio::time::sleep(d).await;
         }
         return finish_for(state, host::fault_response(state, status, retry_after));
+    }
+    // A fault that damages the answer's body damages the answer the host sends whole: a
+    // conditional read is answered as an unconditional one, since a `304` has no body to
+    // cut or truncate (a real connection reset or a broken proxy does not ask first).
+    if matches!(
+        plan.action,
+        Some(FaultKind::Reset { .. } | FaultKind::BadJson)
+    ) {
+        parts.headers.remove(http::header::IF_NONE_MATCH);
     }
     let resp = host::handle(
         state,

@@ -22,6 +22,9 @@ pub struct Tasks {
     pub poll_interval_ms: u64,
     pub max_listen_task_ids: usize,
     pub listen_poll_interval: Duration,
+    /// `tasks/get` asks the host `If-None-Match` with the ETag of the run document it read
+    /// last for the same caller, and a `304` reuses that document (src/host/revalidate.rs).
+    pub revalidate: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -39,6 +42,7 @@ pub struct RawTasks {
     pub poll_interval_ms: Option<Spanned<u64>>,
     pub max_listen_task_ids: Option<usize>,
     pub listen_poll_interval_ms: Option<u64>,
+    pub revalidate: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -65,6 +69,7 @@ impl RawTasks {
                 .max_listen_task_ids
                 .unwrap_or(DEFAULT_MAX_LISTEN_TASK_IDS),
             listen_poll_interval: ms(self.listen_poll_interval_ms, DEFAULT_LISTEN_POLL_INTERVAL),
+            revalidate: self.revalidate.unwrap_or(true),
         })
     }
 }

@@ -232,7 +232,7 @@ impl HostClient {
                     }
                     Ok(with_json(req, &create.body))
                 },
-                |h, b| Ok(self.created_of(h, &json_value(b)?)),
+                |_, h, b| Ok(self.created_of(h, &json_value(b)?)),
             )
             .await?;
         created.ok_or_else(|| {

@@ -58,6 +58,8 @@ pub struct HostClient {
     prefix: Arc<str>,
     pub(super) routes: Arc<Routes>,
     pub(super) mapping: Arc<Mapping>,
+    /// The run documents `tasks/get` read last (`tasks.revalidate`; revalidate.rs).
+    revalidation: Option<super::revalidate::Revalidation>,
 }
 
 static TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
@@ -96,7 +98,16 @@ impl HostClient {
             prefix,
             routes: cfg.routes.clone(),
             mapping: cfg.mapping.clone(),
+            revalidation: cfg
+                .tasks
+                .revalidate
+                .then(super::revalidate::Revalidation::new),
         })
+    }
+
+    /// The kept run documents `tasks/get` revalidates, when `tasks.revalidate` is on.
+    pub fn revalidation(&self) -> Option<&super::revalidate::Revalidation> {
+        self.revalidation.as_ref()
     }
 
     /// The request target of a URL a host answer named (a catalog page's next link),
@@ -362,7 +373,7 @@ impl HostClient {
         build: impl Fn() -> Result<Request<Body>, BadTarget>,
         parse: impl Fn(&[u8]) -> Result<T, serde_json::Error>,
     ) -> Result<T, HostError> {
-        self.send_within_head(op, timeout, build, |_, b| parse(b))
+        self.send_within_head(op, timeout, build, |_, _, b| parse(b))
             .await
     }
 
@@ -373,7 +384,7 @@ impl HostClient {
         op: Operation,
         timeout: Duration,
         build: impl Fn() -> Result<Request<Body>, BadTarget>,
-        parse: impl Fn(&HeaderMap, &[u8]) -> Result<T, serde_json::Error>,
+        parse: impl Fn(StatusCode, &HeaderMap, &[u8]) -> Result<T, serde_json::Error>,
     ) -> Result<T, HostError> {
         let retry = self.routes.get(op).retry;
         let mut attempt = 0u32;
@@ -437,15 +448,15 @@ impl HostClient {
         timeout: Duration,
         parse: impl Fn(&[u8]) -> Result<T, serde_json::Error>,
     ) -> Result<(StatusCode, T), HostError> {
-        self.once_head(req, timeout, |_, b| parse(b)).await
+        self.once_head(req, timeout, |_, _, b| parse(b)).await
     }
 
-    /// [`HostClient::once`] whose reader also sees the answer's headers.
+    /// [`HostClient::once`] whose reader also sees the answer's status and headers.
     pub(super) async fn once_head<T>(
         &self,
         req: Request<Body>,
         timeout: Duration,
-        parse: impl Fn(&HeaderMap, &[u8]) -> Result<T, serde_json::Error>,
+        parse: impl Fn(StatusCode, &HeaderMap, &[u8]) -> Result<T, serde_json::Error>,
     ) -> Result<(StatusCode, T), HostError> {
         self.once_by(req, tokio::time::Instant::now() + timeout, parse)
             .await
@@ -456,7 +467,7 @@ impl HostClient {
         &self,
         req: Request<Body>,
         deadline: tokio::time::Instant,
-        parse: impl Fn(&HeaderMap, &[u8]) -> Result<T, serde_json::Error>,
+        parse: impl Fn(StatusCode, &HeaderMap, &[u8]) -> Result<T, serde_json::Error>,
     ) -> Result<(StatusCode, T), HostError> {
         tokio::time::timeout_at(deadline, self.exchange(req, parse))
             .await
@@ -466,16 +477,21 @@ impl HostClient {
     async fn exchange<T>(
         &self,
         req: Request<Body>,
-        parse: impl Fn(&HeaderMap, &[u8]) -> Result<T, serde_json::Error>,
+        parse: impl Fn(StatusCode, &HeaderMap, &[u8]) -> Result<T, serde_json::Error>,
     ) -> Result<(StatusCode, T), HostError> {
+        // A `304 Not Modified` answers a conditional request (RFC 9110 §15.4.5): the reader
+        // is given it as an answer; to any other request it is the host's error.
+        let conditional = req.headers().contains_key(header::IF_NONE_MATCH);
         let resp = self.send(req).await?;
         let (head, body) = resp.into_parts();
         // The head arrived: a body that breaks off now is a damaged answer, not a refusal.
         let bytes = crate::body::whole(body)
             .await
             .map_err(|e| HostError::BadBody(format!("the answer broke off: {}", root_cause(&e))))?;
-        let res = if head.status.is_success() {
-            parse(&head.headers, &bytes)
+        let answered =
+            head.status.is_success() || (conditional && head.status == StatusCode::NOT_MODIFIED);
+        let res = if answered {
+            parse(head.status, &head.headers, &bytes)
                 .map(|v| (head.status, v))
                 .map_err(|e| HostError::BadBody(e.to_string()))
         } else {

@@ -105,7 +105,7 @@ impl HostClient {
                     Some(t) => self.request_to(op, t.clone(), &vars, Some(caller)),
                     None => self.request(op, &vars, &[], Some(caller)),
                 },
-                |h, b| {
+                |_, h, b| {
                     let v = json_value(b)?;
                     let retry_after = retry_after(h);
                     Ok(if monitor.is_some() {

@@ -217,19 +217,44 @@ async fn task_parts<'r>(
     Ok((times(run, newest.map(Cow::Owned)), Some(m)))
 }
 
+/// [`read_paced`] for `tasks/get`: the plain getRun is revalidated against the document this
+/// replica read last for this caller (`tasks.revalidate`; src/host/revalidate.rs), so a poll
+/// of a task that has not changed is answered by the host with a `304`.
+async fn read_for_get(
+    ctx: &McpContext,
+    req: &McpRequest,
+    task_id: Option<&Value>,
+) -> Result<(std::sync::Arc<RunSnapshot>, Option<Duration>), McpError> {
+    if ctx.host.mapping().follow.poll {
+        let (run, retry_after) = read_paced(ctx, req, task_id).await?;
+        return Ok((std::sync::Arc::new(run), retry_after));
+    }
+    let run_id = run_id_of(ctx, req, task_id)?;
+    let run = ctx
+        .host
+        .get_run_revalidated(&req.caller, &run_id)
+        .await
+        .map_err(|e| McpError::from_host_task_read(&e))?;
+    if run.run_id != run_id {
+        return Err(McpError::TaskNotFound);
+    }
+    Ok((run, None))
+}
+
 pub async fn get(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpError> {
     require_tasks(req)?;
-    let (run, retry_after) = read_paced(ctx, req, req.params.get("taskId")).await?;
+    let (read, retry_after) = read_for_get(ctx, req, req.params.get("taskId")).await?;
+    let run: &RunSnapshot = &read;
     // A poll of a running task needs no more host calls: its parts and shape are had without
     // entering the futures that would make them (each is built, polled and moved once per
     // `tasks/get` otherwise; issue 21).
     let (t, requests) = if run.status.awaits_client() {
-        task_parts(ctx, req, &run).await?
+        task_parts(ctx, req, run).await?
     } else {
-        parts_without_input(&run)
+        parts_without_input(run)
     };
-    let shape = if needs_catalog(&run) {
-        shape_of(ctx, req, &run).await?
+    let shape = if needs_catalog(run) {
+        shape_of(ctx, req, run).await?
     } else {
         Shape::Run
     };
@@ -240,7 +265,7 @@ pub async fn get(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpErro
         None => Cow::Owned(ctx.task_ids.issue(&req.caller, &run.run_id)),
     };
     let mut task = DetailedTask::shaped(
-        &run,
+        run,
         &t,
         poll_interval_ms(retry_after, ctx.cfg.tasks.poll_interval_ms),
         requests,

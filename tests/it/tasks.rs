@@ -616,7 +616,10 @@ async fn metrics_count_each_get_and_the_host_call_behind_it() {
     )
     .await;
     let gets = "openwop_sidecar_mcp_requests_total{method=\"tasks/get\",outcome=\"ok\"}";
+    // A poll of a task that has not changed is revalidated: the host answers it `304`
+    // (src/host/revalidate.rs); either way each poll is one read of the run at the host.
     let reads = "openwop_sidecar_upstream_request_duration_seconds_count{operation=\"getRun\",status=\"200\"}";
+    let revalidated = "openwop_sidecar_upstream_request_duration_seconds_count{operation=\"getRun\",status=\"304\"}";
     let missing =
         "openwop_sidecar_mcp_requests_total{method=\"tasks/get\",outcome=\"task_not_found\"}";
     let before = env.metrics().await;
@@ -640,8 +643,9 @@ async fn metrics_count_each_get_and_the_host_call_behind_it() {
         1.0,
         "{after}"
     );
+    let read = |page: &str| sample(page, reads) + sample(page, revalidated);
     assert!(
-        sample(&after, reads) - sample(&before, reads) >= 3.0,
+        read(&after) - read(&before) >= 3.0,
         "each tasks/get reads the run: {after}"
     );
     env.rpc(
@@ -694,5 +698,168 @@ async fn a_5xx_that_asks_for_a_pause_is_not_retried_at_once() {
         task_caps(),
     )
     .await;
+    env.shutdown().await;
+}
+
+/// The host's own answer to getRun of `run_id` as `key`: its strong `ETag`, if it sends one.
+async fn host_etag(env: &Env, key: &str, run_id: &str) -> Option<String> {
+    let r = env
+        .http
+        .get(format!(
+            "{}/runs/{}",
+            env.host.base_url(),
+            run_id.replace('/', "~2F")
+        ))
+        .bearer_auth(key)
+        .header("OpenWOP-Version", "2.0")
+        .send()
+        .await
+        .unwrap();
+    let etag = r.headers().get("etag")?.to_str().ok()?.to_string();
+    (!etag.starts_with("W/")).then_some(etag)
+}
+
+/// The `If-None-Match` of each getRun of `run_id` the host saw since its log was cleared.
+fn validators(env: &Env, run_id: &str) -> Vec<Option<String>> {
+    let wire = run_id.replace('/', "~2F");
+    env.host
+        .requests()
+        .iter()
+        .filter(|r| r.method == "GET" && r.path == format!("/runs/{wire}"))
+        .map(|r| r.header("if-none-match").map(str::to_string))
+        .collect()
+}
+
+/// Every poll of a task is one read at the host with the caller's credential; a poll of a task
+/// whose document has not changed carries the strong ETag read before (`If-None-Match`), and
+/// the host's `304` answers it exactly as the whole document would (OpenWOP v2 §1.4).
+#[tokio::test]
+async fn an_unchanged_task_is_revalidated_and_answers_the_same() {
+    if foreign() || legacy() {
+        return; // the OpenWOP v2 getRun (its ETag) is what this reads
+    }
+    let env = env().await;
+    let task = tasked(
+        &env,
+        A,
+        "conformance-cancellable",
+        json!({"delayMs": 60000}),
+    )
+    .await;
+    let run_id = run_of(A, &task);
+    let first = env.task_rpc(A, "tasks/get", &task).await;
+    let etag = host_etag(&env, A, &run_id)
+        .await
+        .expect("the host's strong ETag");
+    env.host.clear_requests();
+    for _ in 0..3 {
+        let again = env.task_rpc(A, "tasks/get", &task).await;
+        assert_eq!(again.result(), first.result(), "{}", again.text);
+    }
+    assert_eq!(
+        validators(&env, &run_id),
+        vec![Some(etag); 3],
+        "each poll asks the host, with the validator of the document read"
+    );
+    env.task_rpc(A, "tasks/cancel", &task).await;
+    env.shutdown().await;
+}
+
+/// A task whose run changed is answered from the new document: its ETag no longer matches, so
+/// the host sends it whole (a kept document never outlives the run state it was read in).
+#[tokio::test]
+async fn a_changed_task_is_answered_from_its_new_document() {
+    if foreign() || legacy() {
+        return;
+    }
+    let env = env().await;
+    let task = tasked(
+        &env,
+        A,
+        "conformance-cancellable",
+        json!({"delayMs": 60000}),
+    )
+    .await;
+    let run_id = run_of(A, &task);
+    for _ in 0..2 {
+        let g = env.task_rpc(A, "tasks/get", &task).await;
+        assert_eq!(g.result()["status"], "working", "{}", g.text);
+    }
+    // Cancelled behind the mount's back, straight at the host.
+    let (s, _) = env
+        .rest_post(
+            A,
+            &format!("/runs/{}/cancel", run_id.replace('/', "%2F")),
+            json!({}),
+        )
+        .await;
+    assert!(s < 300, "cancel: {s}");
+    env.wait_status(A, &run_id, &["cancelled"], 5).await;
+    let g = env.task_rpc(A, "tasks/get", &task).await;
+    assert_eq!(g.result()["status"], "cancelled", "{}", g.text);
+    env.shutdown().await;
+}
+
+/// A document kept for one caller is never offered for another, even one of the same tenant:
+/// the other's read carries no validator, and is answered from what the host sent it.
+#[tokio::test]
+async fn a_document_kept_for_one_caller_is_not_offered_for_another() {
+    if foreign() || legacy() {
+        return;
+    }
+    let env = env().await;
+    let task = tasked(
+        &env,
+        A,
+        "conformance-cancellable",
+        json!({"delayMs": 60000}),
+    )
+    .await;
+    let run_id = run_of(A, &task);
+    env.task_rpc(A, "tasks/get", &task).await;
+    env.task_rpc(A, "tasks/get", &task).await;
+    env.host.clear_requests();
+    let other = env.task_rpc(READONLY, "tasks/get", &task).await;
+    assert_eq!(other.result()["status"], "working", "{}", other.text);
+    // Another tenant's read is refused by the host as before, whatever was kept.
+    let foreign_read = env.task_rpc(B, "tasks/get", &task).await;
+    assert_eq!(
+        foreign_read.error_code(),
+        Some(-32602),
+        "{}",
+        foreign_read.text
+    );
+    let seen = validators(&env, &run_id);
+    assert_eq!(
+        seen,
+        vec![None, None],
+        "no validator for another caller: {seen:?}"
+    );
+    env.task_rpc(A, "tasks/cancel", &task).await;
+    env.shutdown().await;
+}
+
+/// `tasks.revalidate: false` reads the whole document on every poll, with no validator.
+#[tokio::test]
+async fn revalidation_off_reads_the_whole_document_every_poll() {
+    if foreign() || legacy() {
+        return;
+    }
+    let env = env_with(|c| c.tasks.revalidate = false).await;
+    let task = tasked(
+        &env,
+        A,
+        "conformance-cancellable",
+        json!({"delayMs": 60000}),
+    )
+    .await;
+    let run_id = run_of(A, &task);
+    env.host.clear_requests();
+    for _ in 0..3 {
+        let g = env.task_rpc(A, "tasks/get", &task).await;
+        assert_eq!(g.result()["status"], "working", "{}", g.text);
+    }
+    assert_eq!(validators(&env, &run_id), vec![None; 3]);
+    env.task_rpc(A, "tasks/cancel", &task).await;
     env.shutdown().await;
 }

@@ -1,0 +1,245 @@
+//! getRun revalidated: the run documents `tasks/get` read last, kept with their strong
+//! `ETag`, so the next poll of a task asks the host `If-None-Match` and a `304 Not Modified`
+//! answers it without the document being sent, read or parsed again (OpenWOP v2 §1.4 getRun:
+//! a strong ETag derived from the last persisted sequence, `If-None-Match` → `304`; RFC 9110
+//! §13.1.2, §15.4.5; issue 21: a poll of a task that has not changed is the common one).
+//!
+//! Nothing here decides what a caller may read. Every poll is still one host call with the
+//! caller's own credential, and the host answers it as it would answer an unconditional one
+//! (RFC 9110 §13.2.1: preconditions are evaluated only where the request would otherwise
+//! succeed), so a `304` means this caller may read the run *and* its document is the one kept.
+//! A kept document is used only for the caller whose request read it (its credential and
+//! relayed headers, hashed), so even a host whose ETags ignore who asks never shows one
+//! caller another's copy. Only strong validators are kept: a weak one promises equivalence,
+//! not the same bytes. Anything but a `200` or a `304` drops what was kept for the run.
+//!
+//! The cache is this replica's alone and only spares work: a replica that has nothing kept
+//! (a new one, another behind the balancer) reads the whole document, as before.
+
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header::{ETAG, IF_NONE_MATCH};
+use http::{HeaderMap, HeaderValue, StatusCode};
+
+use super::client::HostClient;
+use super::fill::Vars;
+use super::types::RunSnapshot;
+use super::{Caller, HostError};
+use crate::config::Operation;
+
+/// At most this many run documents are kept (about 0.5 kB each with the cache's own
+/// bookkeeping: 5 MB at most), the least recently polled dropped first.
+pub const MAX_KEPT: u64 = 10_000;
+
+/// A document not polled for this long is dropped: a task is polled every
+/// `tasks.pollIntervalMs` (500 ms by default) while a client still cares about it.
+pub const IDLE: Duration = Duration::from_secs(120);
+
+/// One kept document: whose read it was, its validator, the snapshot read from it.
+struct Kept {
+    caller: u64,
+    etag: HeaderValue,
+    run: Arc<RunSnapshot>,
+}
+
+/// The kept run documents of one host client, by run id.
+#[derive(Clone)]
+pub struct Revalidation {
+    kept: moka::sync::Cache<String, Arc<Kept>>,
+    /// Keys the callers' hashes with a secret of this process, so no caller can aim a hash.
+    keys: Arc<std::collections::hash_map::RandomState>,
+}
+
+impl Revalidation {
+    pub fn new() -> Revalidation {
+        Revalidation {
+            kept: moka::sync::Cache::builder()
+                .max_capacity(MAX_KEPT)
+                .time_to_idle(IDLE)
+                .build(),
+            keys: Arc::new(std::collections::hash_map::RandomState::new()),
+        }
+    }
+
+    /// Who asks, as the host sees it: the credential and every header relayed to the host.
+    fn caller_key(&self, caller: &Caller) -> u64 {
+        let mut h = self.keys.build_hasher();
+        caller
+            .authorization
+            .as_ref()
+            .map(HeaderValue::as_bytes)
+            .hash(&mut h);
+        if let Some(relayed) = &caller.headers {
+            for (k, v) in relayed.iter() {
+                k.as_str().hash(&mut h);
+                v.as_bytes().hash(&mut h);
+            }
+        }
+        h.finish()
+    }
+
+    /// How many documents are kept now (for tests).
+    #[doc(hidden)]
+    pub fn kept_count(&self) -> u64 {
+        self.kept.run_pending_tasks();
+        self.kept.entry_count()
+    }
+}
+
+impl Default for Revalidation {
+    fn default() -> Self {
+        Revalidation::new()
+    }
+}
+
+/// A strong entity tag (RFC 9110 §8.8.3: `"…"`, not `W/"…"`), the only kind kept.
+fn strong_etag(h: &HeaderMap) -> Option<HeaderValue> {
+    let v = h.get(ETAG)?;
+    let b = v.as_bytes();
+    (b.len() >= 2 && b[0] == b'"' && b[b.len() - 1] == b'"').then(|| v.clone())
+}
+
+/// What one conditional getRun read.
+// A stack value returned once: boxing the document would add an allocation per changed poll.
+#[allow(clippy::large_enum_variant)]
+enum Read {
+    /// `200`: the document (or `None` when it is not a RunSnapshot) and its strong ETag.
+    Fresh(Option<RunSnapshot>, Option<HeaderValue>),
+    /// `304`: the kept document is still the run's.
+    Same,
+}
+
+impl HostClient {
+    /// getRun of `run_id` for `tasks/get`, revalidated against the document this replica
+    /// read last for this caller when it kept one (see the module). Without revalidation
+    /// (`tasks.revalidate: false`) it is [`HostClient::get_run`].
+    pub async fn get_run_revalidated(
+        &self,
+        caller: &Caller,
+        run_id: &str,
+    ) -> Result<Arc<RunSnapshot>, HostError> {
+        let Some(rv) = self.revalidation() else {
+            return self.get_run(caller, run_id).await.map(Arc::new);
+        };
+        let who = rv.caller_key(caller);
+        let kept = rv.kept.get(run_id).filter(|k| k.caller == who);
+        let vars = Vars {
+            run_id: Some(run_id),
+            ..Vars::default()
+        };
+        let op = Operation::GetRun;
+        let m = self.mapping();
+        // Status predicates read the whole document; the one-pass reader knows only fields.
+        let rules = !m.status_rules.is_empty();
+        let read = self
+            .send_within_head(
+                op,
+                self.routes.get(op).timeout,
+                || {
+                    let mut req = self.request(op, &vars, &[], Some(caller))?;
+                    if let Some(k) = &kept {
+                        req.headers_mut().insert(IF_NONE_MATCH, k.etag.clone());
+                    }
+                    Ok(req)
+                },
+                |status, h, b| {
+                    if status == StatusCode::NOT_MODIFIED {
+                        return Ok(Read::Same);
+                    }
+                    let run = if rules {
+                        RunSnapshot::from_json(super::client::json_value(b)?, m)
+                    } else {
+                        RunSnapshot::from_slice(b, m)?
+                    };
+                    Ok(Read::Fresh(run, strong_etag(h)))
+                },
+            )
+            .await;
+        match read {
+            Ok(Read::Same) => match kept {
+                Some(k) => Ok(k.run.clone()),
+                // Only a request that carried `If-None-Match` reads a 304 as an answer.
+                None => Err(HostError::BadBody(
+                    "getRun answered 304 to a request without a validator".into(),
+                )),
+            },
+            Ok(Read::Fresh(Some(run), etag)) => {
+                let run = Arc::new(run);
+                match etag {
+                    // Kept only under the id it was asked by: the caller checks the document
+                    // names that very run (src/mcp/tasks.rs), and a mismatch is never kept.
+                    Some(etag) if run.run_id == run_id => rv.kept.insert(
+                        run_id.to_owned(),
+                        Arc::new(Kept {
+                            caller: who,
+                            etag,
+                            run: run.clone(),
+                        }),
+                    ),
+                    _ if kept.is_some() => rv.kept.invalidate(run_id),
+                    _ => {}
+                }
+                Ok(run)
+            }
+            // What this caller had kept is dropped; another caller's is not theirs to drop.
+            Ok(Read::Fresh(None, _)) => {
+                if kept.is_some() {
+                    rv.kept.invalidate(run_id);
+                }
+                Err(HostError::BadBody(
+                    "getRun answer is not a RunSnapshot".into(),
+                ))
+            }
+            Err(e) => {
+                if kept.is_some() {
+                    rv.kept.invalidate(run_id);
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_strong_entity_tags_are_kept() {
+        let mut h = HeaderMap::new();
+        assert!(strong_etag(&h).is_none());
+        h.insert(ETAG, HeaderValue::from_static("\"3-running\""));
+        assert_eq!(strong_etag(&h).unwrap(), "\"3-running\"");
+        h.insert(ETAG, HeaderValue::from_static("W/\"3-running\""));
+        assert!(strong_etag(&h).is_none());
+        h.insert(ETAG, HeaderValue::from_static("3-running"));
+        assert!(strong_etag(&h).is_none());
+        h.insert(ETAG, HeaderValue::from_static("\""));
+        assert!(strong_etag(&h).is_none());
+    }
+
+    #[test]
+    fn callers_differ_by_credential_and_relayed_headers() {
+        let rv = Revalidation::new();
+        let a = Caller {
+            authorization: Some(HeaderValue::from_static("Bearer a")),
+            ..Caller::default()
+        };
+        let b = Caller {
+            authorization: Some(HeaderValue::from_static("Bearer b")),
+            ..Caller::default()
+        };
+        let mut relayed = HeaderMap::new();
+        relayed.insert("x-tenant", HeaderValue::from_static("t1"));
+        let a_relayed = Caller {
+            headers: Some(Arc::new(relayed)),
+            ..a.clone()
+        };
+        assert_eq!(rv.caller_key(&a), rv.caller_key(&a.clone()));
+        assert_ne!(rv.caller_key(&a), rv.caller_key(&b));
+        assert_ne!(rv.caller_key(&a), rv.caller_key(&a_relayed));
+        assert_ne!(rv.caller_key(&a), rv.caller_key(&Caller::default()));
+    }
+}
