@@ -92,6 +92,11 @@ struct Args {
     /// Every sidecar of the run talks to the host over HTTP/2 (`upstream.http2: true`).
     #[arg(long)]
     upstream_http2: bool,
+    /// Every sidecar of the run reads the whole run document on every `tasks/get`
+    /// (`tasks.revalidate: false`): the cost of a poll of a task whose run changed since the
+    /// last poll. By default a poll of the unchanged running task is revalidated (a `304`).
+    #[arg(long)]
+    no_revalidate: bool,
     /// Section 3c also in quick mode: listen streams that each name a waiting task (each follows
     /// the run's event stream at the host), as the full mode does.
     #[arg(long)]
@@ -228,6 +233,8 @@ struct Ctx {
     wrap: Option<String>,
     /// `--upstream-http2`: every sidecar speaks HTTP/2 to the host.
     upstream_h2: bool,
+    /// `--no-revalidate`: every sidecar reads the whole run document on each `tasks/get`.
+    no_revalidate: bool,
 }
 
 impl Ctx {
@@ -242,12 +249,19 @@ impl Ctx {
     /// A sidecar that talks to the host over HTTP/2 (`upstream.http2: true`) when `host_h2`.
     async fn sidecar_with(&self, tag: &str, host_h2: bool) -> anyhow::Result<Sidecar> {
         let log = self.logs.join(format!("sidecar-{tag}.log"));
-        let config = if host_h2 {
-            let p = self.logs.join("sidecar-upstream-http2.yaml");
-            std::fs::write(&p, "upstream:\n  http2: true\n")?;
-            Some(p)
-        } else {
+        let mut yaml = String::new();
+        if host_h2 {
+            yaml.push_str("upstream:\n  http2: true\n");
+        }
+        if self.no_revalidate {
+            yaml.push_str("tasks:\n  revalidate: false\n");
+        }
+        let config = if yaml.is_empty() {
             None
+        } else {
+            let p = self.logs.join(format!("sidecar-{tag}.yaml"));
+            std::fs::write(&p, yaml)?;
+            Some(p)
         };
         let sc = procs::spawn_sidecar(
             &self.bin,
@@ -291,6 +305,7 @@ async fn run(args: Args, plan: Plan, host: DevHost, nofile: u64) -> std::process
         only: args.only.clone(),
         wrap: args.wrap.clone(),
         upstream_h2: args.upstream_http2,
+        no_revalidate: args.no_revalidate,
     };
     if let Some(what) = args.soak.clone() {
         return match soak(&mut ctx, &what, &args).await {
@@ -318,6 +333,15 @@ async fn run(args: Args, plan: Plan, host: DevHost, nofile: u64) -> std::process
             "HTTP/2 (--upstream-http2: upstream.http2: true)".into(),
         );
     }
+    ctx.report.condition(
+        "tasks/get of the running task",
+        if ctx.no_revalidate {
+            "the whole run document read on every poll (--no-revalidate: tasks.revalidate: false)"
+        } else {
+            "revalidated: the host answers If-None-Match with 304 (tasks.revalidate, the default)"
+        }
+        .into(),
+    );
     let t0 = Instant::now();
 
     if ctx.wants("5") {
