@@ -701,6 +701,13 @@ async fn a_5xx_that_asks_for_a_pause_is_not_retried_at_once() {
     env.shutdown().await;
 }
 
+/// A task of `A` whose run keeps running (a minute-long delay), and its run id.
+async fn running_task(env: &Env) -> (String, String) {
+    let task = tasked(env, A, "conformance-cancellable", json!({"delayMs": 60000})).await;
+    let run_id = run_of(A, &task);
+    (task, run_id)
+}
+
 /// The host's own answer to getRun of `run_id` as `key`: its strong `ETag`, if it sends one.
 async fn host_etag(env: &Env, key: &str, run_id: &str) -> Option<String> {
     let r = env
@@ -739,14 +746,7 @@ async fn an_unchanged_task_is_revalidated_and_answers_the_same() {
         return; // the OpenWOP v2 getRun (its ETag) is what this reads
     }
     let env = env().await;
-    let task = tasked(
-        &env,
-        A,
-        "conformance-cancellable",
-        json!({"delayMs": 60000}),
-    )
-    .await;
-    let run_id = run_of(A, &task);
+    let (task, run_id) = running_task(&env).await;
     let first = env.task_rpc(A, "tasks/get", &task).await;
     let etag = host_etag(&env, A, &run_id)
         .await
@@ -773,14 +773,7 @@ async fn a_changed_task_is_answered_from_its_new_document() {
         return;
     }
     let env = env().await;
-    let task = tasked(
-        &env,
-        A,
-        "conformance-cancellable",
-        json!({"delayMs": 60000}),
-    )
-    .await;
-    let run_id = run_of(A, &task);
+    let (task, run_id) = running_task(&env).await;
     for _ in 0..2 {
         let g = env.task_rpc(A, "tasks/get", &task).await;
         assert_eq!(g.result()["status"], "working", "{}", g.text);
@@ -808,14 +801,7 @@ async fn a_document_kept_for_one_caller_is_not_offered_for_another() {
         return;
     }
     let env = env().await;
-    let task = tasked(
-        &env,
-        A,
-        "conformance-cancellable",
-        json!({"delayMs": 60000}),
-    )
-    .await;
-    let run_id = run_of(A, &task);
+    let (task, run_id) = running_task(&env).await;
     env.task_rpc(A, "tasks/get", &task).await;
     env.task_rpc(A, "tasks/get", &task).await;
     env.host.clear_requests();
@@ -846,14 +832,7 @@ async fn revalidation_off_reads_the_whole_document_every_poll() {
         return;
     }
     let env = env_with(|c| c.tasks.revalidate = false).await;
-    let task = tasked(
-        &env,
-        A,
-        "conformance-cancellable",
-        json!({"delayMs": 60000}),
-    )
-    .await;
-    let run_id = run_of(A, &task);
+    let (task, run_id) = running_task(&env).await;
     env.host.clear_requests();
     for _ in 0..3 {
         let g = env.task_rpc(A, "tasks/get", &task).await;
