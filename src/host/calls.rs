@@ -249,23 +249,27 @@ impl HostClient {
             ..Vars::default()
         };
         let op = Operation::GetRun;
-        // Status predicates read the whole document; the one-pass reader knows only fields.
-        let rules = !self.mapping.status_rules.is_empty();
-        let read = |b: &[u8]| {
-            if rules {
-                Ok(RunSnapshot::from_json(json_value(b)?, &self.mapping))
-            } else {
-                RunSnapshot::from_slice(b, &self.mapping)
-            }
-        };
         self.send_within(
             op,
             self.routes.get(op).timeout,
             || self.request(op, &vars, &[], Some(caller)),
-            read,
+            |b| self.run_snapshot_of(b),
         )
         .await?
         .ok_or_else(|| HostError::BadBody("getRun answer is not a RunSnapshot".into()))
+    }
+
+    /// getRun's answer bytes read into a RunSnapshot (`None`: JSON, but not a RunSnapshot).
+    /// Status predicates read the whole document; the one-pass reader knows only fields.
+    pub(super) fn run_snapshot_of(
+        &self,
+        b: &[u8],
+    ) -> Result<Option<RunSnapshot>, serde_json::Error> {
+        if self.mapping.status_rules.is_empty() {
+            RunSnapshot::from_slice(b, &self.mapping)
+        } else {
+            Ok(RunSnapshot::from_json(json_value(b)?, &self.mapping))
+        }
     }
 
     /// The cancelRun body (`host.bodies.cancelRun`; the reason left out when there is none).

@@ -59,7 +59,7 @@ pub struct HostClient {
     pub(super) routes: Arc<Routes>,
     pub(super) mapping: Arc<Mapping>,
     /// The run documents `tasks/get` read last (`tasks.revalidate`; revalidate.rs).
-    revalidation: Option<super::revalidate::Revalidation>,
+    pub(super) revalidation: Option<super::revalidate::Revalidation>,
 }
 
 static TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
@@ -103,11 +103,6 @@ impl HostClient {
                 .revalidate
                 .then(super::revalidate::Revalidation::new),
         })
-    }
-
-    /// The kept run documents `tasks/get` revalidates, when `tasks.revalidate` is on.
-    pub fn revalidation(&self) -> Option<&super::revalidate::Revalidation> {
-        self.revalidation.as_ref()
     }
 
     /// The request target of a URL a host answer named (a catalog page's next link),

@@ -79,13 +79,6 @@ impl Revalidation {
         }
         h.finish()
     }
-
-    /// How many documents are kept now (for tests).
-    #[doc(hidden)]
-    pub fn kept_count(&self) -> u64 {
-        self.kept.run_pending_tasks();
-        self.kept.entry_count()
-    }
 }
 
 impl Default for Revalidation {
@@ -120,7 +113,7 @@ impl HostClient {
         caller: &Caller,
         run_id: &str,
     ) -> Result<Arc<RunSnapshot>, HostError> {
-        let Some(rv) = self.revalidation() else {
+        let Some(rv) = &self.revalidation else {
             return self.get_run(caller, run_id).await.map(Arc::new);
         };
         let who = rv.caller_key(caller);
@@ -130,9 +123,6 @@ impl HostClient {
             ..Vars::default()
         };
         let op = Operation::GetRun;
-        let m = self.mapping();
-        // Status predicates read the whole document; the one-pass reader knows only fields.
-        let rules = !m.status_rules.is_empty();
         let read = self
             .send_within_head(
                 op,
@@ -148,12 +138,7 @@ impl HostClient {
                     if status == StatusCode::NOT_MODIFIED {
                         return Ok(Read::Same);
                     }
-                    let run = if rules {
-                        RunSnapshot::from_json(super::client::json_value(b)?, m)
-                    } else {
-                        RunSnapshot::from_slice(b, m)?
-                    };
-                    Ok(Read::Fresh(run, strong_etag(h)))
+                    Ok(Read::Fresh(self.run_snapshot_of(b)?, strong_etag(h)))
                 },
             )
             .await;
