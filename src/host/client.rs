@@ -133,20 +133,27 @@ impl HostClient {
     }
 
     /// Sends one request and returns the answer head; the body streams.
-    pub(super) async fn send(
+    ///
+    /// Combinators, not `async` code, for the reason `once_by` gives.
+    // The closures pass on the `HostError` the `async fn`s around them return.
+    #[allow(clippy::result_large_err)]
+    pub(super) fn send(
         &self,
         req: Request<Body>,
-    ) -> Result<http::Response<PooledBody>, HostError> {
+    ) -> impl std::future::Future<Output = Result<http::Response<PooledBody>, HostError>> + '_ {
+        use futures_util::future::Either;
+        use futures_util::FutureExt as _;
         match &self.transport {
-            Transport::Http1(p) => p
-                .send(req)
-                .await
-                .map(|r| r.map(PooledBody::h1))
-                .map_err(pool_error),
+            Transport::Http1(p) => Either::Left(
+                p.send(req)
+                    .map(|r| r.map(|r| r.map(PooledBody::h1)).map_err(pool_error)),
+            ),
             // Boxed: the pool's send is 0.8 kB, and inline every exchange (HTTP/1.1 ones too)
             // would carry it; the exchange is itself boxed per host call, small enough then for
             // the allocator's per-thread cache (issue 21).
-            Transport::Http2(p) => Box::pin(p.send(req)).await.map_err(pool_error),
+            Transport::Http2(p) => {
+                Either::Right(Box::pin(p.send(req)).map(|r| r.map_err(pool_error)))
+            }
         }
     }
 
@@ -458,43 +465,54 @@ impl HostClient {
     }
 
     /// [`HostClient::once_head`] bounded by a deadline.
-    async fn once_by<T>(
-        &self,
+    ///
+    /// Built from combinators, not `async` code: an `async fn` keeps its arguments twice in
+    /// its state (as passed, and as the body's own bindings), and an `async` block that awaits
+    /// a future it captured keeps that future twice. The request (240 bytes) was held so at
+    /// every level of an exchange, and the exchange, boxed per host call, was 3.1 kB: too
+    /// large for the allocator's per-thread cache (issue 21, docs/benchmarks.md "Twelfth
+    /// round").
+    // The closure passes on the `HostError` the `async fn`s around it return.
+    #[allow(clippy::result_large_err)]
+    fn once_by<'a, T: 'a>(
+        &'a self,
         req: Request<Body>,
         deadline: tokio::time::Instant,
-        parse: impl Fn(StatusCode, &HeaderMap, &[u8]) -> Result<T, serde_json::Error>,
-    ) -> Result<(StatusCode, T), HostError> {
+        parse: impl Fn(StatusCode, &HeaderMap, &[u8]) -> Result<T, serde_json::Error> + 'a,
+    ) -> impl std::future::Future<Output = Result<(StatusCode, T), HostError>> + 'a {
+        use futures_util::FutureExt as _;
         tokio::time::timeout_at(deadline, self.exchange(req, parse))
-            .await
-            .unwrap_or(Err(HostError::Timeout))
+            .map(|r| r.unwrap_or(Err(HostError::Timeout)))
     }
 
-    async fn exchange<T>(
-        &self,
+    fn exchange<'a, T: 'a>(
+        &'a self,
         req: Request<Body>,
-        parse: impl Fn(StatusCode, &HeaderMap, &[u8]) -> Result<T, serde_json::Error>,
-    ) -> Result<(StatusCode, T), HostError> {
+        parse: impl Fn(StatusCode, &HeaderMap, &[u8]) -> Result<T, serde_json::Error> + 'a,
+    ) -> impl std::future::Future<Output = Result<(StatusCode, T), HostError>> + 'a {
+        use futures_util::TryFutureExt as _;
         // A `304 Not Modified` answers a conditional request (RFC 9110 §15.4.5): the reader
         // is given it as an answer; to any other request it is the host's error.
         let conditional = req.headers().contains_key(header::IF_NONE_MATCH);
-        let resp = self.send(req).await?;
-        let (head, body) = resp.into_parts();
-        // The head arrived: a body that breaks off now is a damaged answer, not a refusal.
-        let bytes = crate::body::whole(body)
-            .await
-            .map_err(|e| HostError::BadBody(format!("the answer broke off: {}", root_cause(&e))))?;
-        let answered =
-            head.status.is_success() || (conditional && head.status == StatusCode::NOT_MODIFIED);
-        let res = if answered {
-            parse(head.status, &head.headers, &bytes)
-                .map(|v| (head.status, v))
-                .map_err(|e| HostError::BadBody(e.to_string()))
-        } else {
-            Err(self.error_of(head.status, &head.headers, &bytes))
-        };
-        // Read: the map goes to the next request this thread builds (src/body.rs).
-        crate::body::recycle_headers(head.headers);
-        res
+        self.send(req).and_then(move |resp| async move {
+            let (head, body) = resp.into_parts();
+            // The head arrived: a body that breaks off now is a damaged answer, not a refusal.
+            let bytes = crate::body::whole(body).await.map_err(|e| {
+                HostError::BadBody(format!("the answer broke off: {}", root_cause(&e)))
+            })?;
+            let answered = head.status.is_success()
+                || (conditional && head.status == StatusCode::NOT_MODIFIED);
+            let res = if answered {
+                parse(head.status, &head.headers, &bytes)
+                    .map(|v| (head.status, v))
+                    .map_err(|e| HostError::BadBody(e.to_string()))
+            } else {
+                Err(self.error_of(head.status, &head.headers, &bytes))
+            };
+            // Read: the map goes to the next request this thread builds (src/body.rs).
+            crate::body::recycle_headers(head.headers);
+            res
+        })
     }
 
     /// Builds the error of a non-2xx answer, classified by the configured rules.
@@ -599,6 +617,30 @@ fn host_value(scheme: &Scheme, authority: &Authority) -> Option<HeaderValue> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A host exchange is boxed per host call (`send_within_head`): at 1 kB or less the box
+    /// comes from glibc's per-thread cache, without the arena lock a larger one takes, which
+    /// two workers contend for (issue 21, docs/benchmarks.md "Twelfth round").
+    #[tokio::test]
+    async fn a_host_exchange_fits_the_allocators_per_thread_cache() {
+        let overrides = crate::config::Overrides {
+            upstream: Some("http://127.0.0.1:9".into()),
+            ..Default::default()
+        };
+        let cfg =
+            crate::config::Config::from_yaml_str("{}", "test.yaml", &overrides).expect("config");
+        let proxy = crate::passthrough::Passthrough::new(&cfg).expect("proxy");
+        let host = HostClient::new(&cfg, crate::telemetry::Metrics::new(), proxy.pool().clone())
+            .expect("host");
+        let parse = |_: StatusCode, _: &HeaderMap, _: &[u8]| Ok(());
+        let exchange = host.once_by(
+            Request::new(crate::body::empty()),
+            tokio::time::Instant::now(),
+            &parse,
+        );
+        let size = std::mem::size_of_val(&exchange);
+        assert!(size <= 1024, "the exchange future is {size} bytes");
+    }
 
     /// The `Host` made once is the one the client would write per request: the port kept
     /// unless it is the scheme's default, no user information, IPv6 literals in brackets.

@@ -152,46 +152,57 @@ impl H1Pool {
 
     /// Sends `req` (its target in origin form, RFC 9112 §3.2.1, with its `Host` field) on a
     /// pooled connection, or on a new one when none is open.
-    pub async fn send(&self, req: Request<Body>) -> Result<Response<H1Body>, PoolError> {
-        let mut req = req;
-        let mut fresh = false;
-        loop {
-            let pooled = if fresh { None } else { self.inner.checkout() };
-            let mut send = match pooled {
-                Some(s) => s,
-                None => {
-                    fresh = true;
-                    self.inner.connect().await?
+    ///
+    /// Not an `async fn`: that would hold the request twice in its state, and this future is
+    /// part of every host exchange's (see `HostClient::once_by`, issue 21).
+    #[allow(clippy::manual_async_fn)]
+    pub fn send(
+        &self,
+        mut req: Request<Body>,
+    ) -> impl std::future::Future<Output = Result<Response<H1Body>, PoolError>> + '_ {
+        async move {
+            let mut fresh = false;
+            loop {
+                let pooled = if fresh { None } else { self.inner.checkout() };
+                let mut send = match pooled {
+                    Some(s) => s,
+                    None => {
+                        fresh = true;
+                        // Boxed: a new connection (TCP, maybe TLS, the handshake) is a 1.4 kB
+                        // future, and inline every exchange would carry that room though nearly
+                        // all of them find a pooled connection (issue 21).
+                        Box::pin(self.inner.connect()).await?
+                    }
+                };
+                // A pooled connection is ready once hyper has finished reading its last answer
+                // (at once, nearly always); one that closed meanwhile is dropped.
+                if let Err(e) = send.ready().await {
+                    if fresh {
+                        return Err(PoolError::Connect(crate::host::root_cause(&e)));
+                    }
+                    continue;
                 }
-            };
-            // A pooled connection is ready once hyper has finished reading its last answer
-            // (at once, nearly always); one that closed meanwhile is dropped.
-            if let Err(e) = send.ready().await {
-                if fresh {
-                    return Err(PoolError::Connect(crate::host::root_cause(&e)));
-                }
-                continue;
-            }
-            match send.try_send_request(req).await {
-                Ok(resp) => {
-                    let pool = self.inner.clone();
-                    return Ok(resp.map(|inner| H1Body {
-                        inner,
-                        back: Some((pool, send)),
-                    }));
-                }
-                Err(mut e) => {
-                    let why = crate::host::root_cause(e.error());
-                    match e.take_message() {
-                        // Handed back unsent: nothing reached the host, so one more try on a
-                        // new connection is safe whatever the operation.
-                        Some(r) if !fresh => {
-                            tracing::debug!(error = %why, "pooled host connection closed before the request was sent; retrying on a new one");
-                            fresh = true;
-                            req = r;
+                match send.try_send_request(req).await {
+                    Ok(resp) => {
+                        let pool = self.inner.clone();
+                        return Ok(resp.map(|inner| H1Body {
+                            inner,
+                            back: Some((pool, send)),
+                        }));
+                    }
+                    Err(mut e) => {
+                        let why = crate::host::root_cause(e.error());
+                        match e.take_message() {
+                            // Handed back unsent: nothing reached the host, so one more try on a
+                            // new connection is safe whatever the operation.
+                            Some(r) if !fresh => {
+                                tracing::debug!(error = %why, "pooled host connection closed before the request was sent; retrying on a new one");
+                                fresh = true;
+                                req = r;
+                            }
+                            Some(_) => return Err(PoolError::NotSent(why)),
+                            None => return Err(PoolError::Broken(why)),
                         }
-                        Some(_) => return Err(PoolError::NotSent(why)),
-                        None => return Err(PoolError::Broken(why)),
                     }
                 }
             }
