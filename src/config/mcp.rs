@@ -26,6 +26,24 @@ pub const STATE_KEY_ENV: &str = "OPENWOP_SIDECAR_STATE_KEY";
 /// The shortest requestState key accepted.
 pub const MIN_STATE_KEY_BYTES: usize = 16;
 
+/// The initialize-era revisions this build serves beside [`REVISION`] on the same endpoint
+/// (MCP 2026-07-28 Versioning §Backward Compatibility with Initialization-Based Versions),
+/// newest first: `initialize` falls back to the first one served.
+pub const LEGACY_REVISIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+
+/// An `mcp.legacyRevisions` entry: one of [`LEGACY_REVISIONS`].
+pub struct LegacyRevision;
+
+impl JsonSchema for LegacyRevision {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "McpLegacyRevision".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string", "enum": LEGACY_REVISIONS })
+    }
+}
+
 /// An `mcp.revisions` entry: the schema lists the one revision this build serves.
 pub struct Revision;
 
@@ -42,6 +60,8 @@ impl JsonSchema for Revision {
 #[derive(Debug, Clone)]
 pub struct Mcp {
     pub revisions: Vec<String>,
+    /// The initialize-era revisions served (newest first; empty: 2026-07-28 only).
+    pub legacy_revisions: Vec<&'static str>,
     pub refreshed_at: String,
     pub server_name: String,
     pub server_version: String,
@@ -64,6 +84,10 @@ pub struct Mcp {
 pub struct RawMcp {
     #[schemars(with = "Option<Vec<Revision>>")]
     pub revisions: Option<Spanned<Vec<String>>>,
+    /// The initialize-era revisions served beside 2026-07-28 (default: all three; `[]` turns
+    /// the initialize handshake off).
+    #[schemars(with = "Option<Vec<LegacyRevision>>")]
+    pub legacy_revisions: Option<Spanned<Vec<String>>>,
     #[schemars(with = "Option<String>")]
     pub refreshed_at: Option<Spanned<String>>,
     pub server_name: Option<String>,
@@ -95,6 +119,29 @@ impl RawMcp {
                 s.value.clone()
             }
             None => vec![REVISION.to_string()],
+        };
+        let legacy_revisions = match &self.legacy_revisions {
+            Some(s) => {
+                if let Some(bad) = s
+                    .value
+                    .iter()
+                    .find(|r| !LEGACY_REVISIONS.contains(&r.as_str()))
+                {
+                    return Err(cx.err(
+                        loc(s),
+                        format!(
+                            "mcp.legacyRevisions: '{bad}' is not an initialize-era revision this build serves (any of {LEGACY_REVISIONS:?})"
+                        ),
+                    ));
+                }
+                // Kept newest first whatever the order written: negotiation falls back to the
+                // newest one served.
+                LEGACY_REVISIONS
+                    .into_iter()
+                    .filter(|r| s.value.iter().any(|v| v == r))
+                    .collect()
+            }
+            None => LEGACY_REVISIONS.to_vec(),
         };
         let refreshed_at = match &self.refreshed_at {
             Some(s) => {
@@ -153,6 +200,7 @@ impl RawMcp {
         };
         Ok(Mcp {
             revisions,
+            legacy_revisions,
             refreshed_at,
             server_name: self
                 .server_name

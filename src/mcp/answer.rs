@@ -358,7 +358,12 @@ fn still_running(ctx: &McpContext, req: &McpRequest, run: &RunSnapshot) -> Value
 
 /// Where a URL-mode elicitation points for non-credential interrupts: the REST resolve route,
 /// on this sidecar's advertised origin.
-fn resolve_url(ctx: &McpContext, req: &McpRequest, run: &RunSnapshot, node: &str) -> String {
+pub(super) fn resolve_url(
+    ctx: &McpContext,
+    req: &McpRequest,
+    run: &RunSnapshot,
+    node: &str,
+) -> String {
     let mount = crate::discovery::server_url(&ctx.cfg, req.host.as_ref());
     let origin = mount.strip_suffix(&ctx.cfg.mount.path).unwrap_or("");
     format!(

@@ -111,7 +111,7 @@ async fn call_inner(ctx: Arc<McpContext>, req: &McpRequest) -> Result<Response, 
     let mut guard = RunGuard::new(ctx.dispatcher.clone(), ctx.host.clone());
     let created = match create_run(&ctx, req, &tool, &args).await? {
         Created::Run(c) => c,
-        Created::ToolError(answer) => return Ok(answer),
+        Created::ToolError(result) => return Ok(super::result_response(&ctx.cfg, &req.id, result)),
     };
     // RFC 0198 §G.12: from here until the answer's last byte, this request owns the run.
     guard.own(&created.run_id, &req.caller);

@@ -24,6 +24,9 @@ pub struct Lasting {
     pub shutdown: watch::Receiver<bool>,
     /// The stream gate (`limits.maxStreams`), sized at start: a reload does not resize it.
     pub streams: Arc<Semaphore>,
+    /// The initialize-era requests in flight here (src/mcp/legacy/inflight.rs): a request
+    /// begun under one generation is cancelled by a notification read under the next.
+    pub in_flight: super::legacy::InFlight,
 }
 
 /// One configuration generation of the mount.
@@ -44,6 +47,7 @@ pub struct McpContext {
     pub streams: Arc<Semaphore>,
     /// The upstream event streams listens share (per credential and run, `watch.rs`).
     pub watchers: Watchers,
+    pub in_flight: super::legacy::InFlight,
 }
 
 impl McpContext {
@@ -75,6 +79,7 @@ impl McpContext {
             shutdown: lasting.shutdown.clone(),
             streams: lasting.streams.clone(),
             watchers: Default::default(),
+            in_flight: lasting.in_flight.clone(),
         }
     }
 
@@ -85,6 +90,7 @@ impl McpContext {
             metrics: self.metrics.clone(),
             shutdown: self.shutdown.clone(),
             streams: self.streams.clone(),
+            in_flight: self.in_flight.clone(),
         }
     }
 }

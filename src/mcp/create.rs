@@ -12,7 +12,6 @@ use tokio::time::Instant;
 
 use super::tools::ToolDef;
 use super::{McpContext, McpError, McpRequest};
-use crate::body::Response;
 use crate::host::{Caller, CreateRequest, CreatedRun};
 
 /// What a createRun came to when it did not fail the call.
@@ -21,7 +20,7 @@ pub(super) enum Created {
     Run(CreatedRun),
     /// The host refused it with an error `host.errors` classes as a tool error: the call's
     /// answer, a `CallToolResult` with `isError` the model can act on.
-    ToolError(Response),
+    ToolError(Value),
 }
 
 /// createRun for a validated call, under the mapping's template and the tool's own, with a
@@ -60,9 +59,7 @@ pub(super) async fn create_run(
         Err(e) if e.class().is_tool_error() => {
             let text = json!({ "workflowId": tool.workflow_id, "error": { "code": e.code(), "message": McpError::from_host(&e).to_error_object()["message"] } });
             let result = json!({ "resultType": "complete", "content": [{ "type": "text", "text": text.to_string() }], "isError": true });
-            Ok(Created::ToolError(super::result_response(
-                &ctx.cfg, &req.id, result,
-            )))
+            Ok(Created::ToolError(result))
         }
         Err(e) => {
             if e.ambiguous() {

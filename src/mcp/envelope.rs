@@ -677,6 +677,61 @@ fn finish(
     })))
 }
 
+/// An [`McpRequest`] for a message of the initialize era (src/mcp/legacy): the caller and
+/// the header-borne fields exactly as [`finish`] takes them for a 2026-07-28 request, the
+/// capabilities from the session the handshake left (the message carries none), owned
+/// copies of every header value (a legacy request may be held while its run is followed).
+pub(super) fn legacy_request(
+    cfg: &Config,
+    headers: &HeaderMap,
+    id: Value,
+    method: &str,
+    mut params: Map<String, Value>,
+    caps: Arc<Value>,
+) -> McpRequest {
+    let heads = Heads::of(headers);
+    let meta = params.remove("_meta");
+    let progress_token = meta.as_ref().and_then(|m| m.get("progressToken")).cloned();
+    let traceparent = meta
+        .as_ref()
+        .and_then(|m| m.get("traceparent"))
+        .and_then(Value::as_str)
+        .filter(|t| valid_traceparent(t))
+        .and_then(|t| HeaderValue::from_str(t).ok())
+        .or_else(|| {
+            heads
+                .traceparent
+                .filter(|t| t.to_str().is_ok_and(valid_traceparent))
+                .map(owned_value)
+        });
+    let caller = Caller {
+        authorization: heads.authorization.map(owned_value),
+        traceparent,
+        tracestate: heads.tracestate.map(owned_value),
+        headers: crate::host::allowed_headers(&cfg.routes.allow_headers, headers),
+    };
+    let (wants_sse, accepts_sse) = heads.accept_sse(headers);
+    let known = Method::from_name(method);
+    McpRequest {
+        id,
+        method: match known {
+            Some(m) => Cow::Borrowed(m.name()),
+            None => Cow::Owned(method.to_string()),
+        },
+        known,
+        params,
+        progress_token,
+        meta_at: None,
+        tasks_declared: false,
+        caps,
+        caller,
+        wants_sse,
+        accepts_sse,
+        host: heads.host.map(owned_value),
+        param_headers: HeaderMap::new(),
+    }
+}
+
 /// The request headers the envelope reads, found in one pass over the map: a lookup by name
 /// hashes the name and probes the table, about 130 instructions each, and a request was
 /// looked up eight times (issue 21). Each is the first value of its name, as `get` gives.
@@ -805,7 +860,7 @@ fn accept_sse(headers: &HeaderMap) -> (bool, bool) {
 /// search for the closing quote or a backslash (`memchr2`) instead of a byte at a time, which
 /// cost about 3,000 instructions of every request (issue 21). An escape skips the byte after
 /// its backslash; a string that does not end ends the check (the parser refuses the body).
-fn too_deep(bytes: &[u8], limit: usize) -> Option<usize> {
+pub(super) fn too_deep(bytes: &[u8], limit: usize) -> Option<usize> {
     let mut depth = 0usize;
     let mut i = 0;
     while let Some(&b) = bytes.get(i) {

@@ -10,6 +10,7 @@ mod elicit;
 mod envelope;
 pub mod error;
 mod follow;
+mod legacy;
 mod listen;
 pub mod method;
 mod mrtr;
@@ -236,6 +237,12 @@ async fn serve(
             );
         }
     };
+    // MCP 2026-07-28 Versioning §Backward Compatibility with Initialization-Based Versions:
+    // the era is decided per request (src/mcp/legacy); one header lookup for a 2026-07-28
+    // request.
+    if let Some(message) = legacy::claim(&cfg, &headers, &bytes) {
+        return Box::pin(legacy::serve(ctx, headers, message)).await;
+    }
     let parsed = parse_envelope(&cfg, &headers, &bytes);
     // Read: the map goes to the next answer this thread builds (src/body.rs).
     crate::body::recycle_headers(headers);

@@ -122,7 +122,7 @@ pub fn request_digest(name: &str, arguments: &Value) -> String {
     B64.encode(h.finalize())
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -168,6 +168,44 @@ impl Keys {
     /// requestState itself.
     pub fn derive(&self, label: &[u8]) -> [u8; 32] {
         self.mac(label).finalize().into_bytes().into()
+    }
+
+    /// `claims` as a MACed token under a key derived for `label` (never the requestState
+    /// key itself): `base64url(JSON).base64url(HMAC)`. Any replica with the same state key
+    /// opens it, which is what keeps the initialize-era session id and the ids of
+    /// server-sent elicitations stateless (src/mcp/legacy/session.rs).
+    #[allow(
+        clippy::expect_used,
+        reason = "HMAC accepts keys of any length (RFC 2104 §2): this cannot fail"
+    )]
+    pub fn seal_claims<T: Serialize>(&self, label: &[u8], claims: &T) -> String {
+        let body = B64.encode(serde_json::to_vec(claims).unwrap_or_default());
+        let mut m = HmacSha256::new_from_slice(&self.derive(label)).expect("any key length");
+        m.update(body.as_bytes());
+        let mac = B64.encode(m.finalize().into_bytes());
+        format!("{body}.{mac}")
+    }
+
+    /// The claims of a token [`Keys::seal_claims`] made under `label`, checked in constant
+    /// time before anything in it is read; `None` for anything else.
+    #[allow(
+        clippy::expect_used,
+        reason = "HMAC accepts keys of any length (RFC 2104 §2): this cannot fail"
+    )]
+    pub fn open_claims<T: serde::de::DeserializeOwned>(
+        &self,
+        label: &[u8],
+        token: &str,
+    ) -> Option<T> {
+        if token.len() > 4096 {
+            return None;
+        }
+        let (body, mac) = token.split_once('.')?;
+        let mac = B64.decode(mac).ok()?;
+        let mut m = HmacSha256::new_from_slice(&self.derive(label)).expect("any key length");
+        m.update(body.as_bytes());
+        m.verify_slice(&mac).ok()?;
+        serde_json::from_slice(&B64.decode(body).ok()?).ok()
     }
 
     pub fn issue(
@@ -258,7 +296,7 @@ impl Keys {
     }
 }
 
-fn constant_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_eq(a: &[u8], b: &[u8]) -> bool {
     use subtle::ConstantTimeEq;
     a.len() == b.len() && bool::from(a.ct_eq(b))
 }

@@ -64,6 +64,7 @@ impl AppState {
                 metrics,
                 shutdown,
                 streams: Arc::new(Semaphore::new(cfg.limits.max_streams)),
+                in_flight: Default::default(),
             },
             lame_duck,
             requests: Arc::new(Semaphore::new(cfg.limits.max_concurrent_requests)),

@@ -1,0 +1,407 @@
+//! The initialize-era revisions (2025-11-25, 2025-06-18, 2025-03-26) on the mount's endpoint,
+//! beside 2026-07-28, chosen per request (MCP 2026-07-28 Versioning §Backward Compatibility
+//! with Initialization-Based Versions):
+//!
+//! - a POST whose `MCP-Protocol-Version` is 2026-07-28, or whose body carries the 2026-07-28
+//!   `_meta` protocol version, takes the modern path unchanged ([`claim`] says `None`);
+//! - `initialize`, and any POST whose `MCP-Protocol-Version` names a served initialize-era
+//!   revision, or that names no revision at all (2025-06-18 Basic Transports §Protocol Version
+//!   Header: assume 2025-03-26), is served here.
+//!
+//! Nothing is kept per session on any replica: what the handshake negotiated travels in the
+//! session id the client sends back (`session.rs`), every host call carries the caller's own
+//! credential, and a task is the same run, under the same taskId, in either era.
+
+mod call;
+mod inflight;
+mod session;
+mod tasks;
+
+use std::sync::Arc;
+
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use serde_json::{json, Map, Value};
+
+use super::elicit::effect_of;
+use super::envelope::{legacy_request, too_deep};
+use super::{McpContext, McpError, McpRequest};
+use crate::body::{empty, Response};
+use crate::config::Config;
+
+pub use inflight::InFlight;
+
+static MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+static MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+
+/// The revision a request without `MCP-Protocol-Version` and without a session is served under
+/// (2025-06-18 Basic Transports §Protocol Version Header).
+const UNNAMED_REVISION: &str = "2025-03-26";
+
+/// The revision that has Tasks, `execution.taskSupport` and URL-mode elicitation.
+const TASKS_REVISION: &str = "2025-11-25";
+
+/// The body of a POST the initialize era claims, parsed; `None` for one the 2026-07-28 path
+/// answers (also every body that is not JSON, or nests too deep: the modern path refuses it
+/// exactly as before, whichever era sent it).
+pub(super) fn claim(cfg: &Config, headers: &HeaderMap, bytes: &[u8]) -> Option<Value> {
+    if cfg.mcp.legacy_revisions.is_empty() {
+        return None;
+    }
+    if let Some(v) = headers.get(&MCP_PROTOCOL_VERSION) {
+        let v = v.as_bytes();
+        if !cfg.mcp.legacy_revisions.iter().any(|r| r.as_bytes() == v) {
+            return None;
+        }
+    }
+    if too_deep(bytes, cfg.limits.max_json_depth).is_some() {
+        return None;
+    }
+    let body: Value = serde_json::from_slice(bytes).ok()?;
+    let modern = |m: &Value| {
+        m.get("params")
+            .and_then(|p| p.get("_meta"))
+            .and_then(|m| m.get(super::META_VERSION))
+            .is_some()
+    };
+    let carries_modern_meta = match &body {
+        Value::Array(items) => items.iter().any(modern),
+        other => modern(other),
+    };
+    (!carries_modern_meta).then_some(body)
+}
+
+/// Serves one POST of the initialize era.
+pub(super) async fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Value) -> Response {
+    let header_revision = headers
+        .get(&MCP_PROTOCOL_VERSION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let msg = match body {
+        Value::Object(o) => o,
+        // 2025-03-26 Basic §Batching allowed arrays; no client in use sends them and the
+        // later revisions removed them (2025-06-18 changelog), so one message per POST.
+        Value::Array(_) => {
+            return transport_error(
+                StatusCode::BAD_REQUEST,
+                &McpError::InvalidRequest(
+                    "batches are not supported: send one JSON-RPC message per POST".into(),
+                ),
+            )
+        }
+        _ => {
+            return transport_error(
+                StatusCode::BAD_REQUEST,
+                &McpError::InvalidRequest("expected a JSON-RPC message object".into()),
+            )
+        }
+    };
+    if msg.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return transport_error(
+            StatusCode::BAD_REQUEST,
+            &McpError::InvalidRequest("jsonrpc must be \"2.0\"".into()),
+        );
+    }
+    let id = msg.get("id").cloned();
+    if let Some(i) = &id {
+        if !(i.is_string() || i.is_i64() || i.is_u64()) {
+            return transport_error(
+                StatusCode::BAD_REQUEST,
+                &McpError::InvalidRequest("id must be a string or an integer".into()),
+            );
+        }
+    }
+    let method = msg
+        .get("method")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let params = match msg.get("params") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(p)) => p.clone(),
+        Some(_) if method.is_some() && id.is_none() => Map::new(),
+        Some(_) => {
+            return answer_error(
+                id.as_ref().unwrap_or(&Value::Null),
+                &McpError::InvalidParams("Invalid params: params must be an object".into()),
+            )
+        }
+    };
+    let Some(method) = method else {
+        // A response from the client: the answer to an elicitation this mount sent
+        // (2025-11-25 Basic Transports §Sending Messages to the Server: 202 for a response).
+        return match id {
+            Some(id) => response_from_client(&ctx, &headers, id, &msg).await,
+            None => transport_error(
+                StatusCode::BAD_REQUEST,
+                &McpError::InvalidRequest("method must be a string".into()),
+            ),
+        };
+    };
+    let mut req = legacy_request(
+        &ctx.cfg,
+        &headers,
+        id.clone().unwrap_or(Value::Null),
+        &method,
+        params,
+        Arc::new(json!({})),
+    );
+    let session_id = headers
+        .get(&MCP_SESSION_ID)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let session = session_id
+        .as_deref()
+        .and_then(|t| session::open(&ctx.state_key, &req.caller, t));
+    let revision = header_revision
+        .or_else(|| session.as_ref().map(|s| s.revision.clone()))
+        .unwrap_or_else(|| UNNAMED_REVISION.to_string());
+    if let Some(s) = session {
+        req.caps = s.caps;
+    }
+    let Some(id) = id else {
+        notification(&ctx, &req, session_id.as_deref());
+        return accepted();
+    };
+    let label = super::method::metric_of(req.known);
+    let res = match method.as_str() {
+        "initialize" => initialize(&ctx, &req).await,
+        "ping" => Ok(result(json!({}))),
+        "tools/list" => tools_list(&ctx, &req, &revision).await,
+        "tools/call" => return Box::pin(call::call(ctx, req, revision, session_id)).await,
+        "tasks/get" | "tasks/result" | "tasks/cancel" if tasks_served(&ctx, &revision) => {
+            return Box::pin(tasks::serve(ctx, req)).await
+        }
+        other => Err(McpError::MethodNotFound(other.to_string())),
+    };
+    match res {
+        Ok(Answer { result, session }) => {
+            ctx.metrics.request(label, "ok");
+            let mut r = crate::body::json(
+                StatusCode::OK,
+                &json!({ "jsonrpc": "2.0", "id": id, "result": result }),
+            );
+            if let Some(s) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
+                r.headers_mut().insert(MCP_SESSION_ID.clone(), s);
+            }
+            r
+        }
+        Err(e) => {
+            ctx.metrics.request(label, e.label());
+            answer_error(&id, &e)
+        }
+    }
+}
+
+/// Whether 2025-11-25 Tasks are served to a client of `revision`.
+fn tasks_served(ctx: &McpContext, revision: &str) -> bool {
+    ctx.cfg.tasks.enabled && revision == TASKS_REVISION
+}
+
+/// A result, and the session id to send with it (only `initialize` mints one).
+struct Answer {
+    result: Value,
+    session: Option<String>,
+}
+
+fn result(result: Value) -> Answer {
+    Answer {
+        result,
+        session: None,
+    }
+}
+
+/// `initialize` (2025-11-25 Basic Lifecycle §Initialization, §Version Negotiation): the
+/// client's revision when it is served, else the newest served; the capabilities of that
+/// revision; a session id carrying what later requests need of the handshake.
+async fn initialize(ctx: &McpContext, req: &McpRequest) -> Result<Answer, McpError> {
+    // Authorized like server/discover: the credential must be one the host accepts, so an
+    // OAuth client is challenged (401) at its first request, before it thinks it connected.
+    ctx.tools.tools_for(ctx, &req.caller).await?;
+    let cfg = &ctx.cfg;
+    let asked = req.str_param("protocolVersion").unwrap_or_default();
+    let revision = cfg
+        .mcp
+        .legacy_revisions
+        .iter()
+        .find(|r| **r == asked)
+        .or(cfg.mcp.legacy_revisions.first())
+        .copied()
+        .unwrap_or(TASKS_REVISION);
+    let mut caps = json!({ "tools": { "listChanged": false } });
+    if cfg.tasks.enabled && revision == TASKS_REVISION {
+        // 2025-11-25 Basic Utilities Tasks §Server Capabilities: `tasks/list` is not offered
+        // (a run API lists no caller's runs), so `list` is absent.
+        caps["tasks"] = json!({ "cancel": {}, "requests": { "tools": { "call": {} } } });
+    }
+    let client_caps = req.params.get("capabilities").cloned().unwrap_or(json!({}));
+    let session = session::mint(&ctx.state_key, &req.caller, revision, &client_caps);
+    Ok(Answer {
+        result: json!({
+            "protocolVersion": revision,
+            "capabilities": caps,
+            "serverInfo": super::server_info(cfg),
+            "instructions": "Starts and tracks OpenWOP workflow runs. Long runs can be called as tasks (2025-11-25) and followed with tasks/get and tasks/result.",
+        }),
+        session: Some(session),
+    })
+}
+
+/// `tools/list` in the shape of `revision` (2025-11-25 Server Tools §Tool): no `resultType`
+/// or cache hints; `execution.taskSupport` from the same knowledge that decides the modern
+/// answer mode (2025-11-25 only); `outputSchema` and `title` from 2025-06-18 on.
+async fn tools_list(
+    ctx: &McpContext,
+    req: &McpRequest,
+    revision: &str,
+) -> Result<Answer, McpError> {
+    if req.params.get("cursor").is_some_and(|c| !c.is_null()) {
+        return Err(McpError::InvalidParams(
+            "Invalid params: unknown cursor (the list has one page)".into(),
+        ));
+    }
+    let set = ctx.tools.tools_for(ctx, &req.caller).await?;
+    let tasks = tasks_served(ctx, revision);
+    let structured = revision != UNNAMED_REVISION;
+    let tools: Vec<Value> = set
+        .sorted
+        .iter()
+        .map(|wire| {
+            let mut t = wire.clone();
+            let Some(o) = t.as_object_mut() else {
+                return t;
+            };
+            o.remove("execution");
+            if !structured {
+                o.remove("outputSchema");
+                o.remove("title");
+            }
+            if tasks {
+                let support = o
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .and_then(|n| set.by_name.get(n))
+                    .map(|d| d.task);
+                if let Some(s) = support {
+                    o.insert(
+                        "execution".into(),
+                        json!({ "taskSupport": call::task_support_name(s) }),
+                    );
+                }
+            }
+            t
+        })
+        .collect();
+    Ok(result(json!({ "tools": tools })))
+}
+
+/// A notification: `notifications/cancelled` naming a request in flight on this replica
+/// cancels its run (RFC 0198 §G.12; 2025-11-25 Basic Utilities Cancellation); every other one
+/// (`notifications/initialized`, progress, roots) needs nothing of a stateless mount.
+fn notification(ctx: &McpContext, req: &McpRequest, session: Option<&str>) {
+    if req.method == "notifications/cancelled" {
+        if let Some(id) = req.params.get("requestId") {
+            ctx.in_flight.cancel(&req.caller, session, id);
+        }
+    }
+}
+
+/// The client's answer to an `elicitation/create` this mount sent: the interrupt its id
+/// names is resolved, once (the same resolve path as `tasks/update`), on whichever replica
+/// the POST reached; the stream that asked sees the run move on. Always `202`: the client
+/// expects nothing back (2025-11-25 Basic Transports §Sending Messages to the Server), and a
+/// late, repeated or foreign answer resolves nothing.
+async fn response_from_client(
+    ctx: &McpContext,
+    headers: &HeaderMap,
+    id: Value,
+    msg: &Map<String, Value>,
+) -> Response {
+    let Some(id_str) = id.as_str() else {
+        return accepted();
+    };
+    let req = legacy_request(
+        &ctx.cfg,
+        headers,
+        id.clone(),
+        "",
+        Map::new(),
+        Arc::new(json!({})),
+    );
+    let Some(asked) = session::asked(&ctx.state_key, &req.caller, id_str) else {
+        return accepted();
+    };
+    // A JSON-RPC error answer (the client refused the request) cancels nothing: the run keeps
+    // waiting, and the stream that asked goes on following it.
+    let Some(answer) = msg.get("result") else {
+        return accepted();
+    };
+    if let Err(e) = answer_interrupt(ctx, &req, &asked.run_id, &asked.interrupt_id, answer).await {
+        tracing::debug!(run_id = %asked.run_id, error = ?e, "an elicitation answer resolved nothing");
+    }
+    accepted()
+}
+
+/// Resolves `interrupt_id` of `run_id` with an ElicitResult, as `tasks/update` would.
+async fn answer_interrupt(
+    ctx: &McpContext,
+    req: &McpRequest,
+    run_id: &str,
+    interrupt_id: &str,
+    answer: &Value,
+) -> Result<(), McpError> {
+    let run = ctx
+        .host
+        .get_run(&req.caller, run_id)
+        .await
+        .map_err(|e| McpError::from_host_task_read(&e))?;
+    if !run.status.awaits_client() {
+        return Ok(());
+    }
+    let (open, _) = super::follow::open_now(ctx, &req.caller, &run)
+        .await
+        .map_err(|e| McpError::from_host_task_read(&e))?;
+    let Some(i) = open.iter().find(|i| i.interrupt_id == interrupt_id) else {
+        return Ok(());
+    };
+    let effect = effect_of(i, answer).map_err(McpError::InvalidParams)?;
+    let outcome = match effect {
+        super::elicit::Effect::Resolve(resume) => {
+            super::resolve::resolve(ctx, &req.caller, run_id, i, &resume, answer)
+                .await
+                .map(|_| ())
+        }
+        super::elicit::Effect::CancelRun => ctx
+            .host
+            .cancel_run(&req.caller, run_id, Some("mcp-elicitation-cancelled"))
+            .await
+            .map(|_| ()),
+    };
+    outcome.map_err(|e| McpError::from_host(&e))
+}
+
+fn accepted() -> Response {
+    let mut r = http::Response::new(empty());
+    *r.status_mut() = StatusCode::ACCEPTED;
+    r
+}
+
+/// A JSON-RPC error answer. The initialize-era transports give JSON-RPC errors no HTTP status
+/// of their own, and the Python SDK 1.x ends its whole transport on any non-2xx answer to a
+/// POST, so a method's error goes out as HTTP 200; what HTTP itself decides (401 and 403
+/// challenges, 429, 503) keeps its status and headers.
+fn answer_error(id: &Value, e: &McpError) -> Response {
+    let status = match e.http_status() {
+        StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND => StatusCode::OK,
+        s => s,
+    };
+    let mut r = crate::body::json(status, &super::respond::envelope_error(id, e));
+    for (k, v) in e.headers() {
+        r.headers_mut().insert(k, v);
+    }
+    r
+}
+
+/// A message that is not one JSON-RPC message at all: HTTP 400 with an id-less error
+/// (2025-11-25 Basic Transports §Sending Messages to the Server 4).
+fn transport_error(status: StatusCode, e: &McpError) -> Response {
+    crate::body::json(status, &super::respond::envelope_error(&Value::Null, e))
+}

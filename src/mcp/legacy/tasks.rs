@@ -1,0 +1,245 @@
+//! 2025-11-25 Tasks (2025-11-25 Basic Utilities Tasks): `CreateTaskResult`, `tasks/get`,
+//! `tasks/result` and `tasks/cancel` over the same runs and taskIds as the Tasks extension of
+//! 2026-07-28, so a task started in one era is read in the other. Status projection and the
+//! "a task you cannot read is not found" rule are the 2026-07-28 ones (src/mcp/tasks.rs).
+
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+
+use super::call::{follow, json_message, legacy_result, modes_of, Asking, Followed, RELATED_TASK};
+use super::{answer_error, TASKS_REVISION};
+use crate::body::Response;
+use crate::host::{CreatedRun, RunSnapshot};
+use crate::mcp::follow::{poll_interval_ms, Via};
+use crate::mcp::project::{host_fault_error, is_host_fault, shaped_result, task_fields, times};
+use crate::mcp::respond::{guarded_json, sse_response, AnswerBody, Notes};
+use crate::mcp::{McpContext, McpError, McpRequest};
+use crate::ownership::RunGuard;
+use crate::sse::message_frame;
+
+/// A 2025-11-25 `Task` (`schema 2025-11-25 Task`: `ttl` and `pollInterval` in place of
+/// 2026-07-28's `ttlMs` and `pollIntervalMs`; `ttl` null = kept as long as the host keeps
+/// the run).
+fn task_of(
+    ctx: &McpContext,
+    req: &McpRequest,
+    run: &RunSnapshot,
+    retry_after: Option<std::time::Duration>,
+) -> Map<String, Value> {
+    let t = times(run, None);
+    let poll = poll_interval_ms(retry_after, ctx.cfg.tasks.poll_interval_ms);
+    let mut m = task_fields(run, &t, poll, &ctx.task_ids.issue(&req.caller, &run.run_id));
+    m.remove("ttlMs");
+    m.remove("pollIntervalMs");
+    m.insert("ttl".into(), Value::Null);
+    m.insert("pollInterval".into(), json!(poll));
+    m
+}
+
+/// The answer of a tasked `tools/call`: `CreateTaskResult { task }` once the run exists
+/// (2025-11-25 Basic Utilities Tasks §Creating Tasks: as soon as possible). The request owns
+/// the run until that answer is sent (RFC 0198 §G.12), as on the 2026-07-28 path.
+pub(super) async fn created(
+    ctx: &McpContext,
+    req: &McpRequest,
+    created: &CreatedRun,
+    via: &Via,
+    guard: RunGuard,
+) -> Response {
+    let run = match ctx.host.get_run(&req.caller, &created.run_id).await {
+        Ok(r) => r,
+        Err(_) => RunSnapshot {
+            run_id: created.run_id.clone(),
+            workflow_id: String::new(),
+            status: created.status.clone(),
+            current_node_id: None,
+            started_at: None,
+            completed_at: None,
+            error: None,
+            variables: None,
+            inputs: None,
+        },
+    };
+    let task = task_of(ctx, req, &run, via.retry_after);
+    guarded_json(
+        &json!({ "jsonrpc": "2.0", "id": req.id, "result": { "task": task } }),
+        guard,
+    )
+}
+
+pub(super) async fn serve(ctx: Arc<McpContext>, req: McpRequest) -> Response {
+    let label = crate::mcp::method::metric_of(req.known);
+    let res = match req.method.as_ref() {
+        "tasks/get" => get(&ctx, &req).await,
+        "tasks/cancel" => cancel(&ctx, &req).await,
+        _ => return result(ctx.clone(), req).await,
+    };
+    match res {
+        Ok(r) => {
+            ctx.metrics.request(label, "ok");
+            r
+        }
+        Err(e) => {
+            ctx.metrics.request(label, e.label());
+            answer_error(&req.id, &e)
+        }
+    }
+}
+
+/// `tasks/get`: the Task, flat (`GetTaskResult = Result & Task`).
+async fn get(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpError> {
+    let (run, retry_after) =
+        crate::mcp::tasks::read_paced(ctx, req, req.params.get("taskId")).await?;
+    Ok(json_message(
+        &req.id,
+        Value::Object(task_of(ctx, req, &run, retry_after)),
+    ))
+}
+
+/// `tasks/cancel` (2025-11-25 Basic Utilities Tasks §Task Cancellation): a terminal task is
+/// `-32602` (MUST); otherwise the run is cancelled as cancelRun does and the Task is answered
+/// `cancelled`.
+async fn cancel(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpError> {
+    let mut run = crate::mcp::tasks::read(ctx, req, req.params.get("taskId")).await?;
+    if run.status.is_terminal() {
+        return Err(McpError::InvalidParams(format!(
+            "Invalid params: task is already {}",
+            crate::mcp::project::run_task_status(&run)
+        )));
+    }
+    match ctx.host.cancel_run(&req.caller, &run.run_id, None).await {
+        Ok(_) => {}
+        // Ended meanwhile (a 409 or a refusal that changes nothing): read what it ended as.
+        Err(e) if e.class().leaves_task_unchanged() => {
+            run = crate::mcp::tasks::read(ctx, req, req.params.get("taskId")).await?;
+            if run.status.is_terminal() && !matches!(run.status, crate::host::RunStatus::Cancelled)
+            {
+                return Err(McpError::InvalidParams(format!(
+                    "Invalid params: task is already {}",
+                    crate::mcp::project::run_task_status(&run)
+                )));
+            }
+        }
+        Err(e) => return Err(McpError::from_host(&e)),
+    }
+    // The host accepted the cancel: the task is cancelled from now on (§Task Cancellation:
+    // set before answering), whatever the run's last steps report.
+    run.status = crate::host::RunStatus::Cancelled;
+    Ok(json_message(
+        &req.id,
+        Value::Object(task_of(ctx, req, &run, None)),
+    ))
+}
+
+/// `tasks/result` (§Result Retrieval): a terminal task's `CallToolResult` (or the JSON-RPC
+/// error of a host fault) at once; otherwise it waits for the run to end, on an SSE stream
+/// that asks the client what the run waits on (`elicitation/create` with related-task
+/// `_meta`, §Input Required Status) when the session declared elicitation. The stream owns
+/// nothing: the task goes on whatever becomes of it.
+async fn result(ctx: Arc<McpContext>, req: McpRequest) -> Response {
+    let label = crate::mcp::method::metric_of(req.known);
+    let run = match crate::mcp::tasks::read(&ctx, &req, req.params.get("taskId")).await {
+        Ok(r) => r,
+        Err(e) => {
+            ctx.metrics.request(label, e.label());
+            return answer_error(&req.id, &e);
+        }
+    };
+    ctx.metrics.request(label, "ok");
+    let task_id = ctx.task_ids.issue(&req.caller, &run.run_id);
+    if run.status.is_terminal() {
+        let message = final_message(&ctx, &req, &run, &task_id).await;
+        return crate::body::json(http::StatusCode::OK, &message);
+    }
+    let notes = Arc::new(Notes::default());
+    let modes = if req.accepts_sse() {
+        modes_of(&req.caps, TASKS_REVISION)
+    } else {
+        crate::mcp::elicit::Modes {
+            form: false,
+            url: false,
+        }
+    };
+    let asking = Asking {
+        modes,
+        related_task: Some(task_id.clone()),
+        notes: notes.clone(),
+    };
+    let cap = if req.accepts_sse() {
+        ctx.cfg.mcp.sse_answer_cap
+    } else {
+        ctx.cfg.mcp.json_answer_cap
+    };
+    let sse = req.accepts_sse();
+    let st = ctx.clone();
+    let answer = async move {
+        let run_id = run.run_id.clone();
+        let f = follow(
+            &st,
+            &req,
+            (&run_id, &Via::default()),
+            &asking,
+            None,
+            None,
+            cap,
+        )
+        .await;
+        match f {
+            Followed::Ended(run) => final_message(&st, &req, &run, &task_id).await,
+            Followed::Failed(e) => crate::mcp::respond::envelope_error(&req.id, &e),
+            Followed::Going(_) | Followed::CannotAsk(..) | Followed::Cancelled => json!({
+                "jsonrpc": "2.0",
+                "id": req.id,
+                "error": {
+                    "code": crate::mcp::error::INTERNAL_ERROR,
+                    "message": format!("task {task_id} has not ended yet: read it with tasks/get and ask for its result again"),
+                },
+            }),
+        }
+    };
+    if !sse {
+        return crate::body::json(http::StatusCode::OK, &answer.await);
+    }
+    let Some(slot) = ctx.streams.clone().try_acquire_owned().ok() else {
+        return answer_error(&Value::Null, &McpError::Overloaded);
+    };
+    let metrics = ctx.metrics.clone();
+    metrics.stream_opened();
+    let body = AnswerBody::new(
+        Box::pin(async move { message_frame(&answer.await.to_string()) }),
+        notes,
+        ctx.cfg.mcp.sse_keepalive,
+        Box::new(move || {
+            drop(slot);
+            metrics.stream_closed();
+        }),
+    );
+    sse_response(body)
+}
+
+/// The message answering `tasks/result` for a run that ended: the tool's result with the
+/// related-task `_meta` (MUST), or the JSON-RPC error of a host fault (errors carry no
+/// `_meta`).
+async fn final_message(
+    ctx: &McpContext,
+    req: &McpRequest,
+    run: &RunSnapshot,
+    task_id: &str,
+) -> Value {
+    if is_host_fault(run) {
+        return json!({ "jsonrpc": "2.0", "id": req.id, "error": host_fault_error(run) });
+    }
+    let shape = match ctx.tools.tools_for(ctx, &req.caller).await {
+        Ok(tools) => tools.shape_of_workflow(&run.workflow_id),
+        Err(_) => crate::mcp::project::Shape::Run,
+    };
+    let mut r = legacy_result(shaped_result(run, shape));
+    if let Some(o) = r.as_object_mut() {
+        let meta = o.entry("_meta").or_insert_with(|| json!({}));
+        if let Some(m) = meta.as_object_mut() {
+            m.insert(RELATED_TASK.into(), json!({ "taskId": task_id }));
+        }
+    }
+    json!({ "jsonrpc": "2.0", "id": req.id, "result": r })
+}
