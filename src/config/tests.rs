@@ -24,6 +24,20 @@ fn empty_file_gives_openwop_v2_defaults() {
     );
     assert!(c.tasks.enabled);
     assert_eq!(c.mcp.revisions, vec!["2026-07-28"]);
+    assert_eq!(
+        c.mcp.legacy_revisions,
+        vec!["2025-11-25", "2025-06-18", "2025-03-26"]
+    );
+}
+
+#[test]
+fn legacy_revisions_are_kept_newest_first_and_unknown_ones_refused() {
+    let c = parse("mcp:\n  legacyRevisions: ['2025-03-26', '2025-11-25']\n").unwrap();
+    assert_eq!(c.mcp.legacy_revisions, vec!["2025-11-25", "2025-03-26"]);
+    let off = parse("mcp:\n  legacyRevisions: []\n").unwrap();
+    assert!(off.mcp.legacy_revisions.is_empty());
+    let e = parse("mcp:\n  legacyRevisions: ['2024-11-05']\n").unwrap_err();
+    assert!(e.to_string().contains("mcp.legacyRevisions"), "{e}");
 }
 
 #[test]

@@ -19,6 +19,7 @@ mod host_wire;
 mod http2;
 mod ids;
 mod isolation;
+mod legacy;
 mod limits;
 mod mcp_suite;
 mod mrtr;
