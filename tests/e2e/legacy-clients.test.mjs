@@ -1,0 +1,117 @@
+// The clients most people run speak the initialize-era revisions: the TypeScript SDK 1.x
+// (@modelcontextprotocol/sdk, pinned to the latest 1.x) and the TypeScript v2 client at its
+// default negotiation ('legacy'). Both connect to the same endpoint as the 2026-07-28 clients,
+// at their default options, and complete a call that waits on an approval.
+
+import { test, describe, before, after } from "node:test";
+import assert from "node:assert/strict";
+
+import { Client as Sdk1Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport as Sdk1Transport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import { Client as V2Client, StreamableHTTPClientTransport as V2Transport } from "@modelcontextprotocol/client";
+
+import { FIXTURES, KEYS, MCP_URL, getRun, runIdFromResult, unproject, waitRunStatus } from "./lib/harness.mjs";
+
+/** An SDK 1.x client as its README sets it up, with a bearer and an approving elicitation handler. */
+async function connectSdk1({ key = KEYS.acme, approve = "accept" } = {}) {
+  const client = new Sdk1Client({ name: "sdk1-e2e", version: "1.0.0" }, { capabilities: { elicitation: {} } });
+  const asked = [];
+  client.setRequestHandler(ElicitRequestSchema, async (req) => {
+    asked.push(req.params);
+    return { action: "accept", content: { action: approve } };
+  });
+  const transport = new Sdk1Transport(new URL(MCP_URL), {
+    requestInit: { headers: { Authorization: `Bearer ${key}` } },
+  });
+  await client.connect(transport);
+  return { client, transport, asked };
+}
+
+describe("TypeScript SDK 1.x (initialize era, 2025-11-25)", () => {
+  let c;
+  before(async () => {
+    c = await connectSdk1();
+  });
+  after(async () => {
+    await c?.client.close();
+  });
+
+  test("connects through initialize, negotiates 2025-11-25 and sees 2025-11-25 Tasks", () => {
+    assert.equal(c.transport.protocolVersion, "2025-11-25");
+    assert.equal(c.client.getServerVersion()?.name, "openwop-mcp-sidecar");
+    const caps = c.client.getServerCapabilities();
+    assert.ok(caps?.tools, "tools are offered");
+    assert.deepEqual(caps?.tasks?.requests?.tools?.call, {}, "task-augmented tools/call is offered");
+    assert.ok(c.transport.sessionId, "a session id came with the answer to initialize");
+  });
+
+  test("lists every fixture tool with its task support", async () => {
+    const { tools } = await c.client.listTools();
+    const names = tools.map((t) => t.name);
+    for (const f of FIXTURES) assert.ok(names.includes(f), `tools/list lacks ${f}`);
+    for (const t of tools) {
+      assert.ok(["optional", "required", "forbidden"].includes(t.execution?.taskSupport), `${t.name}: ${JSON.stringify(t.execution)}`);
+    }
+  });
+
+  test("a blocking call that waits on an approval is answered through the elicitation handler", async () => {
+    const result = await c.client.callTool({ name: "confirm_delete", arguments: { filename: "sdk1.txt" } });
+    assert.equal(result.isError, false, JSON.stringify(result));
+    assert.equal(result.content[0].text, "Deleted sdk1.txt.");
+    assert.ok(c.asked.some((p) => p.requestedSchema?.properties?.action), "the approval was asked as a form");
+  });
+
+  test("a task with an approval completes through the experimental tasks API", async () => {
+    await c.client.listTools(); // the client learns each tool's taskSupport from the list
+    const seen = [];
+    let final;
+    for await (const m of c.client.experimental.tasks.callToolStream({ name: "conformance-approval", arguments: {} })) {
+      seen.push(m.type);
+      if (m.type === "result") final = m.result;
+      if (m.type === "error") throw m.error;
+    }
+    assert.equal(seen[0], "taskCreated", seen.join(","));
+    assert.ok(final, `a result: ${seen.join(",")}`);
+    assert.equal(final.isError, false, JSON.stringify(final));
+    const runId = runIdFromResult(final);
+    assert.equal((await getRun(runId)).status, "completed");
+  });
+
+  test("a task's taskId is the run's id, readable with tasks/get and cancellable with tasks/cancel", async () => {
+    await c.client.listTools();
+    const stream = c.client.experimental.tasks.callToolStream(
+      { name: "conformance-cancellable", arguments: { delayMs: 20000 } },
+      undefined,
+      { task: {} },
+    );
+    const first = await stream.next();
+    assert.equal(first.value?.type, "taskCreated", JSON.stringify(first.value));
+    const taskId = first.value.task.taskId;
+    await stream.return();
+    const got = await c.client.experimental.tasks.getTask(taskId);
+    assert.equal(got.status, "working");
+    const cancelled = await c.client.experimental.tasks.cancelTask(taskId);
+    assert.equal(cancelled.status, "cancelled");
+    assert.equal((await waitRunStatus(unproject(taskId), ["cancelled"])).status, "cancelled");
+  });
+});
+
+describe("TypeScript v2 client at its default negotiation", () => {
+  test("connects, lists tools and completes a call on the same endpoint", async () => {
+    const client = new V2Client({ name: "v2-default", version: "1.0.0" }, { capabilities: {} });
+    const transport = new V2Transport(new URL(MCP_URL), {
+      requestInit: { headers: { Authorization: `Bearer ${KEYS.acme}` } },
+    });
+    await client.connect(transport);
+    try {
+      assert.equal(client.getProtocolEra(), "legacy");
+      const { tools } = await client.listTools();
+      assert.ok(tools.some((t) => t.name === "conformance-noop"));
+      const result = await client.callTool({ name: "conformance-noop", arguments: {} });
+      assert.equal(result.isError, false, JSON.stringify(result));
+    } finally {
+      await client.close();
+    }
+  });
+});
