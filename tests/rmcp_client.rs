@@ -589,45 +589,35 @@ async fn rmcp_runs_the_tasks_flow() {
 }
 
 #[tokio::test]
-async fn rmcp_legacy_initialize_is_refused_and_auto_mode_finds_the_modern_server() {
+async fn rmcp_legacy_initialize_connects_and_auto_mode_finds_the_modern_server() {
     let env = env().await;
     let tap = Tap::start(env.mcp_url()).await;
 
     // rmcp's default `serve` is the legacy handshake: an `initialize` (carrying rmcp's latest
     // version, 2026-07-28, in `params.protocolVersion`) without `_meta` or
-    // `MCP-Protocol-Version`. The sidecar refuses it at the `_meta` check with 400 / -32602
-    // (MCP 2026-07-28 Transports §HTTP status codes validation order) and rmcp fails cleanly with that JSON-RPC error.
-    // The refusal names the supported versions (data.supported and the message), so a client
-    // (or its user) knows what to speak.
+    // `MCP-Protocol-Version`. The mount serves the initialize era on the same endpoint (MCP
+    // 2026-07-28 Versioning §Backward Compatibility with Initialization-Based Versions): it
+    // answers with its newest initialize-era revision, and rmcp connects with it.
     let caps: ClientCapabilities = serde_json::from_value(caps_json(false)).unwrap();
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(tap.url.clone()).auth_header(A),
     );
-    let legacy = rmcp::ServiceExt::serve(Approver { caps: caps.clone() }, transport).await;
-    match legacy {
-        Err(ClientInitializeError::JsonRpcError(e)) => {
-            assert_eq!(e.code, ErrorCode::INVALID_PARAMS, "{e:?}")
-        }
-        Err(other) => panic!("expected the server's JSON-RPC error, got {other:?}"),
-        Ok(_) => panic!("a 2026-07-28-only server has no initialize"),
-    }
+    let legacy = rmcp::ServiceExt::serve(Approver { caps: caps.clone() }, transport)
+        .await
+        .expect("the legacy handshake connects");
+    assert_eq!(
+        legacy.peer_info().unwrap().protocol_version,
+        ProtocolVersion::V_2025_11_25
+    );
+    let tools = legacy.list_tools(None).await.expect("tools/list");
+    assert!(!tools.tools.is_empty());
+    legacy.cancel().await.unwrap();
     let seen = tap.seen();
-    assert_eq!(methods(&seen), ["initialize"]);
+    assert_eq!(methods(&seen)[0], "initialize");
     let init = &seen[0];
     assert!(header(init, "mcp-protocol-version").is_none());
-    assert!(init.body["params"].get("_meta").is_none());
-    assert_eq!(init.status, 400, "{:?}", init.response);
-    assert_eq!(init.response["error"]["code"], -32602);
-    let message = init.response["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("io.modelcontextprotocol/protocolVersion"),
-        "{message}"
-    );
-    assert!(message.contains("2026-07-28"), "{message}");
-    assert_eq!(
-        init.response["error"]["data"]["supported"],
-        serde_json::json!(["2026-07-28"])
-    );
+    assert_eq!(init.status, 200, "{:?}", init.response);
+    assert_eq!(init.response["result"]["protocolVersion"], "2025-11-25");
 
     // Auto mode (discover first, initialize only for a legacy server) connects modern.
     tap.clear();
@@ -652,5 +642,35 @@ async fn rmcp_legacy_initialize_is_refused_and_auto_mode_finds_the_modern_server
     client.cancel().await.unwrap();
     assert_eq!(methods(&tap.seen()), ["server/discover", "tools/list"]);
     assert_modern_framing(&tap.seen(), &caps_json(false));
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn rmcp_legacy_initialize_is_refused_when_the_initialize_era_is_off() {
+    let env = env_with(|c| c.mcp.legacy_revisions.clear()).await;
+    let tap = Tap::start(env.mcp_url()).await;
+    // With `mcp.legacyRevisions: []` the mount is 2026-07-28 only: the `_meta` check refuses
+    // the handshake with 400 / -32602 (MCP 2026-07-28 Transports §HTTP status codes
+    // validation order), naming the supported versions, and rmcp fails cleanly with it.
+    let caps: ClientCapabilities = serde_json::from_value(caps_json(false)).unwrap();
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(tap.url.clone()).auth_header(A),
+    );
+    match rmcp::ServiceExt::serve(Approver { caps }, transport).await {
+        Err(ClientInitializeError::JsonRpcError(e)) => {
+            assert_eq!(e.code, ErrorCode::INVALID_PARAMS, "{e:?}")
+        }
+        Err(other) => panic!("expected the server's JSON-RPC error, got {other:?}"),
+        Ok(_) => panic!("a 2026-07-28-only server has no initialize"),
+    }
+    let seen = tap.seen();
+    assert_eq!(methods(&seen), ["initialize"]);
+    let init = &seen[0];
+    assert_eq!(init.status, 400, "{:?}", init.response);
+    assert_eq!(init.response["error"]["code"], -32602);
+    assert_eq!(
+        init.response["error"]["data"]["supported"],
+        serde_json::json!(["2026-07-28"])
+    );
     env.shutdown().await;
 }
