@@ -141,6 +141,22 @@ async def test_input_without_a_callback_is_handed_to_the_caller_who_answers_with
             await cancel_run_quietly(run_id)
 
 
+async def test_a_clarification_form_is_answered_through_on_input() -> None:
+    seen: list[dict[str, Any]] = []
+
+    def answer(_key: str, request: dict[str, Any]) -> dict[str, Any]:
+        # A plain function works as well as a coroutine.
+        seen.append(request)
+        props = request["params"]["requestedSchema"]["properties"]
+        return {"action": "accept", "content": {k: "blue" for k in props}}
+
+    async with client() as tasks:
+        result = await tasks.call_tool("conformance-clarification", {}, on_input=answer, timeout=30)
+    assert result["isError"] is False, result
+    assert len(seen) == 1 and seen[0]["method"] == "elicitation/create", seen
+    assert (await get_run(result["structuredContent"]["runId"]))["status"] == "completed"
+
+
 async def test_task_errors_carry_the_task_id() -> None:
     async with client() as tasks:
         with pytest.raises(McpError) as unknown:

@@ -21,7 +21,7 @@ from typing import Any, Union
 import anyio
 import httpx2
 
-from ._errors import McpError, TaskCancelled, TaskFailed, TaskInputRequired, TaskWaitTimeout, TransportError
+from ._errors import McpError, TaskCancelled, TaskFailed, TaskInputRequired, TasksError, TaskWaitTimeout, TransportError
 
 PROTOCOL_VERSION = "2026-07-28"
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
@@ -237,7 +237,7 @@ class TasksClient:
                 return TaskStart(task_id=None, created=None, result=result)
             requests = result.get("inputRequests") or {}
             if on_input is None:
-                raise McpError("tools/call", -32021, f"the call needs input {sorted(requests)} and no on_input was given", result)
+                raise TasksError(f"tools/call {name}: the server asks for input {sorted(requests)} before it creates the task; pass on_input")
             responses = {key: await _answer(on_input, key, req) for key, req in requests.items()}
             params = {"name": name, "arguments": dict(arguments or {}), "inputResponses": responses}
             if "requestState" in result:
