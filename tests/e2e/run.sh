@@ -21,7 +21,9 @@ if [[ ! -x "$SIDECAR_BIN" ]]; then
   exit 2
 fi
 
-if [[ ! -d "$E2E_DIR/node_modules/@modelcontextprotocol/ext-tasks" ]]; then
+# @openwop/mcp-tasks is clients/typescript, linked (a `file:` dependency): edits to it need no
+# reinstall.
+if [[ ! -d "$E2E_DIR/node_modules/@modelcontextprotocol/ext-tasks" || ! -e "$E2E_DIR/node_modules/@openwop/mcp-tasks" ]]; then
   echo "e2e: installing client packages (npm ci)" >&2
   (cd "$E2E_DIR" && npm ci --no-audit --no-fund --loglevel=error) >&2
 fi
@@ -66,12 +68,16 @@ if [[ $# -gt 0 ]]; then
 else
   files=("$E2E_DIR"/*.test.mjs)
 fi
-# long-call.test.mjs waits 45 s on one run and shares nothing with the other files: it gets its
-# own runner, started first and running alongside the rest, so it adds no time to the suite.
+# long-call.test.mjs (a 45 s run) and long-task.test.mjs (a 2-minute task) mostly wait and share
+# nothing with the other files: they get their own runner, started first, running both files at
+# once alongside the rest, so they add little time to the suite.
 long=()
 rest=()
 for f in "${files[@]}"; do
-  if [[ "$(basename "$f")" == long-call.test.mjs ]]; then long+=("$f"); else rest+=("$f"); fi
+  case "$(basename "$f")" in
+    long-call.test.mjs | long-task.test.mjs) long+=("$f") ;;
+    *) rest+=("$f") ;;
+  esac
 done
 
 # In the background plus `wait`, so a SIGINT/SIGTERM to this script is handled at once (bash
@@ -79,7 +85,7 @@ done
 cd "$E2E_DIR"
 long_rc=0
 if [[ ${#long[@]} -gt 0 ]]; then
-  node --test --test-timeout=120000 "${long[@]}" &
+  node --test --test-concurrency=2 --test-timeout=180000 "${long[@]}" &
   LONG_PID=$!
 fi
 rc=0

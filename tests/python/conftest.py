@@ -5,7 +5,8 @@ import sys
 
 import pytest
 
-# The tests import the suite's helpers (support.py, tasks_ext.py) by module name.
+# The tests import the suite's helpers (support.py) by module name; the Tasks client
+# (openwop_mcp_tasks, clients/python) is installed into the venv by run.sh.
 sys.path.insert(0, os.path.dirname(__file__))
 
 

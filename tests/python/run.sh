@@ -58,6 +58,22 @@ if [[ ! -x "$VENV/bin/python" || "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; th
   echo "$want" >"$stamp"
 fi
 
+# The repository's Tasks client (clients/python), installed as users install it, re-installed
+# when its sources change. From a copy, so the build leaves nothing in the work tree.
+CLIENT_SRC="$REPO_ROOT/clients/python"
+client_stamp="$VENV/.openwop-mcp-tasks.sha256"
+client_want="$(cd "$CLIENT_SRC" && find . -type f \( -name '*.py' -o -name '*.toml' -o -name '*.typed' -o -name '*.md' \) \
+  -not -path './build/*' -not -path '*.egg-info/*' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)"
+if [[ "$(cat "$client_stamp" 2>/dev/null)" != "$client_want" ]]; then
+  log "installing clients/python (openwop-mcp-tasks) into the venv"
+  client_copy="$(mktemp -d "${TMPDIR:-/tmp}/openwop-mcp-tasks.XXXXXX")"
+  cp -R "$CLIENT_SRC/." "$client_copy/"
+  rm -rf "$client_copy/build" "$client_copy"/src/*.egg-info
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-input --no-deps --force-reinstall "$client_copy"
+  rm -rf "$client_copy"
+  echo "$client_want" >"$client_stamp"
+fi
+
 # --- the demo ---------------------------------------------------------------------------------
 # shellcheck source=../../scripts/lib/demo.sh
 source "$REPO_ROOT/scripts/lib/demo.sh"

@@ -10,7 +10,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from support import FIXTURES, PROTOCOL_VERSION, WireLog, connect, get_run, run_id_of
-from tasks_ext import TASKS_EXT
+from openwop_mcp_tasks import TASKS_EXTENSION as TASKS_EXT
 
 pytestmark = pytest.mark.anyio
 

@@ -18,7 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from support import CLIENT_INFO, MCP_URL, get_run, run_id_of, unproject
-from tasks_ext import CreateTaskResult, TasksExtension, settle
+from openwop_mcp_tasks.mcp_sdk import CreateTaskResult, TasksExtension, settle
 
 pytestmark = pytest.mark.anyio
 

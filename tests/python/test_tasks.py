@@ -1,8 +1,9 @@
 """The Tasks extension (`io.modelcontextprotocol/tasks`, ext-tasks) from the Python SDK.
 
-`mcp` 2.3.0 has no Tasks client; tasks_ext.py builds one on the SDK's extension API
-(`ClientExtension` + a `ResultClaim` for `resultType: "task"`), sending `tasks/get`,
-`tasks/update` and `tasks/cancel` through `ClientSession.send_request`. Each task is checked
+`mcp` 2.3.0 has no Tasks client; `openwop_mcp_tasks.mcp_sdk` (clients/python, installed into the
+venv by run.sh) builds one on the SDK's extension API (`ClientExtension` + a `ResultClaim` for
+`resultType: "task"`), sending `tasks/get`, `tasks/update` and `tasks/cancel` through
+`ClientSession.send_request`. Each task is checked
 against the host's own record of the run (`GET /runs/{id}` through the passthrough)."""
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
+from openwop_mcp_tasks import TaskWaitTimeout
 
 from support import KEYS, TERMINAL, cancel_run_quietly, connect, events, get_run, unproject, wait_run_status
-from tasks_ext import (
+from openwop_mcp_tasks.mcp_sdk import (
     CreateTaskResult,
     TasksExtension,
     cancel_task,
@@ -135,6 +137,26 @@ async def test_a_second_client_resumes_a_detached_task_by_id() -> None:
             await update_task(second.session, created.task_id, {keys[0]: {"action": "accept", "content": {"action": "accept"}}})
             done = await task_until(second.session, created.task_id, "completed")
         assert done["result"]["isError"] is False, done
+        assert (await get_run(run_id))["status"] == "completed"
+    finally:
+        await cancel_run_quietly(run_id)
+
+
+async def test_a_settle_timeout_names_the_task_and_another_client_settles_it_by_id() -> None:
+    async with connect(extensions=[TasksExtension()]) as first:
+        created = await first.session.call_tool("conformance-delay", {"delayMs": 4000}, allow_claimed=True)
+        assert isinstance(created, CreateTaskResult)
+        with pytest.raises(TaskWaitTimeout) as caught:
+            await settle(first.session, created, timeout=0.5)
+    assert caught.value.task_id == created.task_id
+    assert isinstance(caught.value, TimeoutError)
+    assert caught.value.last_status == "working", caught.value.task
+    run_id = unproject(created.task_id)
+    try:
+        # The first client is closed; the id alone resumes the wait, to completion.
+        async with connect(extensions=[TasksExtension()]) as second:
+            final = await settle(second.session, caught.value.task_id)
+        assert final["status"] == "completed", final
         assert (await get_run(run_id))["status"] == "completed"
     finally:
         await cancel_run_quietly(run_id)

@@ -6,6 +6,7 @@
 import http from "node:http";
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { createTaskSessionFromClient } from "@modelcontextprotocol/ext-tasks/client";
+import { createDispatch } from "@openwop/mcp-tasks";
 
 export const MCP_URL = requiredEnv("MCP_URL");
 export const REST_URL = requiredEnv("REST_URL").replace(/\/+$/, "");
@@ -143,22 +144,23 @@ export async function mcpPost(request, { key = KEYS.acme, caps, headers = {}, ac
 }
 
 /**
- * A `RawClientDispatch` for `@modelcontextprotocol/ext-tasks` (the official MCP SDKs): ext-tasks has
- * already stamped `_meta`; this adds `jsonrpc`/`id`, the routing headers and the bearer, POSTs,
- * and parses JSON or SSE.
+ * The repository's dispatcher for `@modelcontextprotocol/ext-tasks` (clients/typescript,
+ * `@openwop/mcp-tasks`), authenticated with `key`; with `log`, records each request and its
+ * answer (or the error thrown).
  */
 export function makeRawDispatch({ key = KEYS.acme, log } = {}) {
-  return async function rawDispatch(request, options = {}) {
+  const dispatch = createDispatch({ url: MCP_URL, token: key });
+  if (!log) return dispatch;
+  return async function loggedDispatch(request, options) {
     const { method, params } = request;
-    const { message, status, contentType } = await mcpPost(
-      { method, params },
-      { key, signal: options.signal, headers: options.context?.headers ?? {} },
-    );
-    log?.push({ method, params, status, message });
-    if (!message) {
-      throw new Error(`MCP ${method}: HTTP ${status} (${contentType}) carried no JSON-RPC response`);
+    try {
+      const answer = await dispatch(request, options);
+      log.push({ method, params, answer });
+      return answer;
+    } catch (error) {
+      log.push({ method, params, error });
+      throw error;
     }
-    return message.error ? { kind: "error", error: message.error } : { kind: "result", result: message.result };
   };
 }
 

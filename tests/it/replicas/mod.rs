@@ -605,10 +605,17 @@ async fn the_official_typescript_tasks_client_flows_pass_through_the_balancer() 
         node.is_ok_and(|o| o.status.success()),
         "node is needed for the official TypeScript client (tests/e2e)"
     );
-    if !std::path::Path::new(e2e)
-        .join("node_modules/@modelcontextprotocol/ext-tasks")
-        .is_dir()
-    {
+    // The harness imports ext-tasks and the repository's dispatcher for it (clients/typescript,
+    // linked as @openwop/mcp-tasks): an older install lacks the link.
+    let installed = ["@modelcontextprotocol/ext-tasks", "@openwop/mcp-tasks"]
+        .iter()
+        .all(|p| {
+            std::path::Path::new(e2e)
+                .join("node_modules")
+                .join(p)
+                .exists()
+        });
+    if !installed {
         let st = tokio::process::Command::new("npm")
             .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
             .current_dir(e2e)
