@@ -873,6 +873,87 @@ fn mcp_suite_fixtures() -> Vec<Workflow> {
                 "Takes a name, works for a second, then greets by name.",
             )
         },
+        // The initialize-era suite (`@modelcontextprotocol/conformance` 0.1.x, 2025-06-18 and
+        // 2025-11-25): tools-call-elicitation asks for a username and an email by
+        // `elicitation/create` on the call's stream.
+        Workflow {
+            nodes: vec![
+                clarification(
+                    "ask",
+                    "Please provide your information",
+                    json!([
+                        { "id": "username", "question": "User's response", "schema": { "type": "string", "description": "User's response" } },
+                        { "id": "email", "question": "User's email address", "schema": { "type": "string", "description": "User's email address" } },
+                    ]),
+                ),
+                text_output("User response: {{username}} <{{email}}>"),
+            ],
+            variables: vec![string_var("message", "The message to show the user.", Some(""))],
+            metadata: mcp_meta("forbidden"),
+            settings: json!({ "timeout": 0 }),
+            safety_tier: "read",
+            ..base(
+                "test_elicitation",
+                "test_elicitation",
+                "Asks the user for a username and an email, then echoes them.",
+            )
+        },
+        // elicitation-sep1034-defaults: a default for every primitive type.
+        Workflow {
+            nodes: vec![
+                clarification(
+                    "ask",
+                    "Please review the defaults",
+                    json!([
+                        { "id": "name", "question": "Name", "schema": { "type": "string", "default": "John Doe" } },
+                        { "id": "age", "question": "Age", "schema": { "type": "integer", "default": 30 } },
+                        { "id": "score", "question": "Score", "schema": { "type": "number", "default": 95.5 } },
+                        { "id": "status", "question": "Status", "schema": { "type": "string", "enum": ["active", "inactive", "pending"], "default": "active" } },
+                        { "id": "verified", "question": "Verified", "schema": { "type": "boolean", "default": true } },
+                    ]),
+                ),
+                text_output("Elicitation completed: name={{name}}, status={{status}}"),
+            ],
+            metadata: mcp_meta("forbidden"),
+            settings: json!({ "timeout": 0 }),
+            safety_tier: "read",
+            ..base(
+                "test_elicitation_sep1034_defaults",
+                "test_elicitation_sep1034_defaults",
+                "Asks for five values, each with a default.",
+            )
+        },
+        // elicitation-sep1330-enums: the five enum forms of 2025-11-25 elicitation.
+        Workflow {
+            nodes: vec![
+                clarification(
+                    "ask",
+                    "Please choose",
+                    json!([
+                        { "id": "untitledSingle", "question": "Untitled single-select", "schema": { "type": "string", "enum": ["option1", "option2", "option3"] } },
+                        { "id": "titledSingle", "question": "Titled single-select", "schema": { "type": "string", "oneOf": [
+                            { "const": "value1", "title": "First Option" },
+                            { "const": "value2", "title": "Second Option" },
+                            { "const": "value3", "title": "Third Option" } ] } },
+                        { "id": "legacyEnum", "question": "Legacy titled enum", "schema": { "type": "string", "enum": ["opt1", "opt2", "opt3"], "enumNames": ["Option One", "Option Two", "Option Three"] } },
+                        { "id": "untitledMulti", "question": "Untitled multi-select", "schema": { "type": "array", "items": { "type": "string", "enum": ["option1", "option2", "option3"] } } },
+                        { "id": "titledMulti", "question": "Titled multi-select", "schema": { "type": "array", "items": { "anyOf": [
+                            { "const": "value1", "title": "First Choice" },
+                            { "const": "value2", "title": "Second Choice" },
+                            { "const": "value3", "title": "Third Choice" } ] } } },
+                    ]),
+                ),
+                text_output("Elicitation completed: {{untitledSingle}} {{titledSingle}} {{legacyEnum}}"),
+            ],
+            metadata: mcp_meta("forbidden"),
+            settings: json!({ "timeout": 0 }),
+            safety_tier: "read",
+            ..base(
+                "test_elicitation_sep1330_enums",
+                "test_elicitation_sep1330_enums",
+                "Asks with each of the five enum forms.",
+            )
+        },
         // input-required-result-basic-elicitation / -missing-input-response /
         // -result-type / -ignore-extra-params / -validate-input. The node id is the
         // interrupt's own key (`node.suspended.key`), the suite's inputRequests key under

@@ -45,6 +45,9 @@ pub struct NotCarriable {
 /// A flat object of primitive properties, none secret (§3.6 "Form mode ONLY for …").
 fn form_eligible_property(p: &Value) -> bool {
     let Some(o) = p.as_object() else { return false };
+    if o.get("type").and_then(Value::as_str) == Some("array") {
+        return multi_select(o);
+    }
     let prim = matches!(
         o.get("type").and_then(Value::as_str),
         Some("string" | "number" | "integer" | "boolean")
@@ -53,6 +56,28 @@ fn form_eligible_property(p: &Value) -> bool {
         || o.get("format").and_then(Value::as_str) == Some("password");
     let nested = o.contains_key("properties") || o.contains_key("items");
     prim && !secret && !nested
+}
+
+/// A multi-select enum (2025-11-25 Client Elicitation §Requested Schema, `MultiSelectEnumSchema`):
+/// an array whose items are strings from an `enum`, or `anyOf` titled constants; never an
+/// array of objects.
+fn multi_select(o: &Map<String, Value>) -> bool {
+    let Some(items) = o.get("items").and_then(Value::as_object) else {
+        return false;
+    };
+    let strings = items.get("type").and_then(Value::as_str) == Some("string")
+        && items
+            .get("enum")
+            .and_then(Value::as_array)
+            .is_some_and(|e| e.iter().all(Value::is_string));
+    let titled = items
+        .get("anyOf")
+        .and_then(Value::as_array)
+        .is_some_and(|a| {
+            a.iter()
+                .all(|c| c.get("const").is_some_and(Value::is_string))
+        });
+    strings || titled
 }
 
 /// The input request for one open interrupt, or why it cannot be carried.

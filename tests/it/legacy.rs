@@ -179,6 +179,8 @@ async fn initialize_negotiates_each_served_revision_and_mints_a_session() {
     );
     let pong = c.rpc(1, "ping", json!({})).await;
     assert_eq!(pong.body["result"], json!({}));
+    let level = c.rpc(2, "logging/setLevel", json!({"level": "info"})).await;
+    assert_eq!(level.body["result"], json!({}));
     // Older revisions are answered as asked, without Tasks; an unknown one gets the newest.
     for (asked, got) in [
         ("2025-06-18", "2025-06-18"),

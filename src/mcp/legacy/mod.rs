@@ -165,6 +165,9 @@ pub(super) async fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Value)
     let res = match method.as_str() {
         "initialize" => initialize(&ctx, &req).await,
         "ping" => Ok(result(json!({}))),
+        // 2025-11-25 Server Utilities Logging: the level is accepted; the mount has no log
+        // messages of its own for a client (a run's log stays on the host).
+        "logging/setLevel" if req.str_param("level").is_some() => Ok(result(json!({}))),
         "tools/list" => tools_list(&ctx, &req, &revision).await,
         "tools/call" => return Box::pin(call::call(ctx, req, revision, session_id)).await,
         "tasks/get" | "tasks/result" | "tasks/cancel" if tasks_served(&ctx, &revision) => {
@@ -226,7 +229,7 @@ async fn initialize(ctx: &McpContext, req: &McpRequest) -> Result<Answer, McpErr
         .or(cfg.mcp.legacy_revisions.first())
         .copied()
         .unwrap_or(TASKS_REVISION);
-    let mut caps = json!({ "tools": { "listChanged": false } });
+    let mut caps = json!({ "tools": { "listChanged": false }, "logging": {} });
     if cfg.tasks.enabled && revision == TASKS_REVISION {
         // 2025-11-25 Basic Utilities Tasks §Server Capabilities: `tasks/list` is not offered
         // (a run API lists no caller's runs), so `list` is absent.
