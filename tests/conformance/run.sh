@@ -7,7 +7,13 @@
 #      runs and reports the unscored extension/pending ones), and
 #   2. every `tasks-*` scenario (the Tasks extension) by name, each enforced on its own,
 #
-# both judged against tests/conformance/expected-failures.yml. Builds nothing: point SIDECAR_BIN
+# both judged against tests/conformance/expected-failures.yml, and
+#
+#   3. the suite's initialize-era line (0.1.x, aliased `conformance-initialize-era` in
+#      package.json: revisions 2025-06-18 and 2025-11-25, `--suite all`) against the same
+#      endpoint, judged against tests/conformance/expected-failures-initialize-era.yml.
+#
+# Builds nothing: point SIDECAR_BIN
 # at a built binary, or build first (`cargo build`, honouring CARGO_TARGET_DIR).
 #
 #   tests/conformance/run.sh                     # the whole run
@@ -40,8 +46,10 @@ fi
 
 # --- the suite and a Node >= 22 -----------------------------------------------------------
 SUITE_JS="$CONF_DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+LEGACY_JS="$CONF_DIR/node_modules/conformance-initialize-era/dist/index.js"
+EXPECTED_LEGACY="$CONF_DIR/expected-failures-initialize-era.yml"
 STAMP="$CONF_DIR/node_modules/.package-lock.json"
-if [[ ! -f "$SUITE_JS" || "$CONF_DIR/package-lock.json" -nt "$STAMP" ]]; then
+if [[ ! -f "$SUITE_JS" || ! -f "$LEGACY_JS" || "$CONF_DIR/package-lock.json" -nt "$STAMP" ]]; then
   log "installing the pinned suite and Node 22 (npm ci)"
   # The suite declares engines.node >= 22; npm (any version) only warns while installing.
   (cd "$CONF_DIR" && npm ci --no-audit --no-fund --loglevel=error) >&2
@@ -90,7 +98,7 @@ demo_start "$LOG_DIR" --anonymous --config "$CONF_DIR/sidecar.yaml"
 log "demo pid $DEMO_PID, MCP endpoint $MCP_URL"
 
 # --- the runs ---------------------------------------------------------------------------------
-rm -rf "$RESULTS"
+rm -rf "$RESULTS" "$RESULTS.initialize-era"
 mkdir -p "$RESULTS"
 failures=0
 
@@ -111,11 +119,28 @@ suite() {
   fi
 }
 
+# legacy ARGS… : the initialize-era line, likewise.
+legacy() {
+  set +e
+  "$NODE" "$LEGACY_JS" server --url "$MCP_URL" --expected-failures "$EXPECTED_LEGACY" "$@" \
+    > >(tee -a "$LOG_DIR/suite-initialize-era.log") 2>&1 &
+  SUITE_PID=$!
+  wait "$SUITE_PID"
+  local rc=$?
+  set -e
+  SUITE_PID=""
+  if [[ $rc -ne 0 ]]; then
+    log "exit $rc: initialize-era server $*"
+    failures=$((failures + 1))
+  fi
+}
+
 if [[ $# -gt 0 ]]; then
   for s in "$@"; do
     suite --scenario "$s" -o "$RESULTS/by-name"
   done
 else
+  legacy --suite all -o "$RESULTS/initialize-era"
   suite --requirements "$REVISION" -o "$RESULTS/requirements"
   mapfile -t tasks < <("$NODE" "$SUITE_JS" list --server | sed -n 's/^ *- \(tasks-[a-z0-9-]*\).*$/\1/p' | sort -u)
   if [[ ${#tasks[@]} -eq 0 ]]; then
@@ -133,6 +158,20 @@ if [[ $failures -ne 0 || -n "${CONFORMANCE_KEEP_LOGS:-}" ]]; then
   log "demo and suite logs kept in $LOG_DIR"
   LOGS_ANNOUNCED=1
 fi
+# The initialize-era run is judged on its own (its own expected failures and document).
+legacy_rc=0
+if [[ -d "$RESULTS/initialize-era" ]]; then
+  legacy_args=("$RESULTS/initialize-era" --initialize-era --expected "$EXPECTED_LEGACY" --suite-version "$("$NODE" "$LEGACY_JS" --version)")
+  if [[ -n "${CONFORMANCE_WRITE_DOC:-}" ]]; then
+    legacy_args+=(--write "$REPO_ROOT/docs/conformance-initialize-era.md")
+  fi
+  set +e
+  "$NODE" "$CONF_DIR/report.mjs" "${legacy_args[@]}"
+  legacy_rc=$?
+  set -e
+  # Moved aside, so the 2026-07-28 report below reads only its own runs.
+  mv "$RESULTS/initialize-era" "$RESULTS.initialize-era"
+fi
 report_args=("$RESULTS" --expected "$EXPECTED" --revision "$REVISION" --suite-version "$("$NODE" "$SUITE_JS" --version)")
 if [[ -n "${CONFORMANCE_WRITE_DOC:-}" ]]; then
   report_args+=(--write "$REPO_ROOT/docs/conformance.md")
@@ -141,6 +180,6 @@ set +e
 "$NODE" "$CONF_DIR/report.mjs" "${report_args[@]}"
 report_rc=$?
 set -e
-if [[ $failures -ne 0 || $report_rc -ne 0 ]]; then
+if [[ $failures -ne 0 || $report_rc -ne 0 || $legacy_rc -ne 0 ]]; then
   exit 1
 fi
