@@ -12,25 +12,26 @@ use tokio::net::TcpStream;
 
 use crate::support::*;
 
-const L: &str = "2025-11-25";
+pub(crate) const L: &str = "2025-11-25";
 
 /// One legacy POST as the SDK 1.x clients send it: `Accept` with both types, the revision
 /// header once negotiated, the session id once minted.
-struct Legacy<'a> {
+pub(crate) struct Legacy<'a> {
     env: &'a Env,
     key: &'a str,
     revision: Option<&'a str>,
-    session: Option<String>,
+    pub session: Option<String>,
 }
 
-struct Answer {
-    status: u16,
-    session: Option<String>,
-    body: Value,
+pub(crate) struct Answer {
+    pub status: u16,
+    pub session: Option<String>,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
 }
 
 impl<'a> Legacy<'a> {
-    fn new(env: &'a Env, key: &'a str) -> Legacy<'a> {
+    pub fn new(env: &'a Env, key: &'a str) -> Legacy<'a> {
         Legacy {
             env,
             key,
@@ -39,7 +40,7 @@ impl<'a> Legacy<'a> {
         }
     }
 
-    fn request(&self, body: &Value) -> reqwest::RequestBuilder {
+    pub fn request(&self, body: &Value) -> reqwest::RequestBuilder {
         let mut r = self
             .env
             .http
@@ -58,9 +59,10 @@ impl<'a> Legacy<'a> {
     }
 
     /// Posts `body` and reads the whole answer (the last JSON-RPC message of an SSE one).
-    async fn post(&self, body: Value) -> Answer {
+    pub async fn post(&self, body: Value) -> Answer {
         let r = self.request(&body).send().await.unwrap();
         let status = r.status().as_u16();
+        let headers = r.headers().clone();
         let session = r
             .headers()
             .get("mcp-session-id")
@@ -80,17 +82,18 @@ impl<'a> Legacy<'a> {
         Answer {
             status,
             session,
+            headers,
             body,
         }
     }
 
-    async fn rpc(&self, id: u64, method: &str, params: Value) -> Answer {
+    pub async fn rpc(&self, id: u64, method: &str, params: Value) -> Answer {
         self.post(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
             .await
     }
 
     /// `initialize` as `revision` with `caps`, then `notifications/initialized`.
-    async fn connect(&mut self, revision: &'a str, caps: Value) -> Value {
+    pub async fn connect(&mut self, revision: &'a str, caps: Value) -> Value {
         let a = self
             .rpc(
                 0,
@@ -121,7 +124,7 @@ fn messages_of(sse: &str) -> Vec<Value> {
 }
 
 /// Reads an SSE answer until a message with a `method` arrives (a server request).
-async fn next_request(
+pub(crate) async fn next_request(
     stream: &mut (impl futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin),
     buf: &mut String,
 ) -> Value {
@@ -143,7 +146,7 @@ async fn next_request(
 }
 
 /// Reads an SSE answer to its end: its last JSON-RPC message.
-async fn final_message(
+pub(crate) async fn final_message(
     stream: &mut (impl futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin),
     buf: &mut String,
 ) -> Value {

@@ -696,3 +696,66 @@ async fn a_second_sigterm_ends_the_lame_duck_early() {
     host.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn an_initialize_era_task_crosses_replicas_with_no_sticky_routing() {
+    use crate::legacy::{final_message, next_request, Legacy, L};
+    let s = Stack::start(3, Timings::default()).await;
+    let env = &s.env;
+    let mut c = Legacy::new(env, A);
+    // initialize on one replica; the session id it mints opens on every other.
+    c.connect(L, json!({"elicitation": {}})).await;
+    let created = c
+        .rpc(
+            2,
+            "tools/call",
+            json!({"name": "conformance-approval", "arguments": {}, "task": {}}),
+        )
+        .await;
+    let task_id = created.body["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{}", created.body))
+        .to_string();
+    let mut seen = std::collections::BTreeSet::new();
+    seen.insert(replica_of(&created.headers));
+    // tasks/result on a stream that a replica holds open: it asks by elicitation.
+    let r = c
+        .request(&json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/result", "params": {"taskId": task_id}}))
+        .send()
+        .await
+        .unwrap();
+    let streaming = replica_of(r.headers());
+    seen.insert(streaming.clone());
+    let mut stream = futures_util::StreamExt::boxed(r.bytes_stream());
+    let mut buf = String::new();
+    let ask = next_request(&mut stream, &mut buf).await;
+    assert_eq!(ask["method"], "elicitation/create");
+    // The answer is posted until it lands on another replica than the stream's: that replica
+    // resolves the interrupt, and the stream that asked sees the run end.
+    let mut answered_on = streaming.clone();
+    for _ in 0..3 {
+        let a = c
+            .post(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"action": "accept"}}}))
+            .await;
+        assert_eq!(a.status, 202);
+        answered_on = replica_of(&a.headers);
+        if answered_on != streaming {
+            break;
+        }
+    }
+    assert_ne!(
+        answered_on, streaming,
+        "the answer never reached another replica"
+    );
+    seen.insert(answered_on);
+    let done = final_message(&mut stream, &mut buf).await;
+    assert_eq!(done["id"], 3);
+    assert_eq!(done["result"]["isError"], false, "{done}");
+    assert_eq!(
+        env.wait_status(A, &unproject(&task_id), &["completed"], 10)
+            .await,
+        "completed"
+    );
+    assert_eq!(seen.len(), 3, "all three replicas took part: {seen:?}");
+    s.stop().await;
+}
