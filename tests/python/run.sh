@@ -6,6 +6,8 @@
 #
 #   tests/python/run.sh                      # whole suite
 #   tests/python/run.sh -k tasks             # any pytest arguments
+#   PYTHON_SUITE=sdk1 tests/python/run.sh    # the SDK 1.x suite (tests/python/sdk1: mcp 1.x,
+#                                            # the initialize-era revisions), its own venv
 #
 # Needs only python3 (>= 3.10) with the venv module: the packages come from PyPI into a
 # project-local virtualenv (.tools/python-client-venv; .tools/ is gitignored), rebuilt when
@@ -17,8 +19,13 @@ REPO_ROOT="$(cd "$PY_DIR/../.." && pwd)"
 TARGET_DIR="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
 case "$TARGET_DIR" in /*) ;; *) TARGET_DIR="$REPO_ROOT/$TARGET_DIR" ;; esac
 SIDECAR_BIN="${SIDECAR_BIN:-$TARGET_DIR/debug/openwop-mcp-sidecar}"
+SUITE_DIR="$PY_DIR"
 VENV="$REPO_ROOT/.tools/python-client-venv"
-REQUIREMENTS="$PY_DIR/requirements.txt"
+if [[ "${PYTHON_SUITE:-}" == sdk1 ]]; then
+  SUITE_DIR="$PY_DIR/sdk1"
+  VENV="$REPO_ROOT/.tools/python-sdk1-venv"
+fi
+REQUIREMENTS="$SUITE_DIR/requirements.txt"
 
 log() { echo "python: $*" >&2; }
 
@@ -47,7 +54,7 @@ fi
 stamp="$VENV/.requirements.sha256"
 want="$(sha256sum "$REQUIREMENTS" | cut -d' ' -f1)"
 if [[ ! -x "$VENV/bin/python" || "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
-  log "creating $VENV ($("$PYTHON" --version 2>&1)) from requirements.txt"
+  log "creating $VENV ($("$PYTHON" --version 2>&1)) from $REQUIREMENTS"
   rm -rf "$VENV"
   mkdir -p "$(dirname "$VENV")"
   "$PYTHON" -m venv "$VENV" || {
@@ -61,10 +68,12 @@ fi
 # The repository's Tasks client (clients/python), installed as users install it, re-installed
 # when its sources change. From a copy, so the build leaves nothing in the work tree.
 CLIENT_SRC="$REPO_ROOT/clients/python"
+[[ "$SUITE_DIR" == "$PY_DIR" ]] || CLIENT_SRC=""
 client_stamp="$VENV/.openwop-mcp-tasks.sha256"
-client_want="$(cd "$CLIENT_SRC" && find . -type f \( -name '*.py' -o -name '*.toml' -o -name '*.typed' -o -name '*.md' \) \
+client_want=""
+[[ -z "$CLIENT_SRC" ]] || client_want="$(cd "$CLIENT_SRC" && find . -type f \( -name '*.py' -o -name '*.toml' -o -name '*.typed' -o -name '*.md' \) \
   -not -path './build/*' -not -path '*.egg-info/*' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)"
-if [[ "$(cat "$client_stamp" 2>/dev/null)" != "$client_want" ]]; then
+if [[ -n "$CLIENT_SRC" && "$(cat "$client_stamp" 2>/dev/null)" != "$client_want" ]]; then
   log "installing clients/python (openwop-mcp-tasks) into the venv"
   client_copy="$(mktemp -d "${TMPDIR:-/tmp}/openwop-mcp-tasks.XXXXXX")"
   cp -R "$CLIENT_SRC/." "$client_copy/"
@@ -106,7 +115,7 @@ log "demo pid $DEMO_PID, MCP_URL=$MCP_URL REST_URL=$REST_URL, mcp $("$VENV/bin/p
 # In the background plus `wait`, so a SIGINT/SIGTERM to this script is handled at once (bash
 # defers traps while a foreground child runs) and the cleanup stops pytest and the demo.
 # No __pycache__ beside the tests (the work tree stays clean; .tools/ holds the venv).
-cd "$PY_DIR"
+cd "$SUITE_DIR"
 PYTHONDONTWRITEBYTECODE=1 "$VENV/bin/python" -m pytest "$@" &
 PYTEST_PID=$!
 set +e
