@@ -115,3 +115,31 @@ describe("TypeScript v2 client at its default negotiation", () => {
     }
   });
 });
+
+describe("MCP Inspector CLI", () => {
+  // The Inspector's command-line mode, as a user runs it against a URL with a bearer header.
+  const inspector = async (...args) => {
+    const { execFile } = await import("node:child_process");
+    const { mkdtempSync } = await import("node:fs");
+    const { tmpdir } = await import("node:os");
+    const { join } = await import("node:path");
+    const home = mkdtempSync(join(tmpdir(), "inspector-home-"));
+    const bin = new URL("./node_modules/.bin/mcp-inspector", import.meta.url).pathname;
+    return await new Promise((resolve, reject) => {
+      execFile(
+        bin,
+        ["--cli", MCP_URL, "--header", `Authorization: Bearer ${KEYS.acme}`, ...args],
+        { env: { ...process.env, HOME: home }, timeout: 60_000 },
+        (err, stdout, stderr) => (err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(JSON.parse(stdout))),
+      );
+    });
+  };
+
+  test("lists the tools and calls one", async () => {
+    const { tools } = await inspector("--method", "tools/list");
+    assert.ok(tools.some((t) => t.name === "conformance-noop"), JSON.stringify(tools.map((t) => t.name)));
+    const result = await inspector("--method", "tools/call", "--tool-name", "conformance-noop");
+    assert.equal(result.isError, false, JSON.stringify(result));
+    assert.equal((await getRun(runIdFromResult(result))).status, "completed");
+  });
+});
