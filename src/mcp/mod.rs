@@ -241,6 +241,10 @@ async fn serve(
     // the era is decided per request (src/mcp/legacy); one header lookup for a 2026-07-28
     // request.
     if let Some(message) = legacy::claim(&cfg, &headers, &bytes) {
+        if let Some(m) = message.get("method").and_then(Value::as_str) {
+            let params = message.get("params").and_then(Value::as_object);
+            names.set(&m.to_string().into(), params.unwrap_or(&Map::new()));
+        }
         return Box::pin(legacy::serve(ctx, headers, message)).await;
     }
     let parsed = parse_envelope(&cfg, &headers, &bytes);
