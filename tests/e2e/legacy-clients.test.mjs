@@ -9,9 +9,11 @@ import assert from "node:assert/strict";
 import { Client as Sdk1Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport as Sdk1Transport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import { UnauthorizedError as Sdk1Unauthorized } from "@modelcontextprotocol/sdk/client/auth.js";
 import { Client as V2Client, StreamableHTTPClientTransport as V2Transport } from "@modelcontextprotocol/client";
 
 import { FIXTURES, KEYS, MCP_URL, getRun, runIdFromResult, unproject, waitRunStatus } from "./lib/harness.mjs";
+import { HeadlessProvider } from "./lib/oauth.mjs";
 
 /** An SDK 1.x client as its README sets it up, with a bearer and an approving elicitation handler. */
 async function connectSdk1({ key = KEYS.acme, approve = "accept" } = {}) {
@@ -141,5 +143,34 @@ describe("MCP Inspector CLI", () => {
     const result = await inspector("--method", "tools/call", "--tool-name", "conformance-noop");
     assert.equal(result.isError, false, JSON.stringify(result));
     assert.equal((await getRun(runIdFromResult(result))).status, "completed");
+  });
+});
+
+describe("OAuth: the TypeScript SDK 1.x client logs in by itself", () => {
+  test("from the 401 on initialize to a completed tool call, as the demo user who approved", { timeout: 30_000 }, async () => {
+    const provider = new HeadlessProvider("alice");
+    const make = () => new Sdk1Client({ name: "sdk1-oauth", version: "1.0.0" }, { capabilities: {} });
+    let client = make();
+    let transport = new Sdk1Transport(new URL(MCP_URL), { authProvider: provider });
+    await assert.rejects(client.connect(transport), (err) => err instanceof Sdk1Unauthorized, "the handshake meets the 401");
+    assert.ok(provider.callback, "the provider was sent to the authorization endpoint");
+    assert.equal(provider.callback.searchParams.get("error"), null, provider.callback.href);
+    assert.equal(provider.seenAuthorizationUrl.searchParams.get("resource"), MCP_URL, "the token is asked for this MCP server (RFC 8707)");
+    await transport.finishAuth(provider.callback.searchParams.get("code"));
+    await client.close().catch(() => {});
+    client = make();
+    transport = new Sdk1Transport(new URL(MCP_URL), { authProvider: provider });
+    await client.connect(transport);
+    try {
+      assert.equal(transport.protocolVersion, "2025-11-25");
+      const result = await client.callTool({ name: "conformance-noop", arguments: {} });
+      assert.notEqual(result.isError, true, JSON.stringify(result));
+      const run = await getRun(runIdFromResult(result));
+      assert.equal(run.status, "completed");
+      assert.equal(run.owner.subject.subjectId, "urn:devhost:acme:alice");
+      assert.equal(run.owner.subject.lane, "oauth");
+    } finally {
+      await client.close();
+    }
   });
 });
