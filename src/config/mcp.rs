@@ -15,10 +15,17 @@ pub const DEFAULT_REFRESHED_AT: &str = "2026-09-18";
 pub const DEFAULT_SERVER_NAME: &str = "openwop-mcp-sidecar";
 pub const DEFAULT_DISCOVER_TTL: Duration = Duration::from_millis(60_000);
 pub const DEFAULT_TOOLS_LIST_TTL: Duration = Duration::from_millis(30_000);
-pub const DEFAULT_JSON_ANSWER_CAP: Duration = Duration::from_millis(5_000);
+/// The JSON window: the longest a blocking call whose client also accepts SSE goes without a
+/// byte before the answer switches to SSE. Well under the 5 s read timeout of httpx (and so
+/// of any Python client built on a default `httpx`/`httpx2` client), leaving room for the
+/// run's creation at the host before the window starts.
+pub const DEFAULT_JSON_ANSWER_CAP: Duration = Duration::from_millis(2_000);
 pub const DEFAULT_SSE_ANSWER_CAP: Duration = Duration::from_millis(600_000);
 pub const DEFAULT_TASK_IMMEDIATE_WINDOW: Duration = Duration::from_millis(300);
-pub const DEFAULT_SSE_KEEPALIVE: Duration = Duration::from_millis(5_000);
+/// The gap between keep-alive comments on an open SSE answer or listen: under the 5 s read
+/// timeout of a default httpx client with room to spare, so no such client ever reads
+/// nothing for as long as it waits.
+pub const DEFAULT_SSE_KEEPALIVE: Duration = Duration::from_millis(3_000);
 pub const DEFAULT_MRTR_MAX_ROUNDS: u32 = 4;
 pub const DEFAULT_REQUEST_STATE_TTL_SECONDS: u64 = 600;
 /// Read when `mcp.requestStateKeyEnv` is not set.
