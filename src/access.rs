@@ -1,6 +1,7 @@
 //! The operator's view of each MCP request: one `info` line per request on the target
 //! [`TARGET`], and a `warn` line for every host call that fails in a way the caller sees as a
-//! host fault.
+//! host fault. REST requests passed through to the host get a line of their own on the same
+//! target ([`passthrough`]).
 //!
 //! The access line names the method, the tool or task, the answer mode, the HTTP status, the
 //! JSON-RPC error code, the time to the answer's head and the host calls the handler made (how
@@ -284,9 +285,17 @@ fn write_line(
         duration_ms,
         stream,
     };
+    if !write_direct(|w| line.write_fields(w)) {
+        line.emit();
+    }
+}
+
+/// Writes one access line whose fields `fields` writes, as the subscriber would, when
+/// [`DIRECT`] allows it; false when the line must go through the subscriber instead.
+fn write_direct(fields: impl FnOnce(&mut String)) -> bool {
     let direct = DIRECT.load(std::sync::atomic::Ordering::Relaxed) && outside_spans();
     // A time the kept timestamp cannot write (before 1970, after 9999) is the subscriber's.
-    let written = direct
+    direct
         && with_buffer(|w| {
             if !timestamp(std::time::SystemTime::now(), w) {
                 return false;
@@ -294,13 +303,166 @@ fn write_line(
             w.push_str("  INFO ");
             w.push_str(TARGET);
             w.push_str(": ");
-            line.write_fields(w);
+            fields(w);
             w.push('\n');
             crate::telemetry::write_info_line(w.as_bytes());
             true
+        })
+}
+
+/// What a passthrough request's access line names, read from its head before it is
+/// forwarded: the method and the path (never the query: a query may carry a credential or a
+/// caller's values), elided per `logging.accessPaths`.
+pub struct PassLine {
+    method: http::Method,
+    path: String,
+}
+
+impl PassLine {
+    pub fn new(method: &http::Method, path: &str, paths: crate::config::AccessPaths) -> PassLine {
+        let path = match paths {
+            crate::config::AccessPaths::Kept => printable(path),
+            crate::config::AccessPaths::Elided => printable(&elide_ids(path)),
+        };
+        PassLine {
+            method: method.clone(),
+            path,
+        }
+    }
+}
+
+/// `path` with every segment that looks like an id written `{id}` (`logging.accessPaths:
+/// elided`): a plain lowercase name (`runs`, `interrupts`, `.well-known`, `v1`) is kept, any
+/// segment with another character (a digit, an uppercase letter, `~`, `%`) or longer than
+/// 40 characters is not.
+pub fn elide_ids(path: &str) -> String {
+    fn name(seg: &str) -> bool {
+        let version =
+            seg.len() >= 2 && seg.starts_with('v') && seg[1..].bytes().all(|b| b.is_ascii_digit());
+        seg.len() <= 40
+            && (version
+                || seg
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || matches!(b, b'-' | b'_' | b'.')))
+    }
+    let mut out = String::with_capacity(path.len());
+    for (i, seg) in path.split('/').enumerate() {
+        if i > 0 {
+            out.push('/');
+        }
+        if seg.is_empty() || name(seg) {
+            out.push_str(seg);
+        } else {
+            out.push_str("{id}");
+        }
+    }
+    out
+}
+
+/// Wraps a passthrough answer's body so that its access line is written when the body ends
+/// (or the client goes away: `stream="closed"`), with the bytes sent and the whole duration.
+/// `upstream` is the host's status, or the failure the sidecar answered 502 for; `None` when
+/// the request never reached the host.
+pub fn passthrough(
+    line: PassLine,
+    upstream: Option<UpstreamStatus>,
+    resp: crate::body::Response,
+    started: Instant,
+) -> crate::body::Response {
+    let status = resp.status().as_u16();
+    resp.map(|inner| {
+        let ended = http_body::Body::is_end_stream(&inner);
+        http_body_util::BodyExt::boxed_unsync(PassBody {
+            inner,
+            bytes: 0,
+            line: Some((line, status, upstream, started)),
+            ended,
+        })
+    })
+}
+
+struct PassBody {
+    inner: crate::body::Body,
+    bytes: u64,
+    line: Option<(PassLine, u16, Option<UpstreamStatus>, Instant)>,
+    ended: bool,
+}
+
+impl http_body::Body for PassBody {
+    type Data = bytes::Bytes;
+    type Error = crate::body::BoxError;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        let r = std::pin::Pin::new(&mut this.inner).poll_frame(cx);
+        match &r {
+            std::task::Poll::Ready(Some(Ok(f))) => {
+                if let Some(d) = f.data_ref() {
+                    this.bytes += d.len() as u64;
+                }
+                if this.inner.is_end_stream() {
+                    this.ended = true;
+                }
+            }
+            std::task::Poll::Ready(None) => this.ended = true,
+            _ => {}
+        }
+        r
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for PassBody {
+    fn drop(&mut self) {
+        let Some((line, status, upstream, started)) = self.line.take() else {
+            return;
+        };
+        let duration_ms = started.elapsed().as_millis() as u64;
+        let closed = !(self.ended || http_body::Body::is_end_stream(&self.inner));
+        let bytes = self.bytes;
+        let written = write_direct(|w| {
+            w.push_str("passthrough request");
+            w.push_str(" method=");
+            quoted(w, line.method.as_str());
+            w.push_str(" path=");
+            quoted(w, &line.path);
+            w.push_str(" status=");
+            w.push_str(itoa::Buffer::new().format(status));
+            if let Some(u) = upstream {
+                w.push_str(" upstream_status=");
+                w.push_str(StatusLabel(u).text());
+            }
+            w.push_str(" duration_ms=");
+            w.push_str(itoa::Buffer::new().format(duration_ms));
+            w.push_str(" bytes=");
+            w.push_str(itoa::Buffer::new().format(bytes));
+            if closed {
+                w.push_str(" stream=\"closed\"");
+            }
         });
-    if !written {
-        line.emit();
+        if !written {
+            tracing::info!(
+                target: TARGET,
+                method = line.method.as_str(),
+                path = line.path.as_str(),
+                status,
+                upstream_status = upstream.map(|u| tracing::field::display(StatusLabel(u))),
+                duration_ms,
+                bytes,
+                stream = closed.then_some("closed"),
+                "passthrough request"
+            );
+        }
     }
 }
 
@@ -822,6 +984,27 @@ fn plain(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn elided_paths_keep_names_and_versions_and_hide_ids() {
+        for (path, want) in [
+            ("/runs", "/runs"),
+            (
+                "/runs/acme~2Fr-WyRkGjJSRWPu2ZftbYldbjPD/events/poll",
+                "/runs/{id}/events/poll",
+            ),
+            (
+                "/runs/acme%2Fr-1/interrupts/gate/resolve",
+                "/runs/{id}/interrupts/gate/resolve",
+            ),
+            ("/api/v1/jobs/42", "/api/v1/jobs/{id}"),
+            ("/.well-known/openwop", "/.well-known/openwop"),
+            ("/workflows/Greet", "/workflows/{id}"),
+            ("/", "/"),
+        ] {
+            assert_eq!(elide_ids(path), want, "{path}");
+        }
+    }
 
     /// The access line names a method the mount knows by the same text whether it was read as
     /// the mount's own name or as the caller's copy, and any other name as `method_name` does.

@@ -117,6 +117,7 @@ pub async fn serve(
     let inm = req.headers().get(header::IF_NONE_MATCH).cloned();
     let head = req.method() == http::Method::HEAD;
     let (mut parts, _) = req.into_parts();
+    let (method, path) = (parts.method.clone(), parts.uri.path().to_string());
     // The client's validator is for our bytes, not the host's: ask the host for the full body.
     parts.headers.remove(header::IF_NONE_MATCH);
     parts.headers.remove(header::IF_MODIFIED_SINCE);
@@ -124,20 +125,22 @@ pub async fn serve(
     parts.method = http::Method::GET;
     let parts = match proxy.forward_parts(parts, peer) {
         Ok(p) => p,
-        Err(e) => return upstream_unavailable(&e),
+        Err(e) => return upstream_unavailable(&method, &path, &e),
     };
     let resp = match proxy.send(Request::from_parts(parts, empty())).await {
         Ok(r) => r,
-        Err(e) => return upstream_unavailable(&e),
+        Err(e) => return upstream_unavailable(&method, &path, &e),
     };
     let (mut rparts, body) = resp.into_parts();
     strip_hop_by_hop(&mut rparts.headers);
     let bytes = match Limited::new(body, MAX_DOC).collect().await {
         Ok(c) => c.to_bytes(),
         Err(_) => {
-            return upstream_unavailable(&std::io::Error::other(
-                "discovery body unreadable or too large",
-            ))
+            return upstream_unavailable(
+                &method,
+                &path,
+                &std::io::Error::other("discovery body unreadable or too large"),
+            )
         }
     };
     let is_v2 = rparts

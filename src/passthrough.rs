@@ -11,6 +11,7 @@ use hyper::body::Incoming;
 use crate::body::{openwop_error, Body, Response};
 use crate::host::h1pool::{H1Body, H1Pool};
 use crate::host::h2pool::PoolError;
+use crate::telemetry::UpstreamStatus;
 
 /// HTTP client for passthrough traffic.
 #[derive(Clone)]
@@ -154,15 +155,58 @@ impl Passthrough {
         req: Request<Incoming>,
         peer: Option<std::net::SocketAddr>,
     ) -> Response {
+        self.exchange(req, peer).await.0
+    }
+
+    /// [`Passthrough::forward`], seen by the operator: the request is counted in the
+    /// passthrough metrics (by method and status class, its time to the answer's head, the
+    /// host's failures) and, when access lines are on, gets one in the mount's format, written
+    /// when its answer's body ends (src/access.rs).
+    pub async fn forward_observed(
+        &self,
+        req: Request<Incoming>,
+        peer: Option<std::net::SocketAddr>,
+        metrics: &crate::telemetry::Metrics,
+        paths: crate::config::AccessPaths,
+    ) -> Response {
+        let started = std::time::Instant::now();
+        let method = req.method().clone();
+        let line = crate::access::enabled()
+            .then(|| crate::access::PassLine::new(&method, req.uri().path(), paths));
+        let (resp, outcome) = self.exchange(req, peer).await;
+        metrics.passthrough(&method, resp.status(), started.elapsed().as_secs_f64());
+        let upstream = match outcome {
+            Outcome::Answered(s) => Some(UpstreamStatus::Http(s)),
+            Outcome::Failed(error) => {
+                metrics.passthrough_error(error);
+                Some(UpstreamStatus::Unavailable)
+            }
+            Outcome::NotForwarded => None,
+        };
+        match line {
+            Some(line) => crate::access::passthrough(line, upstream, resp, started),
+            None => resp,
+        }
+    }
+
+    /// One exchange with the host, and what became of it.
+    async fn exchange(
+        &self,
+        req: Request<Incoming>,
+        peer: Option<std::net::SocketAddr>,
+    ) -> (Response, Outcome) {
         let (parts, body) = req.into_parts();
+        // Kept for the warning of a failed exchange (a `Uri` clone shares its bytes).
+        let (method, target) = (parts.method.clone(), parts.uri.clone());
         let parts = match self.forward_parts(parts, peer) {
             Ok(p) => p,
             Err(_) => {
-                return openwop_error(
+                let r = openwop_error(
                     StatusCode::BAD_REQUEST,
                     "validation_error",
                     "the request target cannot be forwarded",
-                )
+                );
+                return (r, Outcome::NotForwarded);
             }
         };
         let up = Request::from_parts(parts, body.map_err(Into::into).boxed_unsync());
@@ -170,11 +214,34 @@ impl Passthrough {
             Ok(resp) => {
                 let (mut parts, body) = resp.into_parts();
                 strip_hop_by_hop(&mut parts.headers);
-                http::Response::from_parts(parts, body.map_err(Into::into).boxed_unsync())
+                let status = parts.status;
+                let r = http::Response::from_parts(parts, body.map_err(Into::into).boxed_unsync());
+                (r, Outcome::Answered(status))
             }
-            Err(e) => upstream_unavailable(&e),
+            Err(e) => {
+                let error = match e {
+                    PoolError::Connect(_) => "connect",
+                    PoolError::NotSent(_) => "not_sent",
+                    PoolError::Broken(_) => "broken",
+                };
+                (
+                    upstream_unavailable(&method, target.path(), &e),
+                    Outcome::Failed(error),
+                )
+            }
         }
     }
+}
+
+/// What became of a passthrough exchange.
+enum Outcome {
+    /// The host answered with this status.
+    Answered(StatusCode),
+    /// The host could not be reached, or the exchange broke before its head: the sidecar
+    /// answered 502. The `PoolError` kind, as the metric labels it.
+    Failed(&'static str),
+    /// The request target could not be forwarded (400 from the sidecar).
+    NotForwarded,
 }
 
 /// The peer's address as an `X-Forwarded-For` value. Each thread keeps the last one it made:
@@ -199,9 +266,14 @@ fn peer_value(ip: std::net::IpAddr) -> Option<HeaderValue> {
     })
 }
 
-/// `502` with an OpenWOP-style body when the host cannot be reached.
-pub fn upstream_unavailable(e: &dyn std::error::Error) -> Response {
-    tracing::warn!(error = %e, "upstream unavailable");
+/// `502` with an OpenWOP-style body when the host cannot be reached for `method path`; the
+/// warning names the request (the path without its query, which may carry a credential).
+pub fn upstream_unavailable(
+    method: &http::Method,
+    path: &str,
+    e: &dyn std::error::Error,
+) -> Response {
+    tracing::warn!(%method, path, error = %e, "upstream unavailable");
     openwop_error(
         StatusCode::BAD_GATEWAY,
         "upstream_unavailable",

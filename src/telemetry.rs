@@ -41,6 +41,38 @@ pub struct CacheLabels {
     pub result: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PassthroughLabels {
+    pub method: String,
+    pub class: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PassthroughErrorLabels {
+    pub error: String,
+}
+
+/// The `method` label of a passthrough request: the methods of RFC 9110 §9.3 a REST API uses,
+/// every other name (a caller's choice) as `other`, so no caller can grow the registry.
+const PASS_METHODS: [&str; 8] = [
+    "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "other",
+];
+/// The `class` label: the status class of the answer the client got.
+const PASS_CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+
+fn pass_method(m: &http::Method) -> usize {
+    match *m {
+        http::Method::GET => 0,
+        http::Method::HEAD => 1,
+        http::Method::POST => 2,
+        http::Method::PUT => 3,
+        http::Method::PATCH => 4,
+        http::Method::DELETE => 5,
+        http::Method::OPTIONS => 6,
+        _ => 7,
+    }
+}
+
 /// The sidecar's metrics (one set per process, shared by configuration generations).
 #[derive(Clone)]
 pub struct Metrics {
@@ -62,6 +94,12 @@ struct MetricsInner {
     /// the family's own metric (prometheus-client metrics share their state on clone).
     request_handles: [RwLock<Vec<(&'static str, Counter)>>; MethodLabel::SLOTS],
     upstream_handles: [RwLock<Vec<(UpstreamStatus, Histogram)>>; Operation::ALL.len()],
+    passthrough: Family<PassthroughLabels, Counter>,
+    /// The family's counters by method and class, made on first use (no label strings or
+    /// hashing per passthrough request).
+    passthrough_handles: [[OnceLock<Counter>; PASS_CLASSES.len()]; PASS_METHODS.len()],
+    passthrough_duration: Histogram,
+    passthrough_errors: Family<PassthroughErrorLabels, Counter>,
 }
 
 /// The `method` label of a request counter and the slot its handles are cached in. The mount
@@ -148,6 +186,24 @@ impl Metrics {
             latency_histogram as fn() -> Histogram,
         );
         let cache = Family::<CacheLabels, Counter>::default();
+        let passthrough = Family::<PassthroughLabels, Counter>::default();
+        let passthrough_duration = latency_histogram();
+        let passthrough_errors = Family::<PassthroughErrorLabels, Counter>::default();
+        registry.register(
+            "passthrough_requests",
+            "REST requests passed through to the host, by method and status class of the answer",
+            passthrough.clone(),
+        );
+        registry.register(
+            "passthrough_request_duration_seconds",
+            "Passthrough request latency, to the head of the answer (the host's, or the sidecar's 502)",
+            passthrough_duration.clone(),
+        );
+        registry.register(
+            "passthrough_upstream_errors",
+            "Passthrough requests the host could not answer (502), by error",
+            passthrough_errors.clone(),
+        );
         registry.register(
             "mcp_requests",
             "MCP requests by method and outcome",
@@ -195,6 +251,10 @@ impl Metrics {
                 cache,
                 request_handles: Default::default(),
                 upstream_handles: Default::default(),
+                passthrough,
+                passthrough_handles: Default::default(),
+                passthrough_duration,
+                passthrough_errors,
             }),
         }
     }
@@ -275,6 +335,34 @@ impl Metrics {
         if !w.iter().any(|(s, _)| *s == status) {
             w.push((status, h));
         }
+    }
+
+    /// One passthrough request answered with `status` after `seconds` (to the answer's head).
+    pub fn passthrough(&self, method: &http::Method, status: http::StatusCode, seconds: f64) {
+        let m = pass_method(method);
+        let c = (usize::from(status.as_u16() / 100)).clamp(1, PASS_CLASSES.len()) - 1;
+        self.inner.passthrough_handles[m][c]
+            .get_or_init(|| {
+                self.inner
+                    .passthrough
+                    .get_or_create(&PassthroughLabels {
+                        method: PASS_METHODS[m].into(),
+                        class: PASS_CLASSES[c].into(),
+                    })
+                    .clone()
+            })
+            .inc();
+        self.inner.passthrough_duration.observe(seconds);
+    }
+
+    /// A passthrough request the host could not answer: `connect`, `not_sent` or `broken`.
+    pub fn passthrough_error(&self, error: &'static str) {
+        self.inner
+            .passthrough_errors
+            .get_or_create(&PassthroughErrorLabels {
+                error: error.into(),
+            })
+            .inc();
     }
 
     pub fn cache(&self, cache: &str, hit: bool) {

@@ -17,7 +17,8 @@
 //!
 //! Strings in gate titles, descriptions, questions and `vendor.devhost.output` values
 //! are templates: `{{name}}` is replaced by the run variable `name` (strings verbatim,
-//! other JSON compactly, a missing variable by nothing).
+//! other JSON compactly, a missing variable by nothing; an empty one between two spaces leaves
+//! one space).
 
 use serde_json::{json, Map, Value};
 
@@ -145,6 +146,7 @@ pub(crate) fn render(template: &str, variables: &Map<String, Value>) -> String {
             break;
         };
         out.push_str(&rest[..open]);
+        let before = out.len();
         let name = rest[open + 2..open + 2 + close].trim();
         match variables.get(name) {
             Some(Value::String(s)) => out.push_str(s),
@@ -152,6 +154,10 @@ pub(crate) fn render(template: &str, variables: &Map<String, Value>) -> String {
             None => {}
         }
         rest = &rest[open + 2 + close + 2..];
+        // A word rendered empty between two spaces leaves one space, not two.
+        if out.len() == before && out.ends_with(' ') && rest.starts_with(' ') {
+            rest = &rest[1..];
+        }
     }
     out.push_str(rest);
     out
@@ -1234,6 +1240,12 @@ mod tests {
         assert_eq!(render("Hello, {{name}}!", vars), "Hello, Ada!");
         assert_eq!(render("{{ n }} and {{missing}}.", vars), "3 and .");
         assert_eq!(render("no {{ end", vars), "no {{ end");
+        // slow_compute's default label is empty: "slow_compute finished", one space.
+        assert_eq!(
+            render("a {{missing}} b {{ n }}", vars),
+            "a b 3",
+            "an empty word takes one of its spaces with it"
+        );
         assert_eq!(
             render_value(&json!({ "t": ["{{name}}"] }), vars),
             json!({ "t": ["Ada"] })

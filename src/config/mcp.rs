@@ -15,10 +15,17 @@ pub const DEFAULT_REFRESHED_AT: &str = "2026-09-18";
 pub const DEFAULT_SERVER_NAME: &str = "openwop-mcp-sidecar";
 pub const DEFAULT_DISCOVER_TTL: Duration = Duration::from_millis(60_000);
 pub const DEFAULT_TOOLS_LIST_TTL: Duration = Duration::from_millis(30_000);
-pub const DEFAULT_JSON_ANSWER_CAP: Duration = Duration::from_millis(5_000);
+/// The JSON window: the longest a blocking call whose client also accepts SSE goes without a
+/// byte before the answer switches to SSE. Well under the 5 s read timeout of httpx (and so
+/// of any Python client built on a default `httpx`/`httpx2` client), leaving room for the
+/// run's creation at the host before the window starts.
+pub const DEFAULT_JSON_ANSWER_CAP: Duration = Duration::from_millis(2_000);
 pub const DEFAULT_SSE_ANSWER_CAP: Duration = Duration::from_millis(600_000);
 pub const DEFAULT_TASK_IMMEDIATE_WINDOW: Duration = Duration::from_millis(300);
-pub const DEFAULT_SSE_KEEPALIVE: Duration = Duration::from_millis(5_000);
+/// The gap between keep-alive comments on an open SSE answer or listen: under the 5 s read
+/// timeout of a default httpx client with room to spare, so no such client ever reads
+/// nothing for as long as it waits.
+pub const DEFAULT_SSE_KEEPALIVE: Duration = Duration::from_millis(3_000);
 pub const DEFAULT_MRTR_MAX_ROUNDS: u32 = 4;
 pub const DEFAULT_REQUEST_STATE_TTL_SECONDS: u64 = 600;
 /// Read when `mcp.requestStateKeyEnv` is not set.
@@ -93,8 +100,10 @@ pub struct RawMcp {
     pub server_name: Option<String>,
     pub discover_ttl_ms: Option<u64>,
     pub tools_list_ttl_ms: Option<u64>,
-    pub json_answer_cap_ms: Option<u64>,
-    pub sse_answer_cap_ms: Option<u64>,
+    #[schemars(with = "Option<u64>")]
+    pub json_answer_cap_ms: Option<Spanned<u64>>,
+    #[schemars(with = "Option<u64>")]
+    pub sse_answer_cap_ms: Option<Spanned<u64>>,
     /// How long a tasked tools/call waits for its run before answering CreateTaskResult.
     pub task_immediate_window_ms: Option<u64>,
     #[schemars(with = "Option<u64>")]
@@ -180,6 +189,35 @@ impl RawMcp {
             Some(s) => s.value,
             None => DEFAULT_MRTR_MAX_ROUNDS,
         };
+        let json_answer_cap = ms(
+            self.json_answer_cap_ms.as_ref().map(|s| s.value),
+            DEFAULT_JSON_ANSWER_CAP,
+        );
+        let sse_answer_cap = ms(
+            self.sse_answer_cap_ms.as_ref().map(|s| s.value),
+            DEFAULT_SSE_ANSWER_CAP,
+        );
+        if json_answer_cap > sse_answer_cap {
+            // The one wait of a blocking call is bounded by the SSE cap (src/mcp/answer.rs):
+            // a JSON window longer than it never ends in the switch to SSE it exists for.
+            let shown = |s: &Option<Spanned<u64>>, d: Duration| match s {
+                Some(s) => s.value.to_string(),
+                None => format!("{}, the default", d.as_millis()),
+            };
+            let at = self
+                .json_answer_cap_ms
+                .as_ref()
+                .or(self.sse_answer_cap_ms.as_ref());
+            return Err(cx.err(
+                at.and_then(loc),
+                format!(
+                    "mcp.jsonAnswerCapMs ({}) is longer than mcp.sseAnswerCapMs ({}): the JSON \
+                     window must end before the SSE cap, or a blocking call never switches to SSE",
+                    shown(&self.json_answer_cap_ms, DEFAULT_JSON_ANSWER_CAP),
+                    shown(&self.sse_answer_cap_ms, DEFAULT_SSE_ANSWER_CAP),
+                ),
+            ));
+        }
         let request_state_key = match &self.request_state_key_env {
             Some(var) => match std::env::var(var) {
                 Ok(v) if v.len() >= MIN_STATE_KEY_BYTES => Some(Secret::new(v.into_bytes())),
@@ -208,8 +246,8 @@ impl RawMcp {
             server_version: env!("CARGO_PKG_VERSION").to_string(),
             discover_ttl: ms(self.discover_ttl_ms, DEFAULT_DISCOVER_TTL),
             tools_list_ttl: ms(self.tools_list_ttl_ms, DEFAULT_TOOLS_LIST_TTL),
-            json_answer_cap: ms(self.json_answer_cap_ms, DEFAULT_JSON_ANSWER_CAP),
-            sse_answer_cap: ms(self.sse_answer_cap_ms, DEFAULT_SSE_ANSWER_CAP),
+            json_answer_cap,
+            sse_answer_cap,
             task_immediate_window: ms(self.task_immediate_window_ms, DEFAULT_TASK_IMMEDIATE_WINDOW),
             sse_keepalive,
             mrtr_max_rounds,

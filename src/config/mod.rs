@@ -45,7 +45,7 @@ pub use listener::Shutdown;
 pub use mcp::Mcp;
 pub use mount::Mount;
 pub use tasks::{Ownership, Tasks};
-pub use telemetry::{Logging, Otlp, Telemetry};
+pub use telemetry::{AccessPaths, Logging, Otlp, Telemetry};
 pub use tools::{
     glob, CreateTemplate, InputRequestKey, StaticTool, TaskSupport, ToolOverride, ToolSource, Tools,
 };

@@ -24,10 +24,24 @@ pub enum LogFormat {
     Text,
 }
 
+/// `logging.accessPaths`: how a passthrough access line writes the request path.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum AccessPaths {
+    /// The path as the client sent it (never the query).
+    #[default]
+    Kept,
+    /// Each segment that looks like an id (a digit other than in a `v1`-style version, an
+    /// uppercase letter, any character but `a-z - _ .`, or over 40 characters) written as
+    /// `{id}`; plain lowercase names (`runs`, `events`, `poll`) kept.
+    Elided,
+}
+
 #[derive(Debug, Clone)]
 pub struct Logging {
     pub level: String,
     pub json: bool,
+    pub access_paths: AccessPaths,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -54,6 +68,10 @@ pub struct RawLogging {
     pub level: Option<String>,
     #[schemars(with = "Option<LogFormat>")]
     pub format: Option<Spanned<String>>,
+    /// How passthrough access lines write the request path: `kept` (default) or `elided`
+    /// (ids written `{id}`). The query is never written.
+    #[schemars(with = "Option<AccessPaths>")]
+    pub access_paths: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -93,6 +111,8 @@ impl RawLogging {
         Ok(Logging {
             level: self.level.unwrap_or_else(|| DEFAULT_LOG_LEVEL.into()),
             json: word_at(cx, &self.format, "logging.format")? == Some(LogFormat::Json),
+            access_paths: word_at(cx, &self.access_paths, "logging.accessPaths")?
+                .unwrap_or_default(),
         })
     }
 }

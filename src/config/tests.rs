@@ -262,10 +262,12 @@ fn upstream_http2_is_off_by_default_and_a_zero_stream_budget_is_refused() {
 
 #[test]
 fn answer_windows_and_caps_default_as_documented_and_a_zero_task_window_turns_it_off() {
-    // config/sidecar.example.yaml: jsonAnswerCapMs 5000, sseAnswerCapMs 600000 (10 min, real
-    // jobs), taskImmediateWindowMs 300.
+    // config/sidecar.example.yaml: jsonAnswerCapMs 2000 and sseKeepaliveMs 3000 (both under
+    // httpx's 5 s read timeout), sseAnswerCapMs 600000 (10 min, real jobs),
+    // taskImmediateWindowMs 300.
     let c = parse("").unwrap();
-    assert_eq!(c.mcp.json_answer_cap, Duration::from_secs(5));
+    assert_eq!(c.mcp.json_answer_cap, Duration::from_secs(2));
+    assert_eq!(c.mcp.sse_keepalive, Duration::from_secs(3));
     assert_eq!(c.mcp.sse_answer_cap, Duration::from_secs(600));
     assert_eq!(c.mcp.task_immediate_window, Duration::from_millis(300));
     let c = parse("mcp:\n  taskImmediateWindowMs: 0\n  sseAnswerCapMs: 900000\n").unwrap();

@@ -197,7 +197,7 @@ impl Notes {
 
 /// The SSE answer of a blocking `tools/call`, driven by the connection that carries it: the
 /// future that follows the run and yields the final frame is polled by the body itself, with
-/// a keep-alive every `period` while it waits and the progress notes it queues sent first.
+/// a keep-alive at once and then every `period` while it waits and the progress notes it queues sent first.
 /// No task and no channel per call: a call blocked on a long run costs only this body and its
 /// future (issue 9: 10,000 blocked calls). When the client goes away hyper drops the body,
 /// and with it the future; the [`GuardedBody`] around it then cancels the run it owns
@@ -218,7 +218,10 @@ impl AnswerBody {
         period: std::time::Duration,
         on_close: Box<dyn FnOnce() + Send>,
     ) -> AnswerBody {
-        let start = tokio::time::Instant::now() + period;
+        // The first comment goes out with the head: a client (or proxy) that waits for the
+        // first body byte with a read timeout starts its clock on the stream, not on the
+        // silent JSON window before it.
+        let start = tokio::time::Instant::now();
         AnswerBody {
             answer: Some(answer),
             last: None,

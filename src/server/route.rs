@@ -114,7 +114,15 @@ pub(super) async fn route(
         // Boxed too: then the route future, which listen.rs allocates per request, stays
         // small enough for the allocator's per-thread cache (about 1 kB for glibc's tcache),
         // and so does this one (issue 21).
-        _ => Box::pin(state.proxy.forward(req, Some(peer))).await,
+        _ => {
+            Box::pin(state.proxy.forward_observed(
+                req,
+                Some(peer),
+                &state.mcp.metrics,
+                state.cfg.logging.access_paths,
+            ))
+            .await
+        }
     }
 }
 

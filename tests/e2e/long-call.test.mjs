@@ -37,7 +37,7 @@ test("a call the client abandons at its request timeout cancels its run (the req
   const client = await connectClient({ key: KEYS.acme });
   try {
     const before = await listRuns("slow_compute");
-    // 7 s: past the demo's 5 s JSON window, so the client gives up during the SSE phase.
+    // 7 s: past the demo's 2 s JSON window, so the client gives up during the SSE phase.
     await assert.rejects(
       client.callTool({ name: "slow_compute", arguments: { seconds: 60, label: "ts-abandoned" } }, { timeout: 7_000 }),
       /timed out/i,

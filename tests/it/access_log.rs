@@ -23,8 +23,14 @@ struct Spawned {
 }
 
 async fn spawn(upstream: &str) -> Spawned {
+    spawn_with(upstream, &[]).await
+}
+
+/// [`spawn`] with more arguments (a `--config` file).
+async fn spawn_with(upstream: &str, extra: &[&str]) -> Spawned {
     let mut child = tokio::process::Command::new(BIN)
         .args(["serve", "--listen", "127.0.0.1:0", "--upstream", upstream])
+        .args(extra)
         // The configured level (info), not the developer's environment.
         .env_remove("RUST_LOG")
         .env_remove("NO_COLOR")
@@ -463,4 +469,171 @@ async fn an_sse_answer_the_client_leaves_is_logged_as_closed() {
         field(&l, "duration_ms").unwrap().parse::<u64>().unwrap() >= 300,
         "{l}"
     );
+}
+
+impl Spawned {
+    /// A REST request through the passthrough, with the tenant's key: (status, body).
+    async fn rest(&self, method: reqwest::Method, path: &str) -> (u16, String) {
+        let http = reqwest::Client::builder().no_proxy().build().unwrap();
+        let r = http
+            .request(method, format!("{}{path}", self.base))
+            .header("Authorization", format!("Bearer {A}"))
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    }
+
+    async fn metrics(&self) -> String {
+        let http = reqwest::Client::builder().no_proxy().build().unwrap();
+        let r = http
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await
+            .unwrap();
+        r.text().await.unwrap()
+    }
+}
+
+/// The value of one sample line of the metrics text (`name{labels} value`).
+fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// A REST request through the sidecar is as visible as an MCP one: one access line (method,
+/// path without its query, the status the client got and the host's, the duration, the bytes;
+/// never the credential) and the passthrough metrics by method and status class.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_passthrough_request_logs_one_access_line_and_is_counted() {
+    let host = devhost().await;
+    let sc = spawn(&host.base_url()).await;
+
+    let (s, body) = sc
+        .rest(
+            reqwest::Method::GET,
+            "/runs?limit=1&note=query-value-never-logged",
+        )
+        .await;
+    assert_eq!(s, 200, "{body}");
+    let l = sc
+        .line_with(&[
+            "openwop_mcp_sidecar::access",
+            "passthrough request",
+            "\"/runs\"",
+        ])
+        .await;
+    assert!(l.contains(" INFO "), "{l}");
+    assert_eq!(field(&l, "method"), Some("GET"), "{l}");
+    assert_eq!(field(&l, "path"), Some("/runs"), "{l}");
+    assert_eq!(field(&l, "status"), Some("200"), "{l}");
+    assert_eq!(field(&l, "upstream_status"), Some("200"), "{l}");
+    assert!(
+        field(&l, "duration_ms").is_some_and(|d| d.parse::<u64>().is_ok()),
+        "{l}"
+    );
+    assert_eq!(
+        field(&l, "bytes").and_then(|b| b.parse::<usize>().ok()),
+        Some(body.len()),
+        "the bytes the client got: {l}"
+    );
+    assert_eq!(field(&l, "stream"), None, "{l}");
+
+    let (s, _) = sc
+        .rest(reqwest::Method::DELETE, "/no/such/route/acme~2Fr-1")
+        .await;
+    assert_eq!(s, 404);
+    let l = sc
+        .line_with(&["passthrough request", "/no/such/route"])
+        .await;
+    assert_eq!(field(&l, "method"), Some("DELETE"), "{l}");
+    assert_eq!(field(&l, "path"), Some("/no/such/route/acme~2Fr-1"), "{l}");
+    assert_eq!(field(&l, "status"), Some("404"), "{l}");
+    assert_eq!(field(&l, "upstream_status"), Some("404"), "{l}");
+
+    let m = sc.metrics().await;
+    let get_2xx = "openwop_sidecar_passthrough_requests_total{method=\"GET\",class=\"2xx\"}";
+    let delete_4xx = "openwop_sidecar_passthrough_requests_total{method=\"DELETE\",class=\"4xx\"}";
+    assert_eq!(sample(&m, get_2xx), Some(1.0), "{m}");
+    assert_eq!(sample(&m, delete_4xx), Some(1.0), "{m}");
+    assert_eq!(
+        sample(
+            &m,
+            "openwop_sidecar_passthrough_request_duration_seconds_count"
+        ),
+        Some(2.0),
+        "{m}"
+    );
+    let all = sc.all();
+    assert!(!all.contains(A), "the bearer token was logged:\n{all}");
+    assert!(
+        !all.contains("query-value-never-logged"),
+        "a query was logged:\n{all}"
+    );
+    drop(sc);
+}
+
+/// The host unreachable: the client's 502 is logged with the request that met it (a warning
+/// naming method and path, and the access line), and counted as an upstream error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_passthrough_502_names_its_method_and_path_and_is_counted() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let sc = spawn(&format!("http://127.0.0.1:{port}")).await;
+    let (s, body) = sc
+        .rest(reqwest::Method::POST, "/runs/acme~2Fr-9/cancel?reason=x")
+        .await;
+    assert_eq!(s, 502, "{body}");
+    let w = sc.line_with(&["upstream unavailable"]).await;
+    assert!(w.contains("WARN"), "{w}");
+    assert_eq!(field(&w, "method"), Some("POST"), "{w}");
+    assert_eq!(field(&w, "path"), Some("/runs/acme~2Fr-9/cancel"), "{w}");
+    assert!(w.contains("error="), "{w}");
+    let l = sc.line_with(&["passthrough request"]).await;
+    assert_eq!(field(&l, "status"), Some("502"), "{l}");
+    assert_eq!(field(&l, "upstream_status"), Some("unavailable"), "{l}");
+    let m = sc.metrics().await;
+    assert_eq!(
+        sample(
+            &m,
+            "openwop_sidecar_passthrough_upstream_errors_total{error=\"connect\"}"
+        ),
+        Some(1.0),
+        "{m}"
+    );
+    assert_eq!(
+        sample(
+            &m,
+            "openwop_sidecar_passthrough_requests_total{method=\"POST\",class=\"5xx\"}"
+        ),
+        Some(1.0),
+        "{m}"
+    );
+    drop(sc);
+}
+
+/// `logging.accessPaths: elided` keeps the route's shape and writes every id as `{id}`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elided_access_paths_write_ids_as_placeholders() {
+    let host = devhost().await;
+    let dir = std::env::temp_dir().join(format!("owsc-elide-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("sidecar.yaml");
+    std::fs::write(&f, "logging:\n  accessPaths: elided\n").unwrap();
+    let sc = spawn_with(&host.base_url(), &["--config", f.to_str().unwrap()]).await;
+    let (s, _) = sc
+        .rest(
+            reqwest::Method::GET,
+            "/runs/acme~2Fr-WyRkGjJSRWPu2ZftbYldbjPD/events/poll",
+        )
+        .await;
+    assert!(s == 200 || s == 404, "{s}");
+    let l = sc.line_with(&["passthrough request", "/events/poll"]).await;
+    assert_eq!(field(&l, "path"), Some("/runs/{id}/events/poll"), "{l}");
+    assert!(!l.contains("WyRk"), "{l}");
+    drop(sc);
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -70,6 +70,69 @@ async fn a_slow_run_switches_an_sdk_accept_to_sse_and_answers_its_result() {
     env.shutdown().await;
 }
 
+/// A client with a read timeout between bytes (httpx: 5 s) must never wait that long: the
+/// switch to SSE sends the head and a first comment together, then a comment every
+/// `mcp.sseKeepaliveMs`, until the result.
+#[tokio::test]
+async fn the_switch_to_sse_sends_a_byte_at_once_and_then_one_every_keepalive_period() {
+    let period = Duration::from_millis(1_000);
+    let env = env_with(|c| {
+        c.mcp.json_answer_cap = Duration::from_millis(300);
+        c.mcp.sse_keepalive = period;
+    })
+    .await;
+    let body = call("conformance-delay", json!({"delayMs": 4000}), json!({}));
+    let start = Instant::now();
+    let mut resp = env
+        .http
+        .post(env.mcp_url())
+        .header("Authorization", format!("Bearer {A}"))
+        .header("Content-Type", "application/json")
+        .header("Accept", SDK_ACCEPT)
+        .header("MCP-Protocol-Version", V)
+        .header("Mcp-Method", "tools/call")
+        .header("Mcp-Name", "conformance-delay")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let head = start.elapsed();
+    assert!(resp.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let mut last = Instant::now();
+    let mut gaps = Vec::new();
+    let mut text = String::new();
+    while let Some(chunk) = resp.chunk().await.unwrap() {
+        gaps.push(last.elapsed());
+        last = Instant::now();
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(
+        head < Duration::from_millis(1_500),
+        "the head when the window closes: {head:?}"
+    );
+    assert!(
+        text.starts_with(": keep-alive"),
+        "the first byte is a comment: {text}"
+    );
+    assert!(
+        gaps[0] < Duration::from_millis(250),
+        "the first comment comes with the head, not a period later: {gaps:?}"
+    );
+    // Scheduling slack on a loaded machine, but never near two periods of silence.
+    let longest = gaps.iter().max().unwrap();
+    assert!(
+        *longest < period + Duration::from_millis(600),
+        "no gap longer than the keep-alive period: {gaps:?}"
+    );
+    let msgs = sse_messages(&text);
+    assert_eq!(msgs.len(), 1, "{text}");
+    assert_eq!(msgs[0]["result"]["isError"], false, "{text}");
+    env.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_quick_run_with_an_sdk_accept_is_answered_as_plain_json() {
     let env = env().await;

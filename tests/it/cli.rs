@@ -657,6 +657,74 @@ fn wrong_config_values_name_the_field_what_was_expected_and_where() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// Settings that are each valid but contradict each other are refused by `check-config`,
+/// naming both keys: a JSON window longer than the SSE cap (no blocking call could ever
+/// switch to SSE), and a `mount.publicUrl` whose path is not `mount.path` (the advertised
+/// mount URL would be one the sidecar does not serve).
+#[test]
+fn check_config_refuses_contradictory_settings_naming_both_keys() {
+    let dir = std::env::temp_dir().join(format!("owsc-contra-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let table: &[(&str, &str)] = &[
+        (
+            "mcp:\n  jsonAnswerCapMs: 900000\n  sseAnswerCapMs: 1000\n",
+            "2:20: mcp.jsonAnswerCapMs (900000) is longer than mcp.sseAnswerCapMs (1000): the JSON window must end before the SSE cap, or a blocking call never switches to SSE",
+        ),
+        (
+            "mcp:\n  sseAnswerCapMs: 1000\n",
+            "2:19: mcp.jsonAnswerCapMs (2000, the default) is longer than mcp.sseAnswerCapMs (1000): the JSON window must end before the SSE cap, or a blocking call never switches to SSE",
+        ),
+        (
+            "mount:\n  publicUrl: https://wop.example.com/api\n",
+            "2:14: mount.publicUrl: 'https://wop.example.com/api' has the path '/api', but mount.path is '/mcp': give the origin (https://wop.example.com) or the mount URL (https://wop.example.com/mcp)",
+        ),
+        (
+            "mount:\n  path: /tools\n  publicUrl: https://wop.example.com/mcp\n",
+            "3:14: mount.publicUrl: 'https://wop.example.com/mcp' has the path '/mcp', but mount.path is '/tools': give the origin (https://wop.example.com) or the mount URL (https://wop.example.com/tools)",
+        ),
+    ];
+    for (i, (yaml, want)) in table.iter().enumerate() {
+        let f = dir.join(format!("contra-{i}.yaml"));
+        std::fs::write(&f, yaml).unwrap();
+        let out = Command::new(BIN)
+            .arg("check-config")
+            .arg(&f)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(64), "{yaml}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            err.trim_end(),
+            format!("{}:{want}", f.display()),
+            "for the file:\n{yaml}"
+        );
+    }
+    // The same keys agreeing pass: equal caps, and either spelling of the public URL.
+    for (i, yaml) in [
+        "mcp:\n  jsonAnswerCapMs: 1000\n  sseAnswerCapMs: 1000\n",
+        "mount:\n  publicUrl: https://wop.example.com/mcp/\n",
+        "mount:\n  path: /tools\n  publicUrl: https://wop.example.com\n",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let f = dir.join(format!("agree-{i}.yaml"));
+        std::fs::write(&f, yaml).unwrap();
+        let out = Command::new(BIN)
+            .arg("check-config")
+            .arg(&f)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{yaml}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// README.md's "curl cookbook", run as written (its `sh` blocks and the `$ ` lines of its
 /// `console` blocks, with the demo's URL for `127.0.0.1:8080`) against `demo`: every command
 /// answers what the README shows, so the cookbook cannot drift. Needs `bash`, `curl`, `sed`.

@@ -116,6 +116,54 @@ async fn metadata_resource_comes_from_public_url_never_from_an_unlisted_host() {
     env.shutdown().await;
 }
 
+/// `mount.publicUrl` written as the origin or as the whole mount URL (what README's deploy
+/// checklist shows) is the same mount, advertised once: `…/mcp`, never `…/mcp/mcp`, in
+/// discovery, in the RFC 9728 `resource` and in the 401's `resource_metadata`.
+#[tokio::test]
+async fn public_url_as_origin_or_mount_url_advertises_the_mount_url_once() {
+    for written in [
+        "https://mcp.example.com",
+        "https://mcp.example.com/",
+        "https://mcp.example.com/mcp",
+        "https://mcp.example.com/mcp/",
+    ] {
+        let yaml = format!("mount:\n  publicUrl: {written}\n");
+        let parsed = openwop_mcp_sidecar::config::Config::from_yaml_str(
+            &yaml,
+            "sidecar.yaml",
+            &Default::default(),
+        )
+        .unwrap();
+        let env = env_with(|c| {
+            c.mount = parsed.mount;
+            c.auth = Some(auth_on("https://id.example.com"));
+        })
+        .await;
+        let (s, _, body) = get(&env, "/.well-known/openwop", None).await;
+        assert_eq!(s, 200, "{body}");
+        let doc: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            doc["mcp"]["serverUrls"],
+            json!(["https://mcp.example.com/mcp"]),
+            "{written}"
+        );
+        let (s, _, body) = get(&env, "/.well-known/oauth-protected-resource/mcp", None).await;
+        assert_eq!(s, 200, "{written}: {body}");
+        let prm: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(prm["resource"], "https://mcp.example.com/mcp", "{written}");
+        let r = env
+            .rpc(Some("not-a-key"), "tools/list", json!({}), json!({}))
+            .await;
+        assert_eq!(r.status, 401);
+        assert!(
+            challenge(&r).contains(r#"resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp""#),
+            "{written}: {}",
+            challenge(&r)
+        );
+        env.shutdown().await;
+    }
+}
+
 #[tokio::test]
 async fn metadata_paths_pass_through_to_the_host_when_auth_is_off() {
     let env = env().await;
