@@ -724,3 +724,59 @@ async fn created_at_is_the_same_on_every_read_and_replica_when_the_host_says_no_
     cancel(&env, &task).await;
     env.shutdown().await;
 }
+
+/// An owed cancel that reaches a run which ended meanwhile is done, not a failure: the
+/// Azure-style host refuses the cancel of a finished job with `409 OperationNotAllowed`, which
+/// this mapping's error rules do not name "already ended"; the job's own status says so. Here
+/// the client leaves a running job, the host asks the cancel to wait a second (`503` with
+/// `Retry-After: 1`), and the job succeeds in that second.
+#[tokio::test]
+async fn an_owed_cancel_of_a_job_that_ended_meanwhile_counts_as_already_terminal() {
+    use crate::support::fault::cancel_outcome;
+    use openwop_devhost::{Fault, FaultKind, RouteClass};
+    let env = env_with_yaml(Flavor::Azure, AZURE, |_| {}).await;
+    let body = body_of(
+        1,
+        "tools/call",
+        json!({"name": "greeting", "arguments": {"name": "Gu", "delayMs": 1500}}),
+        json!({}),
+    );
+    let s = raw_post(&env, &body, "application/json", A).await;
+    let mut job = None;
+    for _ in 0..100 {
+        if let Some(r) = env.host.status_monitor_reads().first() {
+            job = Some(r.job.clone());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let job = job.expect("the job was created");
+    // The client leaves 0.9 s into the 1.5 s job (the call is still waiting: the job is read
+    // once a second, as its Retry-After asks).
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    env.host.faults().add(Fault {
+        route: RouteClass::Cancel,
+        kind: FaultKind::Status {
+            status: 503,
+            retry_after: Some(1),
+        },
+        times: Some(1),
+    });
+    drop(s);
+    let outcomes = ["cancelled", "already_terminal", "refused", "gave_up"];
+    let outcome = cancel_outcome(&env, &outcomes, Duration::from_secs(6)).await;
+    assert_eq!(
+        outcome.map(|(o, _)| o).as_deref(),
+        Some("already_terminal"),
+        "the job had ended"
+    );
+    let cancels = recorded(&env.host, "POST", &format!("/jobs/{job}/cancel"));
+    assert_eq!(
+        cancels.len(),
+        2,
+        "refused once with a pause, then once more"
+    );
+    let gap = cancels[1].at.duration_since(cancels[0].at);
+    assert!(gap >= Duration::from_millis(950), "{gap:?}");
+    env.shutdown().await;
+}
