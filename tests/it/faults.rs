@@ -417,10 +417,10 @@ async fn rate_limits_pass_through_as_429_with_retry_after() {
     done(env).await;
 }
 
-/// A host that asks for a pause (`429` with `Retry-After`, here the HTTP-date form, RFC 9110
-/// §10.2.3) while a blocking call follows its run is waited out: the call goes on following
-/// and answers the run's result. The pause never costs the user the run (no error, no cancel),
-/// and the host is not read again before the date it named.
+/// A host that asks for a pause (`429` with `Retry-After` as an HTTP-date, then `503` with
+/// `Retry-After` in seconds, RFC 9110 §10.2.3) while a blocking call follows its run is waited
+/// out: the call goes on following and answers the run's result. The pauses never cost the
+/// user the run (no error, no cancel), and the host is not read again before the date it named.
 #[tokio::test]
 async fn a_429_while_a_blocking_call_follows_its_run_is_waited_out_and_the_run_answered() {
     let env = fault_env(|_| {}).await;
@@ -430,7 +430,15 @@ async fn a_429_while_a_blocking_call_follows_its_run_is_waited_out_and_the_run_a
         // The run's event stream breaks at once: the long-poll follows the run.
         env.host.faults().cut_stream_next(1, 0);
     }
-    env.host.faults().rate_limit_next_until(route, 2, 2);
+    env.host.faults().rate_limit_next_until(route, 1, 2);
+    env.host.faults().add(openwop_devhost::Fault {
+        route,
+        kind: openwop_devhost::FaultKind::Status {
+            status: 503,
+            retry_after: Some(2),
+        },
+        times: Some(1),
+    });
     env.host.faults().reset_counts();
     let call = blocking(&env, "conformance-delay", json!({"delayMs": 1000}));
     let early = async {
@@ -441,7 +449,7 @@ async fn a_429_while_a_blocking_call_follows_its_run_is_waited_out_and_the_run_a
     env.host.faults().clear();
     let run_id = env.fresh_run(A, "conformance-delay", &before).await;
     let fate = fate(&env, &run_id).await;
-    let fault = "429 Retry-After: <HTTP-date 2 s on> x2";
+    let fault = "429 Retry-After: <HTTP-date 2 s on>, then 503 Retry-After: 2";
     let request = "tools/call (blocking, 1 s run)";
     row(fault, route_path(route), request, &seen(&r), took, &fate);
     assert_eq!(r.status, 200, "{}", r.text);
