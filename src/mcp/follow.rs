@@ -177,9 +177,11 @@ pub(super) async fn wait_settled_via(
 ) -> Result<(RunSnapshot, Vec<OpenInterrupt>), McpError> {
     let deadline = Instant::now() + cap;
     if ctx.host.mapping().follow.poll {
-        let last = follow_by_reading(ctx, caller, run_id, via, deadline).await?;
+        let (last, paused) = follow_by_reading(ctx, caller, run_id, via, deadline).await?;
         let run = match last {
             Some(run) => run,
+            // The cap came while the host's pause lasts: no read before it is over.
+            None if paused => RunSnapshot::unread(run_id),
             None => read_run(ctx, caller, run_id, deadline).await?,
         };
         // A run waiting on its client answers with its open interrupt (MRTR, RFC 0208
@@ -197,6 +199,8 @@ pub(super) async fn wait_settled_via(
         return Ok((run, open));
     }
     let mut log = EventLog::default();
+    // The cap came while a pause the host asked for lasts (nothing may be read before it ends).
+    let mut paused = false;
     let settled = if cap.is_zero() {
         false
     } else {
@@ -206,17 +210,21 @@ pub(super) async fn wait_settled_via(
             Err(e) => {
                 // The long-poll takes over, after any pause the host asked for.
                 if let Some(pause) = pause_of(&e, Duration::ZERO) {
-                    wait_out(pause, deadline).await;
+                    paused = !wait_out(pause, deadline).await;
                 }
                 false
             }
         }
     };
-    if !settled {
+    if !settled && !paused {
         let after = log.last;
-        follow_poll(ctx, caller, run_id, deadline, after, &mut log, progress).await?;
+        paused = follow_poll(ctx, caller, run_id, deadline, after, &mut log, progress).await?;
     }
-    let run = read_run(ctx, caller, run_id, deadline).await?;
+    let run = if paused {
+        RunSnapshot::unread(run_id)
+    } else {
+        read_run(ctx, caller, run_id, deadline).await?
+    };
     let mut open = Vec::new();
     if run.status.awaits_client() {
         open = open_interrupts(&log.kept, ctx.host.mapping());
@@ -390,13 +398,13 @@ async fn follow_poll(
     mut after: Option<i64>,
     log: &mut EventLog,
     progress: Option<&Progress>,
-) -> Result<(), McpError> {
+) -> Result<bool, McpError> {
     let f = &ctx.host.mapping().follow;
     let mut backoff = f.initial;
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
-            return Ok(());
+            return Ok(false);
         }
         let secs = remaining.as_secs_f64().ceil().clamp(1.0, 30.0) as u32;
         match tokio::time::timeout(
@@ -405,12 +413,12 @@ async fn follow_poll(
         )
         .await
         {
-            Err(_) => return Ok(()),
+            Err(_) => return Ok(false),
             // A host asking for a pause is waited out, then polled again ([`pause_of`]).
             Ok(Err(e)) => match pause_of(&e, backoff) {
                 Some(pause) => {
                     if !wait_out(pause, deadline).await {
-                        return Ok(());
+                        return Ok(true);
                     }
                     backoff = f.grow(backoff);
                 }
@@ -426,7 +434,7 @@ async fn follow_poll(
                 }
                 page.events.into_iter().for_each(|e| log.push(e));
                 if page.is_terminal || page.status.settles_blocking_wait() {
-                    return Ok(());
+                    return Ok(false);
                 }
             }
         }
@@ -439,23 +447,25 @@ async fn follow_poll(
 /// than the host's last `Retry-After` (RFC 9110 §10.2.3; Azure REST API Guidelines,
 /// "Long-Running Operations": a client honours `Retry-After`), whether it came with a status
 /// or with a refusal asking for a pause ([`pause_of`]); a wait that would end past the
-/// deadline is not followed by a read. Returns the last run read through getRun.
+/// deadline is not followed by a read. Returns the last run read through getRun, and
+/// whether the last read was refused with a pause (the deadline came before it was over).
 async fn follow_by_reading(
     ctx: &McpContext,
     caller: &Caller,
     run_id: &str,
     via: &Via,
     deadline: Instant,
-) -> Result<Option<RunSnapshot>, McpError> {
+) -> Result<(Option<RunSnapshot>, bool), McpError> {
     let f = &ctx.host.mapping().follow;
     let mut backoff = f.initial;
     let mut wait = via.retry_after.unwrap_or(Duration::ZERO);
     let mut last = None;
+    let mut paused = false;
     loop {
         let at = Instant::now() + wait;
         if at > deadline || deadline <= Instant::now() {
             tokio::time::sleep_until(deadline).await;
-            return Ok(last);
+            return Ok((last, paused));
         }
         tokio::time::sleep_until(at).await;
         let read =
@@ -467,6 +477,7 @@ async fn follow_by_reading(
                     Some(pause) => {
                         wait = pause;
                         backoff = f.grow(backoff);
+                        paused = true;
                         continue;
                     }
                     None => return Err(McpError::from_host(&e)),
@@ -474,8 +485,9 @@ async fn follow_by_reading(
             };
         let settled = read.status.settles_blocking_wait();
         last = read.run;
+        paused = false;
         if settled {
-            return Ok(last);
+            return Ok((last, false));
         }
         wait = f.next_wait(backoff, read.retry_after);
         backoff = f.grow(backoff);
