@@ -112,15 +112,27 @@ impl CancelDispatcher {
                 Err(HostError::Status { status, .. })
                     if status.is_client_error() && status.as_u16() != 429 =>
                 {
-                    return CancelOutcome::Refused
+                    // A host whose error rules do not name "already ended" may refuse the
+                    // cancel of a run that ended with any 4xx (a 409, a 400
+                    // FAILED_PRECONDITION): the run's own status says whether a cancel is
+                    // still owed. One read, never a retry.
+                    return match Box::pin(host.get_run(caller, run_id)).await {
+                        Ok(run) if run.status.is_terminal() => CancelOutcome::AlreadyTerminal,
+                        _ => CancelOutcome::Refused,
+                    };
                 }
                 Err(e) => {
-                    if start.elapsed() + backoff > self.inner.deadline {
+                    // A host that asks for a pause (429, or 503 with `Retry-After`; RFC 9110
+                    // §10.2.3, seconds or a date) is not asked again before it is over: a
+                    // cancel must not add to the load it is shedding. A pause that ends past
+                    // the deadline is not waited for.
+                    let wait = e.retry_after().map_or(backoff, |r| r.max(backoff));
+                    if start.elapsed() + wait > self.inner.deadline {
                         tracing::warn!(run_id, error = %e, "cancel retries exhausted");
                         return CancelOutcome::GaveUp;
                     }
                     tracing::debug!(run_id, error = %e, "cancel failed, retrying");
-                    tokio::time::sleep(backoff).await;
+                    tokio::time::sleep(wait).await;
                     backoff = (backoff * 2).min(Duration::from_secs(2));
                 }
             }

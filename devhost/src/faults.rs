@@ -9,7 +9,8 @@
 //! each one that applies uses up one of its `times`. Nothing is random.
 //!
 //! * `Status` answers at once with the status (error envelope, `Retry-After` on 429
-//!   and whenever `retry_after` is set) **without processing** the request.
+//!   and whenever `retry_after` is set) **without processing** the request;
+//!   `StatusUntil` likewise, its `Retry-After` an HTTP-date.
 //! * `Delay`, `Reset`, `BadJson` and `CutStream` let the request **take effect**
 //!   first and damage only the answer: it is held back, cut off with a connection
 //!   abort, truncated into invalid JSON, or (event streams) cut in the middle of an
@@ -119,6 +120,10 @@ pub enum FaultKind {
         status: u16,
         retry_after: Option<u64>,
     },
+    /// Answer `status` (400..=599) without processing the request, with `Retry-After` in
+    /// its HTTP-date form (RFC 9110 §10.2.3, an IMF-fixdate, §5.6.7): `after_secs` seconds
+    /// after the answer, rounded up to the next whole second (a date has no finer unit).
+    StatusUntil { status: u16, after_secs: u64 },
     /// Process the request, then hold the answer back for `ms` milliseconds.
     Delay { ms: u64 },
     /// Process the request, write at most `after_bytes` bytes of the answer body,
@@ -145,12 +150,14 @@ pub struct Fault {
 impl Fault {
     /// Parse the admin endpoint's JSON form: `route` (a [`RouteClass`] name, default
     /// `all`), optional `times`, and exactly one of
-    /// `status` (+ optional `retryAfter` seconds), `delayMs`, `resetAfterBytes`,
-    /// `badJson: true`, `cutAfterEvents`.
+    /// `status` (+ optional `retryAfter` seconds, or `retryAfterDate`: seconds from the
+    /// answer, sent as an HTTP-date), `delayMs`, `resetAfterBytes`, `badJson: true`,
+    /// `cutAfterEvents`.
     ///
     /// ```json
     /// {"route": "createRun", "status": 503, "times": 2}
     /// {"route": "poll", "status": 429, "retryAfter": 1, "times": 1}
+    /// {"route": "getRun", "status": 429, "retryAfterDate": 2, "times": 1}
     /// {"route": "all", "delayMs": 200}
     /// {"route": "getRun", "resetAfterBytes": 10, "times": 1}
     /// {"route": "getRun", "badJson": true, "times": 1}
@@ -158,11 +165,12 @@ impl Fault {
     /// ```
     pub fn from_json(v: &Value) -> Result<Fault, String> {
         let o = v.as_object().ok_or("a fault must be a JSON object")?;
-        const KNOWN: [&str; 8] = [
+        const KNOWN: [&str; 9] = [
             "route",
             "times",
             "status",
             "retryAfter",
+            "retryAfterDate",
             "delayMs",
             "resetAfterBytes",
             "badJson",
@@ -196,11 +204,19 @@ impl Fault {
                 .ok()
                 .filter(|s| (400..=599).contains(s))
                 .ok_or("status must be within 400..=599")?;
-            kinds.push(FaultKind::Status {
-                status,
-                retry_after: uint("retryAfter")?,
-            });
-        } else if o.contains_key("retryAfter") {
+            match (uint("retryAfter")?, uint("retryAfterDate")?) {
+                (_, None) => kinds.push(FaultKind::Status {
+                    status,
+                    retry_after: uint("retryAfter")?,
+                }),
+                (None, Some(after_secs)) => {
+                    kinds.push(FaultKind::StatusUntil { status, after_secs })
+                }
+                (Some(_), Some(_)) => {
+                    return Err("give one of retryAfter, retryAfterDate".into());
+                }
+            }
+        } else if o.contains_key("retryAfter") || o.contains_key("retryAfterDate") {
             return Err("retryAfter goes with status".into());
         }
         if let Some(ms) = uint("delayMs")? {
@@ -248,6 +264,10 @@ impl Fault {
                 if let Some(r) = retry_after {
                     o.insert("retryAfter".into(), json!(r));
                 }
+            }
+            FaultKind::StatusUntil { status, after_secs } => {
+                o.insert("status".into(), json!(status));
+                o.insert("retryAfterDate".into(), json!(after_secs));
             }
             FaultKind::Delay { ms } => {
                 o.insert("delayMs".into(), json!(ms));
@@ -305,7 +325,8 @@ impl Faults {
     /// # Panics
     /// On a `Status` outside 400..=599.
     pub fn add(&self, fault: Fault) {
-        if let FaultKind::Status { status, .. } = fault.kind {
+        if let FaultKind::Status { status, .. } | FaultKind::StatusUntil { status, .. } = fault.kind
+        {
             assert!(
                 (400..=599).contains(&status),
                 "fault status {status} is not an error status"
@@ -337,6 +358,19 @@ impl Faults {
             kind: FaultKind::Status {
                 status: 429,
                 retry_after: Some(retry_after_secs),
+            },
+            times: Some(n),
+        });
+    }
+
+    /// Answer the next `n` requests of `route` with `429 rate_limited` and `Retry-After` as
+    /// the HTTP-date `after_secs` seconds later (rounded up to a whole second).
+    pub fn rate_limit_next_until(&self, route: RouteClass, n: u32, after_secs: u64) {
+        self.add(Fault {
+            route,
+            kind: FaultKind::StatusUntil {
+                status: 429,
+                after_secs,
             },
             times: Some(n),
         });
@@ -472,7 +506,9 @@ pub(crate) fn damage(resp: Response<Body>, kind: &FaultKind) -> Response<Body> {
         FaultKind::CutStream { after_events } => Mode::Cut {
             left: *after_events,
         },
-        FaultKind::Status { .. } | FaultKind::Delay { .. } => return resp,
+        FaultKind::Status { .. } | FaultKind::StatusUntil { .. } | FaultKind::Delay { .. } => {
+            return resp
+        }
     };
     let (mut parts, inner) = resp.into_parts();
     // The length is no longer known: the damaged body goes out chunked.
@@ -611,6 +647,7 @@ mod tests {
         for v in [
             json!({"route": "createRun", "status": 503, "times": 2}),
             json!({"route": "poll", "status": 429, "retryAfter": 1, "times": 1}),
+            json!({"route": "getRun", "status": 429, "retryAfterDate": 2, "times": 1}),
             json!({"route": "all", "delayMs": 200}),
             json!({"route": "getRun", "resetAfterBytes": 10, "times": 1}),
             json!({"route": "getRun", "badJson": true, "times": 1}),
@@ -629,6 +666,8 @@ mod tests {
             json!({"status": 200}),
             json!({"status": 503, "colour": "red"}),
             json!({"retryAfter": 1, "delayMs": 1}),
+            json!({"retryAfterDate": 1, "delayMs": 1}),
+            json!({"status": 429, "retryAfter": 1, "retryAfterDate": 1}),
             json!({"badJson": "yes"}),
         ] {
             assert!(Fault::from_json(&v).is_err(), "{v}");

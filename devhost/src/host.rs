@@ -303,6 +303,34 @@ pub(crate) fn fault_response(
     error_response(host, err)
 }
 
+/// The answer of a `StatusUntil` fault: as [`fault_response`], with `Retry-After` the
+/// IMF-fixdate (RFC 9110 §5.6.7) `after_secs` seconds from now, rounded up to the next whole
+/// second so a client that waits until the date never comes back sooner than asked.
+pub(crate) fn fault_response_until(
+    host: &HostState,
+    status: u16,
+    after_secs: u64,
+) -> Response<Body> {
+    let mut resp = fault_response(host, status, None);
+    let at = time::OffsetDateTime::now_utc() + time::Duration::seconds(after_secs as i64);
+    let at = if at.nanosecond() > 0 {
+        at.replace_nanosecond(0).unwrap_or(at) + time::Duration::seconds(1)
+    } else {
+        at
+    };
+    let fmt = time::macros::format_description!(
+        "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] GMT"
+    );
+    if let Ok(v) = at
+        .format(&fmt)
+        .map_err(|_| ())
+        .and_then(|d| http::HeaderValue::from_str(&d).map_err(|_| ()))
+    {
+        resp.headers_mut().insert(http::header::RETRY_AFTER, v);
+    }
+    resp
+}
+
 /// An error answered outside `dispatch` (body too large, injected faults).
 pub(crate) fn error_response(host: &HostState, err: ApiError) -> Response<Body> {
     outgoing(host, RouteClass::Other, err.into_reply()).into_response()

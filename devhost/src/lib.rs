@@ -682,6 +682,12 @@ async fn serve(
         }
         return finish_for(state, host::fault_response(state, status, retry_after));
     }
+    if let Some(FaultKind::StatusUntil { status, after_secs }) = plan.action {
+        if let Some(d) = plan.delay {
+            tokio::time::sleep(d).await;
+        }
+        return finish_for(state, host::fault_response_until(state, status, after_secs));
+    }
     // A fault that damages the answer's body damages the answer the host sends whole: a
     // conditional read is answered as an unconditional one, since a `304` has no body to
     // cut or truncate (a real connection reset or a broken proxy does not ask first).

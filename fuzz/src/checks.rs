@@ -338,23 +338,29 @@ pub fn wire_id_codec(data: &[u8]) {
     let s = String::from_utf8_lossy(data);
     let (who, other) = (caller("fuzz-principal"), caller("another-principal"));
     for codec in task_id_codecs() {
-        let t = codec.issue(&who, &s);
+        let t = codec.issue(&who, &s, codec.created_now());
         assert!(
             t.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
             "taskId not URL-safe: {t:?}"
         );
-        let back = codec.open(&who, &t);
+        let back = codec.open(&who, &t).map(|o| o.run_id);
         if !s.is_empty() && s.len() <= MAX_HOST_ID_BYTES {
             assert_eq!(back.as_deref(), Some(&*s));
         }
-        if let Some(id) = codec.open(&who, &s) {
-            assert_eq!(codec.issue(&who, &id), *s, "opened a spelling never issued");
+        if let Some(o) = codec.open(&who, &s) {
+            assert_eq!(
+                codec.issue(&who, &o.run_id, o.created_ms),
+                *s,
+                "opened a spelling never issued"
+            );
         }
     }
     let sealed = &task_id_codecs()[1];
     assert!(
-        sealed.open(&other, &sealed.issue(&who, &s)).is_none(),
+        sealed
+            .open(&other, &sealed.issue(&who, &s, sealed.created_now()))
+            .is_none(),
         "a sealed taskId opened for another caller"
     );
     let p = wire_id::project(&s);

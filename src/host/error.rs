@@ -26,9 +26,10 @@ pub enum HostError {
     #[error("the host sent a body that is not what its API promises: {0}")]
     BadBody(String),
     /// Nothing was sent: the call lacks a value the request is built from (an allowed
-    /// header, a caller value; src/host/fill.rs): the caller's mistake, `-32602`.
+    /// header, a caller value; src/host/fill.rs): the caller's mistake, `-32602`, or for a
+    /// credential without a caller value the 401 challenge (src/mcp/error.rs).
     #[error("{0}")]
-    NotSent(String),
+    NotSent(super::fill::Missing),
 }
 
 impl HostError {
@@ -105,7 +106,7 @@ pub(super) enum BadTarget {
     Wire,
     /// The call lacks a value a template needs (a `{header.NAME}` the request did not carry,
     /// a `{caller.NAME}` its credential has none of): the caller's mistake, named.
-    Caller(String),
+    Caller(super::fill::Missing),
 }
 
 impl BadTarget {
@@ -116,7 +117,7 @@ impl BadTarget {
             crate::access::in_request(|| {
                 tracing::debug!(operation = op.key(), "host request not sent: {m}")
             });
-            BadTarget::Caller(m.to_string())
+            BadTarget::Caller(m.clone())
         } else {
             crate::access::in_request(|| {
                 tracing::warn!(operation = op.key(), "host request not sent: {m}")

@@ -35,8 +35,13 @@ pub enum Missing {
     NotScalar(String),
     Header(HeaderName),
     /// `{caller.NAME}` for a caller whose credential `host.templates.callerValues.NAME`
-    /// binds no value to.
-    Caller(String),
+    /// binds no value to (`presented`: the request carried a credential at all). The mount
+    /// answers it as the host answers a credential it refuses: a 401 challenge
+    /// (src/mcp/error.rs `McpError::from_missing`).
+    Caller {
+        name: String,
+        presented: bool,
+    },
     /// A value the operation never has (cannot happen: the loader checks each template's
     /// placeholders against its operation).
     Value(&'static str),
@@ -59,7 +64,7 @@ impl std::fmt::Display for Missing {
                 "missing request header '{h}' (host.templates.allowHeaders: the host request \
                  is built from it)"
             ),
-            Missing::Caller(n) => write!(
+            Missing::Caller { name: n, .. } => write!(
                 f,
                 "the caller's credential has no value for {{caller.{n}}} \
                  (host.templates.callerValues: the host request is built from it)"
@@ -116,8 +121,11 @@ fn header_of<'c>(caller: Option<&'c Caller>, h: &HeaderName) -> Result<&'c str, 
 }
 
 fn caller_value<'c>(caller: Option<&Caller>, t: &'c CallerValues) -> Result<&'c str, Missing> {
-    t.value_for(caller.and_then(|c| c.authorization.as_ref()))
-        .ok_or_else(|| Missing::Caller(t.name.clone()))
+    let authorization = caller.and_then(|c| c.authorization.as_ref());
+    t.value_for(authorization).ok_or_else(|| Missing::Caller {
+        name: t.name.clone(),
+        presented: authorization.is_some(),
+    })
 }
 
 /// An argument as text (strings as they are, numbers and booleans as JSON writes them).

@@ -59,6 +59,22 @@ pub struct RunSnapshot {
 }
 
 impl RunSnapshot {
+    /// A run the sidecar could not read just now (the host asked for a pause): known by its
+    /// id alone, and as far as the sidecar knows still running.
+    pub fn unread(run_id: &str) -> RunSnapshot {
+        RunSnapshot {
+            run_id: run_id.to_string(),
+            workflow_id: String::new(),
+            status: RunStatus::Running,
+            current_node_id: None,
+            started_at: None,
+            completed_at: None,
+            error: None,
+            variables: None,
+            inputs: None,
+        }
+    }
+
     pub fn from_json(mut v: Value, m: &Mapping) -> Option<RunSnapshot> {
         let f = &m.fields;
         let s = |p: &str| str_at(&v, p).map(str::to_string);

@@ -80,12 +80,15 @@ pub(super) async fn task_answer(
             },
         },
     };
-    let t = times(&run, None);
+    // The task is created now: a sealed taskId carries this time to every later read
+    // (src/mcp/task_id.rs), so its createdAt never moves.
+    let created = ctx.task_ids.created_now();
+    let t = times(&run, None, created);
     let result = create_task_result(
         &run,
         &t,
         via.poll_interval_ms(ctx.cfg.tasks.poll_interval_ms),
-        &ctx.task_ids.issue(&req.caller, &run.run_id),
+        &ctx.task_ids.issue(&req.caller, &run.run_id, created),
     );
     guarded_json(
         &envelope_result(&req.id, with_server_info(&ctx.cfg, result)),
@@ -348,11 +351,11 @@ pub(super) fn outcome(
 
 /// The answer for a run still going when the cap passed (see [`still_running_result`]).
 fn still_running(ctx: &McpContext, req: &McpRequest, run: &RunSnapshot) -> Value {
-    let task_id = ctx
-        .cfg
-        .tasks
-        .enabled
-        .then(|| ctx.task_ids.issue(&req.caller, &run.run_id));
+    let task_id = ctx.cfg.tasks.enabled.then(|| {
+        // The run becomes a task now, handed over by this answer.
+        ctx.task_ids
+            .issue(&req.caller, &run.run_id, ctx.task_ids.created_now())
+    });
     still_running_result(run, task_id.as_deref())
 }
 

@@ -45,7 +45,7 @@ pub(super) async fn create_run(
     let create = ctx
         .host
         .prepare_create(&req.caller, &tool.workflow_id, args, &templates, &call_id)
-        .map_err(|m| McpError::InvalidParams(m.to_string()))?;
+        .map_err(|m| McpError::from_missing(&m))?;
     let create = Arc::new(create);
     // A client that goes away while createRun is in flight drops this future before the
     // run id is known (hyper drops the handler): the pending guard then finds the run by its

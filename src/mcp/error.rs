@@ -237,7 +237,36 @@ impl McpError {
             HostError::Unavailable(_) | HostError::Timeout | HostError::BadBody(_) => {
                 McpError::Internal
             }
-            HostError::NotSent(m) => McpError::InvalidParams(m.clone()),
+            HostError::NotSent(m) => McpError::from_missing(m),
+        }
+    }
+
+    /// A host request the call could not build (src/host/fill.rs). A value the call itself
+    /// lacks (an argument, an allowed header) is its `-32602`, named. A credential that
+    /// `host.templates.callerValues` binds no value to is one the mount cannot act under:
+    /// answered as the host answers a credential it refuses, HTTP 401 with a Bearer
+    /// challenge (RFC 6750 §3; the mount adds `resource_metadata`, src/auth.rs), so an
+    /// OAuth client is prompted to log in (MCP 2026-07-28 "Authorization") instead of being
+    /// told its request was malformed. `invalid_token` only when a credential was sent
+    /// (RFC 6750 §3.1: a request without one gets no error code).
+    pub fn from_missing(m: &crate::host::Missing) -> McpError {
+        match m {
+            crate::host::Missing::Caller {
+                name,
+                presented: true,
+            } => McpError::Unauthorized {
+                // RFC 6750 §3: error_description is %x20-21 / %x23-5B / %x5D-7E; the name is a
+                // config key (checked by the loader), so this is a valid header value.
+                www_authenticate: HeaderValue::from_str(&format!(
+                    "Bearer error=\"invalid_token\", error_description=\"no value for \
+                     caller.{name} is bound to this credential\""
+                ))
+                .ok(),
+            },
+            crate::host::Missing::Caller { .. } => McpError::Unauthorized {
+                www_authenticate: None,
+            },
+            other => McpError::InvalidParams(other.to_string()),
         }
     }
 
@@ -247,7 +276,7 @@ impl McpError {
         // A read the call could not even build (it lacks an allowed header or a caller value)
         // says nothing about the task: it is named as the caller's mistake.
         if let HostError::NotSent(m) = e {
-            return McpError::InvalidParams(m.clone());
+            return McpError::from_missing(m);
         }
         match McpError::from_host(e) {
             McpError::InvalidParams(_) => McpError::TaskNotFound,

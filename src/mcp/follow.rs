@@ -177,41 +177,54 @@ pub(super) async fn wait_settled_via(
 ) -> Result<(RunSnapshot, Vec<OpenInterrupt>), McpError> {
     let deadline = Instant::now() + cap;
     if ctx.host.mapping().follow.poll {
-        let last = follow_by_reading(ctx, caller, run_id, via, deadline).await?;
+        let (last, paused) = follow_by_reading(ctx, caller, run_id, via, deadline).await?;
         let run = match last {
             Some(run) => run,
-            None => Box::pin(ctx.host.get_run(caller, run_id))
-                .await
-                .map_err(|e| McpError::from_host(&e))?,
+            // The cap came while the host's pause lasts: no read before it is over.
+            None if paused => RunSnapshot::unread(run_id),
+            None => read_run(ctx, caller, run_id, deadline).await?,
         };
         // A run waiting on its client answers with its open interrupt (MRTR, RFC 0208
-        // mcp.mrtr), read from its document as tasks/get reads it.
+        // mcp.mrtr), read from its document as tasks/get reads it. A host that asks for a
+        // pause now leaves the run shown by its status: still waiting, followed as a task.
         let open = if run.status.awaits_client() {
-            open_in_document(ctx, caller, &run)
-                .await
-                .map_err(|e| McpError::from_host(&e))?
+            match open_in_document(ctx, caller, &run).await {
+                Ok(open) => open,
+                Err(e) if pause_of(&e, Duration::ZERO).is_some() => Vec::new(),
+                Err(e) => return Err(McpError::from_host(&e)),
+            }
         } else {
             Vec::new()
         };
         return Ok((run, open));
     }
     let mut log = EventLog::default();
+    // The cap came while a pause the host asked for lasts (nothing may be read before it ends).
+    let mut paused = false;
     let settled = if cap.is_zero() {
         false
     } else {
         match follow_stream(ctx, caller, run_id, deadline, &mut log, progress).await {
             Ok(settled) => settled,
             Err(e) if is_fatal(&e) => return Err(McpError::from_host(&e)),
-            Err(_) => false,
+            Err(e) => {
+                // The long-poll takes over, after any pause the host asked for.
+                if let Some(pause) = pause_of(&e, Duration::ZERO) {
+                    paused = !wait_out(pause, deadline).await;
+                }
+                false
+            }
         }
     };
-    if !settled {
+    if !settled && !paused {
         let after = log.last;
-        follow_poll(ctx, caller, run_id, deadline, after, &mut log, progress).await?;
+        paused = follow_poll(ctx, caller, run_id, deadline, after, &mut log, progress).await?;
     }
-    let run = Box::pin(ctx.host.get_run(caller, run_id))
-        .await
-        .map_err(|e| McpError::from_host(&e))?;
+    let run = if paused {
+        RunSnapshot::unread(run_id)
+    } else {
+        read_run(ctx, caller, run_id, deadline).await?
+    };
     let mut open = Vec::new();
     if run.status.awaits_client() {
         open = open_interrupts(&log.kept, ctx.host.mapping());
@@ -225,6 +238,68 @@ pub(super) async fn wait_settled_via(
         }
     }
     Ok((run, open))
+}
+
+/// How long a refused read asks the follow to wait before reading again, if the refusal is
+/// a host asking to be left alone rather than a failure: a `429 Too Many Requests` (RFC 6585
+/// §4), or a `503 Service Unavailable` that says when to come back (RFC 9110 §15.6.4), for
+/// its `Retry-After` (RFC 9110 §10.2.3: delay-seconds or an HTTP-date), never shorter than
+/// the follow's `backoff`. A blocking call's run is the user's: a host shedding load must
+/// never cost it (the call would end in an error and its run be cancelled), so the wait is
+/// waited out and the follow goes on, bounded by the call's answer cap like any wait.
+fn pause_of(e: &HostError, backoff: Duration) -> Option<Duration> {
+    let asked = e.retry_after();
+    match e.status()?.as_u16() {
+        429 => Some(asked.unwrap_or(backoff).max(backoff)),
+        503 => asked.map(|d| d.max(backoff)),
+        _ => None,
+    }
+}
+
+/// Sleeps out a pause the host asked for: `true` when it is over before `deadline`, else
+/// `false` after sleeping until the deadline (nothing may be read before the pause ends, so
+/// the wait ends at the cap, as a `Retry-After` past it does in [`follow_by_reading`]).
+async fn wait_out(pause: Duration, deadline: Instant) -> bool {
+    let at = Instant::now() + pause;
+    if at >= deadline {
+        tokio::time::sleep_until(deadline).await;
+        return false;
+    }
+    tokio::time::sleep_until(at).await;
+    true
+}
+
+/// The run after the wait: getRun, a pause the host asks for waited out until `deadline`
+/// ([`pause_of`]). A host still refusing at the deadline leaves the run as far as the call
+/// knows, still running: the call answers that it goes on (with its taskId), which keeps the
+/// client's handle on it and cancels nothing (RFC 0198 §G.13).
+async fn read_run(
+    ctx: &McpContext,
+    caller: &Caller,
+    run_id: &str,
+    deadline: Instant,
+) -> Result<RunSnapshot, McpError> {
+    let f = &ctx.host.mapping().follow;
+    let mut backoff = f.initial;
+    loop {
+        let e = match Box::pin(ctx.host.get_run(caller, run_id)).await {
+            Ok(run) => return Ok(run),
+            Err(e) => e,
+        };
+        let Some(pause) = pause_of(&e, backoff) else {
+            return Err(McpError::from_host(&e));
+        };
+        let now = Instant::now();
+        if now >= deadline || !wait_out(pause, deadline).await {
+            tracing::info!(
+                run_id,
+                status = e.status().map(|s| s.as_u16()),
+                "the host still asks for a pause at the answer cap: the run is answered as still running"
+            );
+            return Ok(RunSnapshot::unread(run_id));
+        }
+        backoff = f.grow(backoff);
+    }
 }
 
 /// Errors that no fallback can fix: the caller is not allowed, or the run is not there.
@@ -323,11 +398,13 @@ async fn follow_poll(
     mut after: Option<i64>,
     log: &mut EventLog,
     progress: Option<&Progress>,
-) -> Result<(), McpError> {
+) -> Result<bool, McpError> {
+    let f = &ctx.host.mapping().follow;
+    let mut backoff = f.initial;
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
-            return Ok(());
+            return Ok(false);
         }
         let secs = remaining.as_secs_f64().ceil().clamp(1.0, 30.0) as u32;
         match tokio::time::timeout(
@@ -336,9 +413,19 @@ async fn follow_poll(
         )
         .await
         {
-            Err(_) => return Ok(()),
-            Ok(Err(e)) => return Err(McpError::from_host(&e)),
+            Err(_) => return Ok(false),
+            // A host asking for a pause is waited out, then polled again ([`pause_of`]).
+            Ok(Err(e)) => match pause_of(&e, backoff) {
+                Some(pause) => {
+                    if !wait_out(pause, deadline).await {
+                        return Ok(true);
+                    }
+                    backoff = f.grow(backoff);
+                }
+                None => return Err(McpError::from_host(&e)),
+            },
             Ok(Ok(page)) => {
+                backoff = f.initial;
                 if let Some(last) = page.events.last() {
                     after = Some(last.sequence);
                 }
@@ -347,7 +434,7 @@ async fn follow_poll(
                 }
                 page.events.into_iter().for_each(|e| log.push(e));
                 if page.is_terminal || page.status.settles_blocking_wait() {
-                    return Ok(());
+                    return Ok(false);
                 }
             }
         }
@@ -358,33 +445,49 @@ async fn follow_poll(
 /// answer named one, else getRun) until it settles or the deadline passes. Each wait is the
 /// backoff's interval (doubling from `initialIntervalMs` to `maxIntervalMs`), never shorter
 /// than the host's last `Retry-After` (RFC 9110 §10.2.3; Azure REST API Guidelines,
-/// "Long-Running Operations": a client honours `Retry-After`); a wait that would end past
-/// the deadline is not followed by a read. Returns the last run read through getRun.
+/// "Long-Running Operations": a client honours `Retry-After`), whether it came with a status
+/// or with a refusal asking for a pause ([`pause_of`]); a wait that would end past the
+/// deadline is not followed by a read. Returns the last run read through getRun, and
+/// whether the last read was refused with a pause (the deadline came before it was over).
 async fn follow_by_reading(
     ctx: &McpContext,
     caller: &Caller,
     run_id: &str,
     via: &Via,
     deadline: Instant,
-) -> Result<Option<RunSnapshot>, McpError> {
+) -> Result<(Option<RunSnapshot>, bool), McpError> {
     let f = &ctx.host.mapping().follow;
     let mut backoff = f.initial;
     let mut wait = via.retry_after.unwrap_or(Duration::ZERO);
     let mut last = None;
+    let mut paused = false;
     loop {
         let at = Instant::now() + wait;
         if at > deadline || deadline <= Instant::now() {
             tokio::time::sleep_until(deadline).await;
-            return Ok(last);
+            return Ok((last, paused));
         }
         tokio::time::sleep_until(at).await;
-        let read = Box::pin(ctx.host.read_status(caller, run_id, via.monitor.as_deref()))
-            .await
-            .map_err(|e| McpError::from_host(&e))?;
+        let read =
+            match Box::pin(ctx.host.read_status(caller, run_id, via.monitor.as_deref())).await {
+                Ok(read) => read,
+                // A host asking for a pause (429, 503 with `Retry-After`) is not a failure of
+                // the run: the next read waits it out ([`pause_of`]).
+                Err(e) => match pause_of(&e, backoff) {
+                    Some(pause) => {
+                        wait = pause;
+                        backoff = f.grow(backoff);
+                        paused = true;
+                        continue;
+                    }
+                    None => return Err(McpError::from_host(&e)),
+                },
+            };
         let settled = read.status.settles_blocking_wait();
         last = read.run;
+        paused = false;
         if settled {
-            return Ok(last);
+            return Ok((last, false));
         }
         wait = f.next_wait(backoff, read.retry_after);
         backoff = f.grow(backoff);

@@ -226,7 +226,7 @@ impl Listen {
         });
         for id in ids.iter().filter(|_| paced.is_none()) {
             // Every id here opened when it was read (the codec is deterministic).
-            let Some(run_id) = ctx.task_ids.open(&req.caller, id) else {
+            let Some(run_id) = ctx.task_ids.open(&req.caller, id).map(|o| o.run_id) else {
                 continue;
             };
             let sub = ctx.watchers.subscribe(&ctx.host, &req.caller, &run_id);
@@ -377,7 +377,7 @@ async fn project_for_listen(
         },
     };
     let terminal = run.status.is_terminal();
-    let Ok(mut task) = detailed(ctx, req, &run, retry_after).await else {
+    let Ok(mut task) = detailed(ctx, req, id, &run, retry_after).await else {
         return Some((None, false, retry_after));
     };
     let key = (task["status"].clone(), task["lastUpdatedAt"].clone());

@@ -203,10 +203,25 @@ pub struct Times<'a> {
 }
 
 /// Borrowed from the run where it has the times (every `tasks/get` makes one; issue 21).
-pub fn times<'a>(run: &'a RunSnapshot, newest_event: Option<Cow<'a, str>>) -> Times<'a> {
-    let created: Cow<'a, str> = match run.started_at.as_deref().or(run.completed_at.as_deref()) {
-        Some(t) => Cow::Borrowed(t),
-        None => Cow::Owned(now_rfc3339()),
+///
+/// ext-tasks (Task `createdAt`): when the task was created, the same on every read, on every
+/// replica. The creation time its taskId carries when it carries one (`created_ms`, sealed
+/// taskIds: src/mcp/task_id.rs), which is the task's own and was already answered in its
+/// CreateTaskResult (a start time the document gains once the run leaves `pending` would move
+/// it); else the run's start as its document says it (`host.fields.startedAt`), else its end.
+/// Only a run that says none of them, behind a taskId that carries none, is given the time of
+/// the read, which then moves from read to read.
+pub fn times<'a>(
+    run: &'a RunSnapshot,
+    newest_event: Option<Cow<'a, str>>,
+    created_ms: Option<u64>,
+) -> Times<'a> {
+    let created: Cow<'a, str> = match created_ms {
+        Some(ms) => Cow::Owned(rfc3339_of_ms(ms)),
+        None => match run.started_at.as_deref().or(run.completed_at.as_deref()) {
+            Some(t) => Cow::Borrowed(t),
+            None => Cow::Owned(now_rfc3339()),
+        },
     };
     let last = match (run.completed_at.as_deref(), newest_event) {
         (Some(t), _) => Cow::Borrowed(t),
@@ -217,6 +232,17 @@ pub fn times<'a>(run: &'a RunSnapshot, newest_event: Option<Cow<'a, str>>) -> Ti
         created_at: created,
         last_updated_at: last,
     }
+}
+
+/// `ms` since the Unix epoch in RFC 3339, to the millisecond (UTC).
+pub fn rfc3339_of_ms(ms: u64) -> String {
+    let at = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    let fmt = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    at.format(&fmt)
+        .unwrap_or_else(|_| "1970-01-01T00:00:00.000Z".into())
 }
 
 pub fn now_rfc3339() -> String {
@@ -492,7 +518,7 @@ mod tests {
     #[test]
     fn failed_run_is_a_completed_task_with_an_error_result() {
         let failed = run("failed");
-        let t = times(&failed, None);
+        let t = times(&failed, None, None);
         let d = detailed_task(&failed, &t, 500, None, tilde(&failed));
         assert_eq!(d["status"], "completed");
         assert_eq!(d["result"]["isError"], true);
@@ -539,7 +565,7 @@ mod tests {
         // A run that did not complete keeps its error shape, and a task inlines the same.
         let failed = shaped_result(&run("failed"), Shape::Declared);
         assert_eq!(failed, terminal_result(&run("failed")));
-        let t = times(&r, None);
+        let t = times(&r, None, None);
         let d = DetailedTask::shaped(&r, &t, 500, None, tilde(&r), Shape::Declared);
         assert_eq!(d.into_map()["result"], res);
     }
@@ -548,14 +574,14 @@ mod tests {
     fn a_host_fault_is_a_failed_task_with_a_json_rpc_error() {
         let m = crate::config::Mapping::default();
         let r = RunSnapshot::from_json(json!({"runId":"acme/r-0123456789abcdefghijklmn","workflowId":"w","status":"failed","error":{"code":"internal_error","message":"boom"}}), &m).unwrap();
-        let d = detailed_task(&r, &times(&r, None), 500, None, tilde(&r));
+        let d = detailed_task(&r, &times(&r, None, None), 500, None, tilde(&r));
         assert_eq!(d["status"], "failed");
         assert_eq!(d["error"]["code"], -32603);
         assert!(d["error"]["message"].as_str().unwrap().contains("boom"));
         assert!(d.get("result").is_none());
         // Any other failure code stays a tool error.
         let failed = run("failed");
-        let t = times(&failed, None);
+        let t = times(&failed, None, None);
         let d = detailed_task(&failed, &t, 500, None, tilde(&failed));
         assert_eq!(
             (d["status"].as_str(), d.get("error")),
@@ -574,7 +600,7 @@ mod tests {
             RunSnapshot::from_json(json!({"runId":"acme/r-0123456789abcdefghijklmn","workflowId":"w","status":"completed","variables":{"text":"hi"}}), &m).unwrap(),
         ];
         for r in &runs {
-            let t = times(r, Some("2026-01-03T00:00:00Z".into()));
+            let t = times(r, Some("2026-01-03T00:00:00Z".into()), None);
             let mut expected = task_fields(r, &t, 750, &percent(r));
             if r.status.awaits_client() {
                 expected.insert("inputRequests".into(), json!({}));
@@ -611,7 +637,7 @@ mod tests {
         for st in statuses {
             for started in ["2026-01-01T00:00:00Z", "t\"\u{1}é"] {
                 let r = RunSnapshot::from_json(json!({"runId":"acme/r-1","workflowId":"w","status":st,"startedAt":started,"error":{"code":"x","message":"y\n"},"variables":{"text":"hi \"there\""}}), &m).unwrap();
-                let t = times(&r, Some("2026-01-03T00:00:00Z".into()));
+                let t = times(&r, Some("2026-01-03T00:00:00Z".into()), None);
                 for requests in [
                     None,
                     Some(Map::new()),
@@ -656,7 +682,7 @@ mod tests {
     #[test]
     fn create_task_result_is_flat() {
         let r = run("running");
-        let c = create_task_result(&r, &times(&r, None), 500, &tilde(&r));
+        let c = create_task_result(&r, &times(&r, None, None), 500, &tilde(&r));
         assert_eq!(c["resultType"], "task");
         assert_eq!(c["taskId"], "acme~2Fr-0123456789abcdefghijklmn");
         for k in ["result", "error", "inputRequests", "requestState"] {

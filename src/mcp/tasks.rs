@@ -10,6 +10,7 @@ use super::elicit::{effect_of, input_request, Effect, Modes};
 use super::follow::poll_interval_ms;
 use super::project::{times, DetailedTask, Shape, Times};
 use super::respond::{bare_result_response, object_result_response_with};
+use super::task_id::Opened;
 use super::{McpContext, McpError, McpRequest, TASKS_EXT};
 use crate::body::Response;
 use crate::host::{HostError, OpenInterrupt, RunSnapshot, RunStatus};
@@ -39,8 +40,10 @@ pub(super) async fn read(
     req: &McpRequest,
     task_id: Option<&Value>,
 ) -> Result<RunSnapshot, McpError> {
-    let run_id = run_id_of(ctx, req, task_id)?;
-    get_checked(ctx, req, &run_id).await.map_err(|(e, _)| e)
+    let opened = run_id_of(ctx, req, task_id)?;
+    get_checked(ctx, req, &opened.run_id)
+        .await
+        .map_err(|(e, _)| e)
 }
 
 /// A task read that failed: the caller's error, and the pause the host asked for with it
@@ -76,7 +79,7 @@ fn run_id_of(
     ctx: &McpContext,
     req: &McpRequest,
     task_id: Option<&Value>,
-) -> Result<String, McpError> {
+) -> Result<Opened, McpError> {
     let wire = task_id
         .and_then(Value::as_str)
         .ok_or(McpError::TaskNotFound)?;
@@ -106,7 +109,7 @@ pub(super) async fn read_paced_or_pause(
     req: &McpRequest,
     task_id: Option<&Value>,
 ) -> Result<(RunSnapshot, Option<Duration>), ReadFailure> {
-    let run_id = run_id_of(ctx, req, task_id).map_err(|e| (e, None))?;
+    let run_id = run_id_of(ctx, req, task_id).map_err(|e| (e, None))?.run_id;
     if !ctx.host.mapping().follow.poll {
         return get_checked(ctx, req, &run_id).await.map(|run| (run, None));
     }
@@ -133,22 +136,28 @@ async fn interrupts_of(
         .map_err(|e| McpError::from_host_task_read(&e))
 }
 
-/// The DetailedTask as `tasks/get` returns it now.
-/// `retry_after` is what [`read_paced`] returned with `run`.
+/// The DetailedTask as `tasks/get` returns it now, for the task `task_id` names (which
+/// [`read_paced`] read as `run`); `retry_after` is what it returned with `run`.
 pub(super) async fn detailed(
     ctx: &McpContext,
     req: &McpRequest,
+    task_id: &str,
     run: &RunSnapshot,
     retry_after: Option<Duration>,
 ) -> Result<Map<String, Value>, McpError> {
-    let (t, requests) = task_parts(ctx, req, run).await?;
+    // The task's creation time, when its taskId carries one (src/mcp/task_id.rs).
+    let created = ctx
+        .task_ids
+        .open(&req.caller, task_id)
+        .and_then(|o| o.created_ms);
+    let (t, requests) = task_parts(ctx, req, run, created).await?;
     let shape = shape_of(ctx, req, run).await?;
     Ok(DetailedTask::shaped(
         run,
         &t,
         poll_interval_ms(retry_after, ctx.cfg.tasks.poll_interval_ms),
         requests,
-        ctx.task_ids.issue(&req.caller, &run.run_id),
+        task_id.to_string(),
         shape,
     )
     .into_map())
@@ -182,8 +191,8 @@ fn needs_catalog(run: &RunSnapshot) -> bool {
 type Parts<'r> = (Times<'r>, Option<Map<String, Value>>);
 
 /// The parts of a run that does not wait on its client: its times alone, no host call.
-fn parts_without_input(run: &RunSnapshot) -> Parts<'_> {
-    (times(run, None), None)
+fn parts_without_input(run: &RunSnapshot, created: Option<u64>) -> Parts<'_> {
+    (times(run, None, created), None)
 }
 
 /// What a DetailedTask needs besides the run: its times, and the open input requests of a
@@ -192,9 +201,10 @@ async fn task_parts<'r>(
     ctx: &McpContext,
     req: &McpRequest,
     run: &'r RunSnapshot,
+    created: Option<u64>,
 ) -> Result<Parts<'r>, McpError> {
     if !run.status.awaits_client() {
-        return Ok(parts_without_input(run));
+        return Ok(parts_without_input(run, created));
     }
     let (open, newest) = interrupts_of(ctx, req, run).await?;
     // A task's input travels through tasks/update, which only a Tasks client sends; one
@@ -214,22 +224,32 @@ async fn task_parts<'r>(
             m.insert(i.interrupt_id.clone(), r);
         }
     }
-    Ok((times(run, newest.map(Cow::Owned)), Some(m)))
+    Ok((times(run, newest.map(Cow::Owned), created), Some(m)))
 }
 
 /// [`read_paced`] for `tasks/get`: the plain getRun is revalidated against the document this
 /// replica read last for this caller (`tasks.revalidate`; src/host/revalidate.rs), so a poll
 /// of a task that has not changed is answered by the host with a `304`.
+/// Also returns the task's creation time when its taskId carries one.
 async fn read_for_get(
     ctx: &McpContext,
     req: &McpRequest,
     task_id: Option<&Value>,
-) -> Result<(std::sync::Arc<RunSnapshot>, Option<Duration>), McpError> {
+) -> Result<(std::sync::Arc<RunSnapshot>, Option<Duration>, Option<u64>), McpError> {
+    let Opened { run_id, created_ms } = run_id_of(ctx, req, task_id)?;
     if ctx.host.mapping().follow.poll {
-        let (run, retry_after) = read_paced(ctx, req, task_id).await?;
-        return Ok((std::sync::Arc::new(run), retry_after));
+        let read = ctx
+            .host
+            .read_status(&req.caller, &run_id, None)
+            .await
+            .map_err(|e| McpError::from_host_task_read(&e))?;
+        return match read.run {
+            Some(run) if run.run_id == run_id => {
+                Ok((std::sync::Arc::new(run), read.retry_after, created_ms))
+            }
+            _ => Err(McpError::TaskNotFound),
+        };
     }
-    let run_id = run_id_of(ctx, req, task_id)?;
     let run = ctx
         .host
         .get_run_revalidated(&req.caller, &run_id)
@@ -238,20 +258,20 @@ async fn read_for_get(
     if run.run_id != run_id {
         return Err(McpError::TaskNotFound);
     }
-    Ok((run, None))
+    Ok((run, None, created_ms))
 }
 
 pub async fn get(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpError> {
     require_tasks(req)?;
-    let (read, retry_after) = read_for_get(ctx, req, req.params.get("taskId")).await?;
+    let (read, retry_after, created) = read_for_get(ctx, req, req.params.get("taskId")).await?;
     let run: &RunSnapshot = &read;
     // A poll of a running task needs no more host calls: its parts and shape are had without
     // entering the futures that would make them (each is built, polled and moved once per
     // `tasks/get` otherwise; issue 21).
     let (t, requests) = if run.status.awaits_client() {
-        task_parts(ctx, req, run).await?
+        task_parts(ctx, req, run, created).await?
     } else {
-        parts_without_input(run)
+        parts_without_input(run, created)
     };
     let shape = if needs_catalog(run) {
         shape_of(ctx, req, run).await?
@@ -262,7 +282,7 @@ pub async fn get(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpErro
     // caller (src/mcp/task_id.rs), and the run read is that run, so it is not issued again.
     let task_id = match req.str_param("taskId") {
         Some(sent) => Cow::Borrowed(sent),
-        None => Cow::Owned(ctx.task_ids.issue(&req.caller, &run.run_id)),
+        None => Cow::Owned(ctx.task_ids.issue(&req.caller, &run.run_id, created)),
     };
     let mut task = DetailedTask::shaped(
         run,

@@ -417,21 +417,129 @@ async fn rate_limits_pass_through_as_429_with_retry_after() {
     done(env).await;
 }
 
+/// A host that asks for a pause (`429` with `Retry-After` as an HTTP-date, then `503` with
+/// `Retry-After` in seconds, RFC 9110 §10.2.3) while a blocking call follows its run is waited
+/// out: the call goes on following and answers the run's result. The pauses never cost the
+/// user the run (no error, no cancel), and the host is not read again before the date it named.
 #[tokio::test]
-async fn rate_limit_during_a_blocking_call_is_precise() {
+async fn a_429_while_a_blocking_call_follows_its_run_is_waited_out_and_the_run_answered() {
     let env = fault_env(|_| {}).await;
-    env.host.faults().cut_stream_next(1, 0);
-    env.host.faults().rate_limit_next(Poll, 1, 5);
-    let (r, took, run_id) = blocking_run(&env, CANCELLABLE, json!({"delayMs": 20000})).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    let route = follow_route();
+    let before = env.run_ids(A, "conformance-delay").await;
+    if !foreign() {
+        // The run's event stream breaks at once: the long-poll follows the run.
+        env.host.faults().cut_stream_next(1, 0);
+    }
+    env.host.faults().rate_limit_next_until(route, 1, 2);
+    env.host.faults().add(openwop_devhost::Fault {
+        route,
+        kind: openwop_devhost::FaultKind::Status {
+            status: 503,
+            retry_after: Some(2),
+        },
+        times: Some(1),
+    });
+    env.host.faults().reset_counts();
+    let call = blocking(&env, "conformance-delay", json!({"delayMs": 1000}));
+    let early = async {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        env.host.faults().count(route)
+    };
+    let ((r, took), early) = tokio::join!(call, early);
+    env.host.faults().clear();
+    let run_id = env.fresh_run(A, "conformance-delay", &before).await;
     let fate = fate(&env, &run_id).await;
-    let (fault, request) = ("stream cut + 429 Retry-After: 5", "tools/call (blocking)");
-    row(fault, "stream + poll", request, &seen(&r), took, &fate);
-    // Either the sidecar waits the Retry-After out itself (the run is its own), or it tells the
-    // client precisely and gives the run up.
-    if r.error_code().is_some() {
-        assert_rate_limited(&r, "5", "tools/call");
-        assert_eq!(env.status(A, &run_id).await, "cancelled", "{fate}");
+    let fault = "429 Retry-After: <HTTP-date 2 s on>, then 503 Retry-After: 2";
+    let request = "tools/call (blocking, 1 s run)";
+    row(fault, route_path(route), request, &seen(&r), took, &fate);
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.error_code(), None, "{}", r.text);
+    assert_eq!(r.result()["isError"], false, "the run's result: {}", r.text);
+    assert_eq!(fate, "completed", "the run was not cancelled");
+    assert!(env.host_cancels(&run_id).is_empty(), "no cancel was sent");
+    assert_eq!(
+        early, 1,
+        "the host was read again before its Retry-After date"
+    );
+    assert!(
+        took >= Duration::from_secs(3),
+        "two pauses were waited out: {took:?}"
+    );
+    done(env).await;
+}
+
+/// A host that asks for a pause longer than the call's answer cap: the call answers at the
+/// cap that its run goes on (with how to follow it), never an error, and the run is not
+/// cancelled; the host is not read again before the pause is over, not even for the answer.
+#[tokio::test]
+async fn a_host_rate_limiting_past_the_answer_cap_leaves_the_run_running_and_says_so() {
+    use openwop_devhost::{Fault, FaultKind};
+    let env = fault_env(|c| {
+        c.mcp.json_answer_cap = Duration::from_millis(500);
+        c.mcp.sse_answer_cap = Duration::from_secs(3);
+    })
+    .await;
+    let route = follow_route();
+    let before = env.run_ids(A, CANCELLABLE).await;
+    if !foreign() {
+        env.host.faults().cut_stream_next(1, 0);
+    }
+    env.host.faults().add(Fault {
+        route,
+        kind: FaultKind::Status {
+            status: 429,
+            retry_after: Some(10),
+        },
+        times: None,
+    });
+    env.host.faults().reset_counts();
+    let (r, took) = blocking(&env, CANCELLABLE, json!({"delayMs": 20000})).await;
+    let reads = env.host.faults().count(route);
+    let run_reads = env.host.faults().count(GetRun);
+    env.host.faults().clear();
+    let run_id = env.fresh_run(A, CANCELLABLE, &before).await;
+    let fate = fate(&env, &run_id).await;
+    let fault = "429 Retry-After: 10 on every read";
+    let request = "tools/call (blocking, 20 s run, answer cap 3 s)";
+    row(fault, route_path(route), request, &seen(&r), took, &fate);
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.error_code(), None, "{}", r.text);
+    let body = &r.result()["structuredContent"];
+    assert_eq!(body["status"], "running", "{}", r.text);
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("was not cancelled")),
+        "{}",
+        r.text
+    );
+    assert!(took < Duration::from_secs(3) + SLACK, "{took:?}");
+    assert_eq!(reads, 1, "read again within a 10 s pause");
+    if !foreign() {
+        assert_eq!(run_reads, 0, "the run read within the pause");
+    }
+    assert_eq!(fate, "running", "the run goes on");
+    assert!(env.host_cancels(&run_id).is_empty(), "no cancel was sent");
+    done(env).await;
+}
+
+/// The cancel owed for an orphaned run, refused with `429` and `Retry-After: 1`, is sent again
+/// only once each pause is over: a cancel must not hammer a host that is shedding load.
+#[tokio::test]
+async fn an_owed_cancel_is_not_sent_again_before_the_hosts_retry_after() {
+    let env = fault_env(cancel_deadline(10)).await;
+    let (run_id, _) =
+        orphan_a_run_after(&env, || env.host.faults().rate_limit_next(Cancel, 2, 1)).await;
+    let status = env.wait_status(A, &run_id, &["cancelled"], 10).await;
+    assert_eq!(status, "cancelled");
+    let cancels = env.host_cancels(&run_id);
+    assert_eq!(cancels.len(), 3, "two refused, the third taken");
+    for w in cancels.windows(2) {
+        let gap = w[1].at.duration_since(w[0].at);
+        assert!(
+            gap >= Duration::from_millis(950),
+            "a cancel {gap:?} after a 429 asking for 1 s"
+        );
     }
     done(env).await;
 }

@@ -658,3 +658,125 @@ async fn a_listen_waits_out_a_503_retry_after_before_reading_the_task_again() {
     );
     env.shutdown().await;
 }
+
+/// tasks/get as `A` from the sidecar at `url` (another replica in front of the same host).
+async fn task_status_at(env: &Env, url: &str, task_id: &str) -> Value {
+    let body = body_of(9, "tasks/get", json!({ "taskId": task_id }), task_caps());
+    let r: Value = env
+        .http
+        .post(format!("{url}/mcp"))
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", V)
+        .header("Mcp-Method", "tasks/get")
+        .header("Mcp-Name", task_id)
+        .bearer_auth(A)
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(r.get("result").is_some(), "{r}");
+    r["result"].clone()
+}
+
+/// ext-tasks (Task `createdAt`): when the task was created, the same on every read. A host
+/// whose documents say no start time (the Azure-style mapping maps none) used to get the time
+/// of each read instead; a sealed taskId now carries the time the task was created, so every
+/// read, on any replica with the same key, answers the CreateTaskResult's `createdAt`.
+#[tokio::test]
+async fn created_at_is_the_same_on_every_read_and_replica_when_the_host_says_no_start_time() {
+    let yaml = AZURE.replacen("host:\n", "host:\n  ids: { taskId: sealed }\n", 1);
+    let key = |c: &mut openwop_mcp_sidecar::config::Config| {
+        c.mcp.request_state_key = Some(openwop_mcp_sidecar::config::Secret::new(
+            SUITE_STATE_KEY.to_vec(),
+        ));
+    };
+    let env = env_with_yaml(Flavor::Azure, &yaml, key).await;
+    let r = env
+        .call(
+            A,
+            "greeting",
+            json!({"name": "Fa", "delayMs": 20000}),
+            task_caps(),
+        )
+        .await;
+    assert_eq!(r.result()["resultType"], "task", "{}", r.text);
+    let task = r.result()["taskId"].as_str().unwrap().to_string();
+    let created = r.result()["createdAt"].clone();
+    assert!(created.is_string(), "{}", r.text);
+    let first = task_status(&env, &task).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let second = task_status(&env, &task).await;
+    assert_eq!(first["status"], "working", "{first}");
+    assert_eq!(first["createdAt"], created, "{first}");
+    assert_eq!(second["createdAt"], created, "{second}");
+    assert_eq!(second["taskId"], task.as_str(), "{second}");
+
+    // Another replica with the same state key reads the same task with the same createdAt.
+    let replica = sidecar_with_yaml(&env.host, &yaml, key).await;
+    let third = task_status_at(&env, &format!("http://{}", replica.addr), &task).await;
+    assert_eq!(third["createdAt"], created, "{third}");
+    replica.shutdown().await;
+
+    cancel(&env, &task).await;
+    env.shutdown().await;
+}
+
+/// An owed cancel that reaches a run which ended meanwhile is done, not a failure: the
+/// Azure-style host refuses the cancel of a finished job with `409 OperationNotAllowed`, which
+/// this mapping's error rules do not name "already ended"; the job's own status says so. Here
+/// the client leaves a running job, the host asks the cancel to wait a second (`503` with
+/// `Retry-After: 1`), and the job succeeds in that second.
+#[tokio::test]
+async fn an_owed_cancel_of_a_job_that_ended_meanwhile_counts_as_already_terminal() {
+    use crate::support::fault::cancel_outcome;
+    use openwop_devhost::{Fault, FaultKind, RouteClass};
+    let env = env_with_yaml(Flavor::Azure, AZURE, |_| {}).await;
+    let body = body_of(
+        1,
+        "tools/call",
+        json!({"name": "greeting", "arguments": {"name": "Gu", "delayMs": 1500}}),
+        json!({}),
+    );
+    let s = raw_post(&env, &body, "application/json", A).await;
+    let mut job = None;
+    for _ in 0..100 {
+        if let Some(r) = env.host.status_monitor_reads().first() {
+            job = Some(r.job.clone());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let job = job.expect("the job was created");
+    // The client leaves 0.9 s into the 1.5 s job (the call is still waiting: the job is read
+    // once a second, as its Retry-After asks).
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    env.host.faults().add(Fault {
+        route: RouteClass::Cancel,
+        kind: FaultKind::Status {
+            status: 503,
+            retry_after: Some(1),
+        },
+        times: Some(1),
+    });
+    drop(s);
+    let outcomes = ["cancelled", "already_terminal", "refused", "gave_up"];
+    let outcome = cancel_outcome(&env, &outcomes, Duration::from_secs(6)).await;
+    assert_eq!(
+        outcome.map(|(o, _)| o).as_deref(),
+        Some("already_terminal"),
+        "the job had ended"
+    );
+    let cancels = recorded(&env.host, "POST", &format!("/jobs/{job}/cancel"));
+    assert_eq!(
+        cancels.len(),
+        2,
+        "refused once with a pause, then once more"
+    );
+    let gap = cancels[1].at.duration_since(cancels[0].at);
+    assert!(gap >= Duration::from_millis(950), "{gap:?}");
+    env.shutdown().await;
+}

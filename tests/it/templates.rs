@@ -450,10 +450,10 @@ async fn route_header_templates_are_filled_beside_the_configured_version_header(
     assert_eq!(header("openwop-version"), None);
 }
 
-#[tokio::test]
-async fn each_caller_gets_its_own_project_segment_from_its_credential() {
-    // The AIP-151 flavour accepts only the caller's own project in a path: one fixed
-    // project cannot serve two tenants. The operator binds each credential to its project.
+/// The AIP-151 mapping whose createRun path takes the caller's project from a table the
+/// operator keeps (`host.templates.callerValues`), binding A to `acme` and B to `globex`: the
+/// table's folder is returned to be removed.
+fn with_caller_projects() -> (String, std::path::PathBuf) {
     let (dir, _) = config_dir("caller-values", "{}");
     let table = dir.join("projects.json");
     std::fs::write(&table, format!(r#"{{"{A}": "acme", "{B}": "globex"}}"#)).unwrap();
@@ -470,6 +470,14 @@ async fn each_caller_gets_its_own_project_segment_from_its_credential() {
             ),
             1,
         );
+    (yaml, dir)
+}
+
+#[tokio::test]
+async fn each_caller_gets_its_own_project_segment_from_its_credential() {
+    // The AIP-151 flavour accepts only the caller's own project in a path: one fixed
+    // project cannot serve two tenants. The operator binds each credential to its project.
+    let (yaml, dir) = with_caller_projects();
     let env = env_with_yaml(Flavor::Aip151, &yaml, |_| {}).await;
     for key in [A, B] {
         let r = env.call(key, "noop", json!({}), json!({})).await;
@@ -489,15 +497,77 @@ async fn each_caller_gets_its_own_project_segment_from_its_credential() {
         "each caller its own project"
     );
     // A credential the operator bound no project to gets none, and no other caller's: the
-    // call is refused, named, before anything is sent.
+    // call is refused before anything is sent, as a credential the mount cannot act under
+    // (tests/it/oauth.rs has the challenge's login parameters).
     let r = env.call(READONLY, "noop", json!({}), json!({})).await;
-    assert_eq!(r.error_code(), Some(-32602), "{}", r.text);
-    let msg = r.body["error"]["message"].as_str().unwrap_or_default();
-    assert!(
-        msg.contains("no value for {caller.project}") && !msg.contains("acme"),
-        "{msg}"
-    );
+    assert_eq!(r.status, 401, "{}", r.text);
+    assert!(!r.text.contains("acme"), "{}", r.text);
     assert_eq!(recorded(&env.host, "POST", ":run").len(), 2);
+    env.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// An OAuth client learns it must log in from a 401 and its challenge (MCP 2026-07-28
+/// "Authorization"); a `-32602` in a 200 would leave it never prompted. A credential without
+/// a caller value, whether the host would take it or not, is challenged exactly like one the
+/// host refuses, before anything is sent.
+#[tokio::test]
+async fn a_credential_without_caller_values_gets_the_login_challenge_not_32602() {
+    use openwop_mcp_sidecar::config::auth::{Auth, HostMetadata};
+    let (yaml, dir) = with_caller_projects();
+    let env = env_with_yaml(Flavor::Aip151, &yaml, |c| {
+        c.auth = Some(Auth {
+            authorization_servers: vec!["https://id.example.com".into()],
+            scopes: vec!["runs:create".into()],
+            resource: None,
+            resource_documentation: None,
+            host_metadata: HostMetadata::Ignore,
+            require_token: false,
+            metadata_max_age_seconds: 3600,
+        })
+    })
+    .await;
+    env.host.clear_requests();
+    let metadata = format!("{}/.well-known/oauth-protected-resource/mcp", env.url);
+    for (who, error) in [
+        (Some("not-a-key-anyone-bound"), Some("invalid_token")),
+        (Some(READONLY), Some("invalid_token")),
+        // No credential at all: RFC 6750 §3.1, a challenge without an error code.
+        (None, None),
+    ] {
+        let r = env
+            .rpc(
+                who,
+                "tools/call",
+                json!({"name": "noop", "arguments": {}}),
+                json!({}),
+            )
+            .await;
+        assert_eq!(r.status, 401, "{who:?}: {}", r.text);
+        assert_eq!(r.error_code(), Some(-32600), "{who:?}: {}", r.text);
+        let www = r
+            .headers
+            .get("www-authenticate")
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        let parsed = openwop_mcp_sidecar::auth::parse(&www);
+        let c = parsed
+            .iter()
+            .find(|c| c.scheme == "Bearer")
+            .unwrap_or_else(|| panic!("{who:?}: a Bearer challenge: {www}"));
+        assert_eq!(
+            c.param("resource_metadata"),
+            Some(metadata.as_str()),
+            "{www}"
+        );
+        assert_eq!(c.param("scope"), Some("runs:create"), "{www}");
+        assert_eq!(c.param("error"), error, "{who:?}: {www}");
+        assert!(!www.contains("acme") && !www.contains("globex"), "{www}");
+    }
+    assert!(
+        recorded(&env.host, "POST", ":run").is_empty(),
+        "nothing was sent to the host"
+    );
     env.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
 }

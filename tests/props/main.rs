@@ -284,7 +284,7 @@ fn check_projection(status: &str, m: &Mapping) {
         _ => "working",
     };
     assert_eq!(s, want, "{status:?}");
-    let t = times(&run, None);
+    let t = times(&run, None, None);
     for ids in [IdEncoding::Tilde, IdEncoding::Percent] {
         let d = detailed_task(&run, &t, 500, None, ids.encode(&run.run_id));
         assert_eq!(d["status"], s);

@@ -663,6 +663,7 @@ pub fn run_of(key: &str, task_id: &str) -> String {
     let (ids, caller) = suite_sealed_ids(key);
     ids.open(&caller, task_id)
         .unwrap_or_else(|| panic!("{task_id} is a taskId issued to {key}"))
+        .run_id
 }
 
 /// The taskId the mount issues `key`'s caller for `run_id` (the inverse of [`run_of`]): the
@@ -672,7 +673,7 @@ pub fn task_id_for(key: &str, run_id: &str) -> String {
         return openwop_mcp_sidecar::wire_id::project(run_id);
     }
     let (ids, caller) = suite_sealed_ids(key);
-    ids.issue(&caller, run_id)
+    ids.issue(&caller, run_id, ids.created_now())
 }
 
 /// `task_id` with its last character changed (still URL-safe base64 when it was).
