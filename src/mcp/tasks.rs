@@ -231,7 +231,7 @@ async fn task_parts<'r>(
 /// replica read last for this caller (`tasks.revalidate`; src/host/revalidate.rs), so a poll
 /// of a task that has not changed is answered by the host with a `304`.
 /// Also returns the task's creation time when its taskId carries one.
-async fn read_for_get(
+pub(super) async fn read_for_get(
     ctx: &McpContext,
     req: &McpRequest,
     task_id: Option<&Value>,

@@ -335,6 +335,9 @@ async fn a_task_started_in_one_era_is_read_in_the_other() {
     let got = c.rpc(3, "tasks/get", json!({"taskId": task_id})).await;
     assert_eq!(got.body["result"]["status"], "input_required");
     assert!(got.body["result"].get("pollInterval").is_some());
+    // One task, one creation time, whichever era reads it.
+    assert_eq!(got.body["result"]["createdAt"], task["createdAt"]);
+    assert_eq!(modern.result()["createdAt"], task["createdAt"]);
     // tasks/result asks on its own stream, with the related task in _meta, and answers the
     // tool's result once the run ends.
     let r = c

@@ -304,11 +304,11 @@ fn message_of(ctx: &McpContext, req: &McpRequest, shape: Shape, f: Followed) -> 
         ),
         Followed::Ended(run) => (result(shaped_result(&run, shape)), true),
         Followed::Going(run) | Followed::CannotAsk(run, None) => {
-            let task_id = ctx
-                .cfg
-                .tasks
-                .enabled
-                .then(|| ctx.task_ids.issue(&req.caller, &run.run_id));
+            // The run becomes a task now, handed over by this answer.
+            let task_id = ctx.cfg.tasks.enabled.then(|| {
+                ctx.task_ids
+                    .issue(&req.caller, &run.run_id, ctx.task_ids.created_now())
+            });
             (
                 result(still_running_result(&run, task_id.as_deref())),
                 false,

@@ -26,10 +26,16 @@ fn task_of(
     req: &McpRequest,
     run: &RunSnapshot,
     retry_after: Option<std::time::Duration>,
+    created: Option<u64>,
 ) -> Map<String, Value> {
-    let t = times(run, None);
+    let t = times(run, None, created);
     let poll = poll_interval_ms(retry_after, ctx.cfg.tasks.poll_interval_ms);
-    let mut m = task_fields(run, &t, poll, &ctx.task_ids.issue(&req.caller, &run.run_id));
+    // The taskId as sent: only the exact id the mount issues opens (src/mcp/task_id.rs).
+    let task_id = match req.str_param("taskId") {
+        Some(sent) => sent.to_string(),
+        None => ctx.task_ids.issue(&req.caller, &run.run_id, created),
+    };
+    let mut m = task_fields(run, &t, poll, &task_id);
     m.remove("ttlMs");
     m.remove("pollIntervalMs");
     m.insert("ttl".into(), Value::Null);
@@ -61,7 +67,8 @@ pub(super) async fn created(
             inputs: None,
         },
     };
-    let task = task_of(ctx, req, &run, via.retry_after);
+    // The task is created now: a sealed taskId carries this time to every later read.
+    let task = task_of(ctx, req, &run, via.retry_after, ctx.task_ids.created_now());
     guarded_json(
         &json!({ "jsonrpc": "2.0", "id": req.id, "result": { "task": task } }),
         guard,
@@ -87,13 +94,15 @@ pub(super) async fn serve(ctx: Arc<McpContext>, req: McpRequest) -> Response {
     }
 }
 
-/// `tasks/get`: the Task, flat (`GetTaskResult = Result & Task`).
+/// `tasks/get`: the Task, flat (`GetTaskResult = Result & Task`), read as the 2026-07-28
+/// `tasks/get` reads it (revalidated against the document this replica read last for the
+/// same caller).
 async fn get(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpError> {
-    let (run, retry_after) =
-        crate::mcp::tasks::read_paced(ctx, req, req.params.get("taskId")).await?;
+    let (run, retry_after, created) =
+        crate::mcp::tasks::read_for_get(ctx, req, req.params.get("taskId")).await?;
     Ok(json_message(
         &req.id,
-        Value::Object(task_of(ctx, req, &run, retry_after)),
+        Value::Object(task_of(ctx, req, &run, retry_after, created)),
     ))
 }
 
@@ -126,9 +135,13 @@ async fn cancel(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpError
     // The host accepted the cancel: the task is cancelled from now on (§Task Cancellation:
     // set before answering), whatever the run's last steps report.
     run.status = crate::host::RunStatus::Cancelled;
+    let created = req
+        .str_param("taskId")
+        .and_then(|t| ctx.task_ids.open(&req.caller, t))
+        .and_then(|o| o.created_ms);
     Ok(json_message(
         &req.id,
-        Value::Object(task_of(ctx, req, &run, None)),
+        Value::Object(task_of(ctx, req, &run, None, created)),
     ))
 }
 
@@ -147,7 +160,7 @@ async fn result(ctx: Arc<McpContext>, req: McpRequest) -> Response {
         }
     };
     ctx.metrics.request(label, "ok");
-    let task_id = ctx.task_ids.issue(&req.caller, &run.run_id);
+    let task_id = req.str_param("taskId").unwrap_or_default().to_string();
     if run.status.is_terminal() {
         let message = final_message(&ctx, &req, &run, &task_id).await;
         return crate::body::json(http::StatusCode::OK, &message);
