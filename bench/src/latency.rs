@@ -35,6 +35,7 @@ pub(crate) async fn section12_latency(ctx: &mut Ctx) -> anyhow::Result<()> {
             get_run_target("direct GET /runs/{id}", host, &id),
             get_run_target("GET /runs/{id} via sidecar", sc.addr, &id),
             tasks_get_target(sc.addr, &id),
+            legacy_tasks_get_target(sc.addr, &id),
         ];
         for t in &warm {
             let r = load::fixed_rate(t, 1000.0, plan.warmup, plan.fixed_conns).await?;
@@ -45,11 +46,12 @@ pub(crate) async fn section12_latency(ctx: &mut Ctx) -> anyhow::Result<()> {
         cancel_direct(host, &id).await;
         // [rate][target] series; targets: 0 direct, 1 passthrough, 2 tasks/get.
         let mut fixed: Vec<[Series; 3]> = vec![Default::default(); plan.rates.len()];
-        // Saturation also measures the floor: target 3, the bare forward.
-        let mut sat: [Vec<f64>; 4] = Default::default();
-        let mut sat_p50: [Vec<f64>; 4] = Default::default();
-        let mut sat_err = [0u64; 4];
-        let mut sat_cpu: [Vec<[f64; 3]>; 4] = Default::default();
+        // Saturation also measures the floor (target 3, the bare forward) and the same
+        // tasks/get from an initialize-era client (target 4).
+        let mut sat: [Vec<f64>; 5] = Default::default();
+        let mut sat_p50: [Vec<f64>; 5] = Default::default();
+        let mut sat_err = [0u64; 5];
+        let mut sat_cpu: [Vec<[f64; 3]>; 5] = Default::default();
         let mut added: Vec<[Vec<f64>; 4]> = vec![Default::default(); plan.rates.len()];
         let mut sat_ratio: [Vec<f64>; 2] = Default::default();
         for rep in 0..plan.repeats {
@@ -86,9 +88,10 @@ pub(crate) async fn section12_latency(ctx: &mut Ctx) -> anyhow::Result<()> {
                 get_run_target("GET /runs/{id} via sidecar", sc.addr, &id),
                 tasks_get_target(sc.addr, &id),
                 get_run_target("GET /runs/{id} via bare forward", fwd.addr, &id),
+                legacy_tasks_get_target(sc.addr, &id),
             ];
-            let mut rps = [0.0f64; 4];
-            let sat_order: Vec<usize> = (0..4).map(|k| (k + rep) % 4).collect();
+            let mut rps = [0.0f64; 5];
+            let sat_order: Vec<usize> = (0..5).map(|k| (k + rep) % 5).collect();
             for &k in &sat_order {
                 eprintln!("[1,2] repeat {} saturation {}", rep + 1, targets[k].name);
                 // The proxy whose threads are read: the sidecar, or the bare forward.
@@ -222,7 +225,7 @@ pub(crate) async fn section12_latency(ctx: &mut Ctx) -> anyhow::Result<()> {
 /// The floor and the ratios to it (issue 21): each path's CPU per request at saturation
 /// divided by the bare forward's and by the host's own (direct `GET`), of the same repeat,
 /// median over repeats. Ratios are what compares across machines; the µs are this machine's.
-pub(crate) fn floor_rows(report: &mut Report, sat_cpu: &[Vec<[f64; 3]>; 4], sat: &[Vec<f64>; 4]) {
+pub(crate) fn floor_rows(report: &mut Report, sat_cpu: &[Vec<[f64; 3]>; 5], sat: &[Vec<f64>; 5]) {
     let ratio = |k: usize, to: usize, of: usize| -> Vec<f64> {
         sat_cpu[k]
             .iter()
@@ -253,6 +256,7 @@ pub(crate) fn floor_rows(report: &mut Report, sat_cpu: &[Vec<[f64; 3]>; 4], sat:
     });
     for (section, k, label, goal) in [
         ("1", 2usize, "tasks/get", 1.5),
+        ("1", 4usize, "tasks/get (2025-11-25)", 1.5),
         ("2", 1usize, "REST GET /runs/{id}", 1.2),
     ] {
         let to_floor = ratio(k, 3, 0);

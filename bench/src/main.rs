@@ -461,6 +461,28 @@ fn tasks_get_target(sidecar: SocketAddr, task_id: &str) -> Target {
     }
 }
 
+/// The same `tasks/get` from a client of the initialize era (2025-11-25): the revision in its
+/// header, no `_meta`, no `Mcp-Method`/`Mcp-Name`, no session (README "Clients of every era").
+fn legacy_tasks_get_target(sidecar: SocketAddr, task_id: &str) -> Target {
+    Target {
+        name: "tasks/get (2025-11-25) via sidecar",
+        addr: sidecar,
+        method: Method::POST,
+        path: "/mcp".into(),
+        headers: vec![
+            (http::header::CONTENT_TYPE, hv("application/json")),
+            (http::header::ACCEPT, hv("application/json, text/event-stream")),
+            (HeaderName::from_static("mcp-protocol-version"), hv("2025-11-25")),
+            (http::header::AUTHORIZATION, hv(&format!("Bearer {KEY}"))),
+        ],
+        body: Bytes::from(
+            json!({ "jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": { "taskId": task_id } })
+                .to_string(),
+        ),
+        expect: "\"status\":\"working\"",
+    }
+}
+
 fn get_run_target(name: &'static str, addr: SocketAddr, task_id: &str) -> Target {
     Target {
         name,

@@ -148,8 +148,14 @@ pub(super) async fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Value)
         .get(&MCP_SESSION_ID)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
+    // Opened only where it tells something the request does not: the revision of a request
+    // without the header, the capabilities a call or a result stream may ask with. A task
+    // poll carries its revision and needs no capability (two HMACs fewer on the hot path).
+    let needs_session =
+        header_revision.is_none() || matches!(method.as_str(), "tools/call" | "tasks/result");
     let session = session_id
         .as_deref()
+        .filter(|_| needs_session)
         .and_then(|t| session::open(&ctx.state_key, &req.caller, t));
     let revision = header_revision
         .or_else(|| session.as_ref().map(|s| s.revision.clone()))
