@@ -498,3 +498,55 @@ async fn a_forged_session_id_is_served_as_no_session() {
     assert_eq!(list.status, 200);
     assert!(list.body["result"]["tools"].is_array());
 }
+
+#[tokio::test]
+async fn tasks_result_without_elicitation_waits_until_someone_answers() {
+    let env = env().await;
+    let mut c = Legacy::new(&env, A);
+    c.connect(L, json!({})).await;
+    let created = c
+        .rpc(
+            2,
+            "tools/call",
+            json!({"name": "conformance-approval", "arguments": {}, "task": {}}),
+        )
+        .await;
+    let task_id = created.body["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let waiting = env
+        .poll_task(A, &task_id, |t| t["status"] == "input_required", 10)
+        .await;
+    let key = first_input_key(&waiting["result"]);
+    let result = c.request(&json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/result", "params": {"taskId": task_id}}));
+    let pending = tokio::spawn(async move { result.send().await.unwrap().text().await.unwrap() });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !pending.is_finished(),
+        "tasks/result blocks while the task waits"
+    );
+    // A 2026-07-28 Tasks client answers the approval; the stream that waited answers.
+    let upd = env
+        .rpc(
+            Some(A),
+            "tasks/update",
+            json!({"taskId": task_id, "inputResponses": { key: approval() }}),
+            task_caps(),
+        )
+        .await;
+    assert!(upd.body.get("error").is_none(), "{}", upd.text);
+    let text = tokio::time::timeout(Duration::from_secs(15), pending)
+        .await
+        .expect("tasks/result answers once the run ends")
+        .unwrap();
+    let done = messages_of(&text)
+        .pop()
+        .unwrap_or_else(|| serde_json::from_str(&text).unwrap());
+    assert_eq!(done["id"], 3);
+    assert_eq!(done["result"]["isError"], false, "{done}");
+    assert_eq!(
+        done["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        task_id
+    );
+}

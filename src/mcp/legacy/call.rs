@@ -227,10 +227,14 @@ pub(super) async fn follow(
         if !run.status.awaits_client() || tokio::time::Instant::now() >= deadline {
             return Followed::Going(run);
         }
-        if !asking.modes.form && !asking.modes.url {
+        let can_ask = asking.modes.form || asking.modes.url;
+        // A blocking call that cannot ask answers with the run's handle. A task's result
+        // stream waits on (2025-11-25 Basic Utilities Tasks §Result Retrieval: block until
+        // terminal): someone else may answer, through tasks/update or the host.
+        if !can_ask && asking.related_task.is_none() {
             return Followed::CannotAsk(run, None);
         }
-        for i in &open {
+        for i in open.iter().filter(|_| can_ask) {
             if asked.contains(&i.interrupt_id) {
                 continue;
             }
