@@ -120,8 +120,12 @@ pub fn error_response(id: &Value, e: &McpError) -> Response {
 
 /// A JSON answer that completes ownership only when its last byte is handed over.
 pub fn guarded_json(message: &Value, guard: RunGuard) -> Response {
-    let bytes = serde_json::to_vec(message).unwrap_or_default();
-    let body = GuardedBody::new(full(bytes), guard);
+    guarded_bytes(serde_json::to_vec(message).unwrap_or_default(), guard)
+}
+
+/// [`guarded_json`] for a message already written.
+pub fn guarded_bytes(message: Vec<u8>, guard: RunGuard) -> Response {
+    let body = GuardedBody::new(full(message), guard);
     crate::body::json_response(body.boxed_unsync())
 }
 

@@ -76,7 +76,7 @@ pub(super) async fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Value)
         .get(&MCP_PROTOCOL_VERSION)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let msg = match body {
+    let mut msg = match body {
         Value::Object(o) => o,
         // 2025-03-26 Basic §Batching allowed arrays; no client in use sends them and the
         // later revisions removed them (2025-06-18 changelog), so one message per POST.
@@ -101,7 +101,7 @@ pub(super) async fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Value)
             &McpError::InvalidRequest("jsonrpc must be \"2.0\"".into()),
         );
     }
-    let id = msg.get("id").cloned();
+    let id = msg.remove("id");
     if let Some(i) = &id {
         if !(i.is_string() || i.is_i64() || i.is_u64()) {
             return transport_error(
@@ -114,9 +114,9 @@ pub(super) async fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Value)
         .get("method")
         .and_then(Value::as_str)
         .map(str::to_string);
-    let params = match msg.get("params") {
+    let params = match msg.remove("params") {
         None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(p)) => p.clone(),
+        Some(Value::Object(p)) => p,
         Some(_) if method.is_some() && id.is_none() => Map::new(),
         Some(_) => {
             return answer_error(

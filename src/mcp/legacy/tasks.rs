@@ -5,42 +5,77 @@
 
 use std::sync::Arc;
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
-use super::call::{follow, json_message, legacy_result, modes_of, Asking, Followed, RELATED_TASK};
+use super::call::{follow, legacy_result, modes_of, Asking, Followed, RELATED_TASK};
 use super::{answer_error, TASKS_REVISION};
 use crate::body::Response;
 use crate::host::{CreatedRun, RunSnapshot};
 use crate::mcp::follow::{poll_interval_ms, Via};
-use crate::mcp::project::{host_fault_error, is_host_fault, shaped_result, task_fields, times};
-use crate::mcp::respond::{guarded_json, sse_response, AnswerBody, Notes};
+use crate::mcp::project::{host_fault_error, is_host_fault, run_task_status, shaped_result, times};
+use crate::mcp::respond::{guarded_bytes, sse_response, AnswerBody, Notes};
 use crate::mcp::{McpContext, McpError, McpRequest};
 use crate::ownership::RunGuard;
 use crate::sse::message_frame;
 
-/// A 2025-11-25 `Task` (`schema 2025-11-25 Task`: `ttl` and `pollInterval` in place of
-/// 2026-07-28's `ttlMs` and `pollIntervalMs`; `ttl` null = kept as long as the host keeps
-/// the run).
-fn task_of(
+/// A 2025-11-25 `Task` (`schema 2025-11-25 Task`): the Tasks extension's fields
+/// (src/mcp/project.rs `task_fields`) with `ttl` and `pollInterval` in place of 2026-07-28's
+/// `ttlMs` and `pollIntervalMs`; `ttl` null = kept as long as the host keeps the run.
+/// Serialized straight from the struct: a task poll builds no `Value` map of its answer.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Task<'a> {
+    task_id: &'a str,
+    status: &'static str,
+    status_message: String,
+    created_at: &'a str,
+    last_updated_at: &'a str,
+    ttl: Option<u64>,
+    poll_interval: u64,
+}
+
+/// The Task of `run` as `req` names it, written into a JSON-RPC result (or, with `wrap`,
+/// a `CreateTaskResult { task }`).
+fn task_answer(
     ctx: &McpContext,
     req: &McpRequest,
     run: &RunSnapshot,
     retry_after: Option<std::time::Duration>,
     created: Option<u64>,
-) -> Map<String, Value> {
+    wrap: bool,
+) -> Vec<u8> {
     let t = times(run, None, created);
-    let poll = poll_interval_ms(retry_after, ctx.cfg.tasks.poll_interval_ms);
     // The taskId as sent: only the exact id the mount issues opens (src/mcp/task_id.rs).
+    let issued;
     let task_id = match req.str_param("taskId") {
-        Some(sent) => sent.to_string(),
-        None => ctx.task_ids.issue(&req.caller, &run.run_id, created),
+        Some(sent) => sent,
+        None => {
+            issued = ctx.task_ids.issue(&req.caller, &run.run_id, created);
+            &issued
+        }
     };
-    let mut m = task_fields(run, &t, poll, &task_id);
-    m.remove("ttlMs");
-    m.remove("pollIntervalMs");
-    m.insert("ttl".into(), Value::Null);
-    m.insert("pollInterval".into(), json!(poll));
-    m
+    let task = Task {
+        task_id,
+        status: run_task_status(run),
+        status_message: format!("the run is {}", run.status.as_str()),
+        created_at: &t.created_at,
+        last_updated_at: &t.last_updated_at,
+        ttl: None,
+        poll_interval: poll_interval_ms(retry_after, ctx.cfg.tasks.poll_interval_ms),
+    };
+    let mut out = Vec::with_capacity(384);
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    let _ = serde_json::to_writer(&mut out, &req.id);
+    out.extend_from_slice(br#","result":"#);
+    if wrap {
+        out.extend_from_slice(br#"{"task":"#);
+    }
+    let _ = serde_json::to_writer(&mut out, &task);
+    if wrap {
+        out.push(b'}');
+    }
+    out.push(b'}');
+    out
 }
 
 /// The answer of a tasked `tools/call`: `CreateTaskResult { task }` once the run exists
@@ -68,11 +103,9 @@ pub(super) async fn created(
         },
     };
     // The task is created now: a sealed taskId carries this time to every later read.
-    let task = task_of(ctx, req, &run, via.retry_after, ctx.task_ids.created_now());
-    guarded_json(
-        &json!({ "jsonrpc": "2.0", "id": req.id, "result": { "task": task } }),
-        guard,
-    )
+    let created = ctx.task_ids.created_now();
+    let answer = task_answer(ctx, req, &run, via.retry_after, created, true);
+    guarded_bytes(answer, guard)
 }
 
 pub(super) async fn serve(ctx: Arc<McpContext>, req: McpRequest) -> Response {
@@ -100,10 +133,8 @@ pub(super) async fn serve(ctx: Arc<McpContext>, req: McpRequest) -> Response {
 async fn get(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpError> {
     let (run, retry_after, created) =
         crate::mcp::tasks::read_for_get(ctx, req, req.params.get("taskId")).await?;
-    Ok(json_message(
-        &req.id,
-        Value::Object(task_of(ctx, req, &run, retry_after, created)),
-    ))
+    let answer = task_answer(ctx, req, &run, retry_after, created, false);
+    Ok(crate::body::json_response(crate::body::full(answer)))
 }
 
 /// `tasks/cancel` (2025-11-25 Basic Utilities Tasks §Task Cancellation): a terminal task is
@@ -139,10 +170,8 @@ async fn cancel(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpError
         .str_param("taskId")
         .and_then(|t| ctx.task_ids.open(&req.caller, t))
         .and_then(|o| o.created_ms);
-    Ok(json_message(
-        &req.id,
-        Value::Object(task_of(ctx, req, &run, None, created)),
-    ))
+    let answer = task_answer(ctx, req, &run, None, created, false);
+    Ok(crate::body::json_response(crate::body::full(answer)))
 }
 
 /// `tasks/result` (§Result Retrieval): a terminal task's `CallToolResult` (or the JSON-RPC
