@@ -23,7 +23,7 @@ struct Proc {
     stdin: Option<ChildStdin>,
     lines: mpsc::Receiver<String>,
     stderr: Arc<Mutex<String>>,
-    _dir: Option<std::path::PathBuf>,
+    dir: Option<std::path::PathBuf>,
 }
 
 impl Proc {
@@ -84,7 +84,7 @@ impl Proc {
             child,
             lines,
             stderr,
-            _dir: dir,
+            dir,
         }
     }
 
@@ -148,6 +148,14 @@ impl Proc {
             .await
             .unwrap_or_else(|_| panic!("still running 30 s after stdin closed:\n{}", self.log()))
             .unwrap()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(d) = self.dir.take() {
+            let _ = std::fs::remove_dir_all(d);
+        }
     }
 }
 
