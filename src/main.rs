@@ -1,7 +1,7 @@
 #![forbid(unsafe_code)]
 // Output goes through crate::console (a closed stdout must not panic): no print!/eprint!.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
-//! `openwop-mcp-sidecar serve | demo | check-config`.
+//! `openwop-mcp-sidecar serve | stdio | demo | check-config`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -38,6 +38,18 @@ enum Cmd {
         /// Listen address; overrides `listen` in the file.
         #[arg(long)]
         listen: Option<SocketAddr>,
+        /// The host's base URL; overrides `upstream.url` in the file.
+        #[arg(long)]
+        upstream: Option<String>,
+    },
+    /// Serve the MCP mount over stdin and stdout (newline-delimited JSON-RPC), for an MCP
+    /// client that launches a local command. The caller's bearer token is read from
+    /// $OPENWOP_SIDECAR_TOKEN (or `stdio.tokenEnv` / `stdio.tokenFile` in the file), never
+    /// from the command line. Logs go to stderr.
+    Stdio {
+        /// The YAML configuration file (see config/sidecar.example.yaml).
+        #[arg(long, env = "OPENWOP_SIDECAR_CONFIG")]
+        config: Option<PathBuf>,
         /// The host's base URL; overrides `upstream.url` in the file.
         #[arg(long)]
         upstream: Option<String>,
@@ -138,22 +150,26 @@ fn main() -> ExitCode {
                     Ok(c) => c,
                     Err(code) => return code,
                 };
-                let otlp = match cfg
-                    .telemetry
-                    .otlp
-                    .as_ref()
-                    .map(openwop_mcp_sidecar::otlp::provider)
-                {
-                    None => None,
-                    Some(Ok(p)) => Some(p),
-                    Some(Err(e)) => {
-                        console::error_line(format_args!("error: telemetry.otlp: {e:#}"));
-                        return ExitCode::from(EXIT_CONFIG);
-                    }
-                };
-                telemetry::init(&cfg.logging.level, cfg.logging.json, otlp);
+                if let Err(code) = init_telemetry(&cfg) {
+                    return code;
+                }
                 let source = config.map(|path| ConfigSource { path, overrides });
                 serve(cfg, source).await
+            }
+            Cmd::Stdio { config, upstream } => {
+                let overrides = Overrides {
+                    listen: None,
+                    upstream,
+                };
+                let cfg = match load(config.as_ref(), &overrides) {
+                    Ok(c) => c,
+                    Err(code) => return code,
+                };
+                // Logs go to stderr (src/telemetry.rs): stdout is the protocol's alone.
+                if let Err(code) = init_telemetry(&cfg) {
+                    return code;
+                }
+                stdio(cfg).await
             }
             Cmd::Demo {
                 listen,
@@ -163,6 +179,45 @@ fn main() -> ExitCode {
             Cmd::CheckConfig { .. } | Cmd::ConfigSchema => unreachable!("handled above"),
         }
     })
+}
+
+/// Installs the log subscriber (stderr) and the OTLP exporter the file asks for.
+fn init_telemetry(cfg: &Config) -> Result<(), ExitCode> {
+    let otlp = match cfg
+        .telemetry
+        .otlp
+        .as_ref()
+        .map(openwop_mcp_sidecar::otlp::provider)
+    {
+        None => None,
+        Some(Ok(p)) => Some(p),
+        Some(Err(e)) => {
+            console::error_line(format_args!("error: telemetry.otlp: {e:#}"));
+            return Err(ExitCode::from(EXIT_CONFIG));
+        }
+    };
+    telemetry::init(&cfg.logging.level, cfg.logging.json, otlp);
+    Ok(())
+}
+
+/// `stdio`: the mount over stdin and stdout until stdin closes or a signal comes; the runs of
+/// the unanswered requests are cancelled before the process exits (src/stdio.rs).
+async fn stdio(cfg: Config) -> ExitCode {
+    for w in cfg.warnings() {
+        tracing::warn!("{w}");
+    }
+    let mut signals = Signals::new();
+    let res = openwop_mcp_sidecar::stdio::run(cfg, async move { signals.recv().await }).await;
+    if openwop_mcp_sidecar::otlp::enabled() {
+        let _ = tokio::task::spawn_blocking(openwop_mcp_sidecar::otlp::shutdown).await;
+    }
+    match res {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            console::error_line(format_args!("error: {e:#}"));
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// `demo`: the embedded demo host and the sidecar in front of it (the `demo` cargo feature).

@@ -3,7 +3,8 @@
 # tests/python/run.sh): starts `openwop-mcp-sidecar demo` on a free loopback port, waits for its
 # `ready` line and reads the MCP and REST URLs off its banner. Source it, then:
 #
-#   demo_start LOG_DIR [demo args…]   # sets DEMO_PID, DEMO_OUT, DEMO_ERR, MCP_URL, REST_URL
+#   demo_start LOG_DIR [demo args…]   # sets DEMO_PID, DEMO_OUT, DEMO_ERR, MCP_URL, REST_URL,
+#                                     # HOST_URL (the demo host itself), exports SIDECAR_BIN
 #   demo_stop                         # SIGTERM, SIGKILL after 5 s (call it from the EXIT trap)
 #
 # Needs SIDECAR_BIN (the built binary) and DEMO_LOG_TAG (the prefix of its messages);
@@ -60,7 +61,10 @@ demo_start() {
     cat "$DEMO_OUT" >&2
     return 2
   fi
-  export MCP_URL REST_URL
+  # The demo host itself (`stdio --upstream` fronts it directly in the client suites).
+  HOST_URL="$(sed -n 's/^.*(demo host itself: *\(http[^ )]*\)).*$/\1/p' "$DEMO_OUT" | head -n1)"
+  HOST_URL="${HOST_URL%/}"
+  export MCP_URL REST_URL HOST_URL SIDECAR_BIN
 }
 
 demo_stop() {

@@ -21,6 +21,7 @@ mod raw;
 pub mod resolve;
 pub mod routes;
 mod secret;
+pub mod stdio;
 mod tasks;
 mod telemetry;
 pub mod template;
@@ -111,6 +112,8 @@ pub struct Config {
     pub telemetry: Telemetry,
     /// Login discovery for MCP clients (`None` = off; src/config/auth.rs).
     pub auth: Option<auth::Auth>,
+    /// `openwop-mcp-sidecar stdio`: where the caller's credential comes from.
+    pub stdio: stdio::Stdio,
 }
 
 /// Command-line overrides (flags win over the file).

@@ -3,7 +3,7 @@
 //!
 //! Each section lives in its own file as `Raw* → normalise(ctx) → typed`; this file holds the
 //! top level and calls the sections in one fixed order (listen, upstream, tls, mount, mcp,
-//! tasks, host, tools, logging, telemetry, reload, limits, auth), so a file with several
+//! tasks, host, tools, logging, telemetry, reload, limits, auth, stdio), so a file with several
 //! mistakes always reports the same first one.
 
 use std::sync::Arc;
@@ -18,6 +18,7 @@ use super::limits::RawLimits;
 use super::listener::{RawReload, RawShutdown, RawTls};
 use super::mcp::RawMcp;
 use super::mount::RawMount;
+use super::stdio::RawStdio;
 use super::tasks::{RawOwnership, RawTasks};
 use super::telemetry::{RawLogging, RawTelemetry};
 use super::tools::RawTools;
@@ -56,6 +57,9 @@ pub struct RawConfig {
     pub limits: RawLimits,
     /// Login discovery for MCP clients (off when absent; src/config/auth.rs).
     pub auth: Option<super::auth::RawAuth>,
+    /// `openwop-mcp-sidecar stdio` only: where the caller's credential comes from.
+    #[serde(default)]
+    pub stdio: RawStdio,
 }
 
 impl RawConfig {
@@ -77,6 +81,7 @@ impl RawConfig {
         let reload_poll = self.reload.normalise(&cx)?;
         let limits = self.limits.normalise(&cx)?;
         let auth = super::auth::normalise(self.auth, &cx)?;
+        let stdio = self.stdio.normalise(&cx)?;
         Ok(Config {
             listen,
             limits,
@@ -94,6 +99,7 @@ impl RawConfig {
             logging,
             telemetry,
             auth,
+            stdio,
         })
     }
 }

@@ -482,3 +482,17 @@ fn task_id_forms_are_read_and_check_config_warns_when_ids_may_be_guessed() {
     let e = parse("host:\n  ids: { taskId: raw }\n").unwrap_err();
     assert!(e.message.contains("host.ids.taskId"), "{e}");
 }
+
+#[test]
+fn stdio_reads_the_token_from_the_default_variable_or_a_named_file() {
+    let c = parse("").unwrap();
+    assert_eq!(c.stdio.token_env, "OPENWOP_SIDECAR_TOKEN");
+    assert!(c.stdio.token_file.is_none());
+    let c = parse("stdio:\n  tokenEnv: MY_TOKEN\n").unwrap();
+    assert_eq!(c.stdio.token_env, "MY_TOKEN");
+    let e = parse("stdio:\n  tokenFile: /no/such/token\n").unwrap_err();
+    assert_eq!((e.line, e.column), (2, 14), "{e}");
+    assert!(e.to_string().contains("stdio.tokenFile"), "{e}");
+    let e = parse("stdio:\n  tokenEnv: ''\n").unwrap_err();
+    assert!(e.to_string().contains("stdio.tokenEnv"), "{e}");
+}

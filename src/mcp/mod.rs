@@ -30,7 +30,6 @@ use std::sync::Arc;
 
 use http::{HeaderMap, HeaderValue, Request, StatusCode};
 use http_body_util::Limited;
-use hyper::body::Incoming;
 use serde_json::{json, Map, Value};
 
 use crate::body::{empty, Response};
@@ -159,8 +158,14 @@ impl McpRequest {
 }
 
 /// Entry point for every request on the mount path: the request, then its access line
-/// (src/access.rs).
-pub async fn handle(ctx: Arc<McpContext>, req: Request<Incoming>) -> Response {
+/// (src/access.rs). The server passes hyper's `Incoming`; `openwop-mcp-sidecar stdio`
+/// (src/stdio.rs) passes each line it read as a whole body, so both transports share the one
+/// mount.
+pub async fn handle<B>(ctx: Arc<McpContext>, req: Request<B>) -> Response
+where
+    B: http_body::Body<Data = bytes::Bytes>,
+    B::Error: Into<crate::body::BoxError>,
+{
     // The scope runs even without access lines: it also keeps the span fields a `warn` line
     // of the request is written under (`access::in_request`).
     let on = crate::access::enabled();
@@ -173,11 +178,15 @@ pub async fn handle(ctx: Arc<McpContext>, req: Request<Incoming>) -> Response {
     crate::access::log(names, resp, stats, started)
 }
 
-async fn serve(
+async fn serve<B>(
     ctx: Arc<McpContext>,
-    req: Request<Incoming>,
+    req: Request<B>,
     names: &mut crate::access::Names,
-) -> Response {
+) -> Response
+where
+    B: http_body::Body<Data = bytes::Bytes>,
+    B::Error: Into<crate::body::BoxError>,
+{
     let cfg = ctx.cfg.clone();
     if req.method() != http::Method::POST {
         // MCP 2026-07-28 Transports §Streamable HTTP: a 2026-07-28-only server answers GET and DELETE with 405.

@@ -34,6 +34,7 @@ mod profiles;
 mod reload;
 mod replicas;
 mod resolve;
+mod stdio;
 mod support;
 mod tasks;
 mod templates;

@@ -1,0 +1,590 @@
+//! `openwop-mcp-sidecar stdio`: the MCP mount over stdin and stdout, for a client that launches
+//! a local command instead of connecting to a URL (MCP 2026-07-28 Transports §stdio: one
+//! JSON-RPC message per line, UTF-8, no embedded newlines; stdout carries nothing else, logs go
+//! to stderr).
+//!
+//! Each line becomes the POST an HTTP client would send to the mount (src/mcp/mod.rs
+//! `handle`): the same envelope checks, the same era decision (src/mcp/legacy), the same host
+//! client and the same ownership guards. What the HTTP client would put in headers is derived
+//! here: the caller's bearer token (from the environment or a file: src/config/stdio.rs), and
+//! for a 2026-07-28 message the headers its `_meta` and body mirror (MCP 2026-07-28
+//! Transports §Request headers), for an initialize-era message the revision and session id
+//! the `initialize` answer gave (one client per process, so they are kept here).
+//!
+//! Ownership is the HTTP rule (RFC 0198 §G.12) with stdio's signals: every request is served
+//! on a task of its own, and dropping that task before its answer's last line is written is
+//! the disconnect: the guards in the mount's future or body cancel the run with the
+//! configured reason. A `notifications/cancelled` naming an unanswered request drops it
+//! (MCP 2026-07-28 Cancellation; 2025-11-25 Basic Utilities Cancellation); stdin closing
+//! drops every unanswered request, and the process exits once the cancels are delivered.
+
+use std::collections::HashMap;
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderName, HeaderValue, Request};
+use http_body_util::{BodyExt, Full};
+use serde_json::{json, Map, Value};
+use tokio::sync::{mpsc, watch};
+use tokio::task::{AbortHandle, JoinSet};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::mcp::method::{name_rule_of, Method};
+use crate::mcp::{McpContext, META_VERSION};
+use crate::server::AppState;
+
+static MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+static MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+static MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+static MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+
+/// Lines written to stdout waiting for the writer; a client that stops reading holds the
+/// answers back rather than growing memory.
+const OUT_QUEUE: usize = 256;
+
+/// What the stdin reader hands the loop.
+enum Input {
+    Line(Vec<u8>),
+    /// A line longer than `limits.maxBodyBytes`, skipped to its end without being kept.
+    TooLong,
+}
+
+/// What the `initialize` answer negotiated (2025-11-25 Basic Lifecycle §Initialization),
+/// sent as `MCP-Protocol-Version` and `Mcp-Session-Id` with every later initialize-era message.
+#[derive(Clone)]
+struct Session {
+    revision: String,
+    id: Option<String>,
+}
+
+/// Where the caller's bearer token comes from (src/config/stdio.rs).
+struct Credential {
+    env: String,
+    file: Option<PathBuf>,
+}
+
+impl Credential {
+    /// `Authorization: Bearer <token>`, read now: the file on every request, so a token the
+    /// operator's tooling refreshes is used from its next request on.
+    fn header(&self) -> Option<HeaderValue> {
+        let token = match &self.file {
+            Some(p) => match std::fs::read_to_string(p) {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!(file = %p.display(), error = %e, "stdio.tokenFile cannot be read: the request is sent without a credential");
+                    return None;
+                }
+            },
+            None => std::env::var(&self.env).ok()?,
+        };
+        let token = token.trim();
+        if token.is_empty() {
+            return None;
+        }
+        let mut v = HeaderValue::from_str(&format!("Bearer {token}")).ok()?;
+        v.set_sensitive(true);
+        Some(v)
+    }
+}
+
+/// Serves stdin until it closes or `stop` completes, then cancels the runs of every
+/// unanswered request and returns once those cancels are delivered (bounded by
+/// `ownership.cancelDeadlineMs`).
+pub async fn run(cfg: Config, stop: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let (_lame_duck_tx, lame_duck_rx) = watch::channel(false);
+    let credential = Credential {
+        env: cfg.stdio.token_env.clone(),
+        file: cfg.stdio.token_file.clone(),
+    };
+    if credential.file.is_none() && std::env::var_os(&credential.env).is_none() {
+        tracing::warn!(
+            "${} is not set (stdio.tokenEnv, stdio.tokenFile): requests reach the host without a credential",
+            credential.env
+        );
+    }
+    let max = cfg.limits.max_body_bytes;
+    let state = AppState::new(cfg, shutdown_rx, lame_duck_rx)?;
+    let ctx = state.mcp.clone();
+    let uri: http::Uri = ctx.cfg.mount.path.parse()?;
+
+    // A thread of its own, not the runtime's blocking pool: a blocked read of stdin cannot be
+    // cancelled, and a runtime waits for its blocking pool when it shuts down.
+    let (in_tx, mut in_rx) = mpsc::channel::<Input>(64);
+    std::thread::Builder::new()
+        .name("stdin".into())
+        .spawn(move || read_stdin(max, in_tx))?;
+    let (out_tx, out_rx) = mpsc::channel::<Bytes>(OUT_QUEUE);
+    let stdout_gone = CancellationToken::new();
+    let writer = tokio::spawn(write_stdout(out_rx, stdout_gone.clone()));
+
+    let session: Arc<Mutex<Option<Session>>> = Arc::default();
+    let mut tasks = JoinSet::new();
+    // The unanswered requests by id, so a cancel can drop one; `by_task` forgets an entry once
+    // its task ended.
+    let mut by_id: HashMap<String, (tokio::task::Id, AbortHandle)> = HashMap::new();
+    let mut by_task: HashMap<tokio::task::Id, String> = HashMap::new();
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        let input = tokio::select! {
+            biased;
+            () = &mut stop => break,
+            () = stdout_gone.cancelled() => {
+                tracing::info!("stdout closed: the client is gone");
+                break;
+            }
+            Some(done) = tasks.join_next_with_id(), if !tasks.is_empty() => {
+                let tid = match done {
+                    Ok((tid, ())) => tid,
+                    Err(e) => e.id(),
+                };
+                if let Some(key) = by_task.remove(&tid) {
+                    if by_id.get(&key).is_some_and(|(t, _)| *t == tid) {
+                        by_id.remove(&key);
+                    }
+                }
+                continue;
+            }
+            input = in_rx.recv() => match input {
+                Some(i) => i,
+                None => break,
+            },
+        };
+        let line = match input {
+            Input::Line(l) => l,
+            Input::TooLong => {
+                // The mount's own answer to a body over the limit (src/mcp/mod.rs).
+                let e = json!({"jsonrpc": "2.0", "id": null, "error": {"code": crate::mcp::error::INVALID_REQUEST, "message": format!("Invalid Request: the body exceeds {max} bytes")}});
+                let _ = out_tx.send(Bytes::from(e.to_string())).await;
+                continue;
+            }
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        // A line that is not JSON is still the mount's to refuse (-32700 with id null): it
+        // goes as it came, with the headers every message carries.
+        let msg: Option<Map<String, Value>> = match serde_json::from_slice(&line) {
+            Ok(Value::Object(m)) => Some(m),
+            _ => None,
+        };
+        let method = msg
+            .as_ref()
+            .and_then(|m| m.get("method"))
+            .and_then(Value::as_str);
+        let id = msg
+            .as_ref()
+            .and_then(|m| m.get("id"))
+            .filter(|i| !i.is_null());
+        if method == Some("notifications/cancelled") && id.is_none() {
+            // Served here, not by the mount: the request it names is one of this process's
+            // tasks, and dropping it is what cancels its run (RFC 0198 §G.12). One already
+            // answered is no longer in `by_id` and keeps its run.
+            let named = msg
+                .as_ref()
+                .and_then(|m| m.get("params"))
+                .and_then(|p| p.get("requestId"))
+                .and_then(id_key);
+            if let Some((tid, handle)) = named.and_then(|k| by_id.remove(&k)) {
+                by_task.remove(&tid);
+                handle.abort();
+            }
+            continue;
+        }
+        let initialize = method == Some("initialize");
+        let known_session = session
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .filter(|_| !initialize);
+        let headers = headers_for(msg.as_ref(), credential.header(), known_session.as_ref());
+        let request_key = id.filter(|_| method.is_some()).and_then(id_key);
+        let job = serve_line(
+            ctx.clone(),
+            uri.clone(),
+            Bytes::from(line),
+            headers,
+            out_tx.clone(),
+            initialize.then(|| session.clone()),
+        );
+        let handle = tasks.spawn(job);
+        if let Some(key) = request_key {
+            by_task.insert(handle.id(), key.clone());
+            by_id.insert(key, (handle.id(), handle));
+        }
+    }
+    // The client is gone (or the process was told to stop): every request not answered yet
+    // is dropped, which cancels the runs they own, and the cancels are delivered before exit.
+    let unanswered = by_id.len();
+    tasks.abort_all();
+    while tasks.join_next().await.is_some() {}
+    if unanswered > 0 {
+        tracing::info!(unanswered, "stdin closed: dropping the unanswered requests");
+    }
+    let _ = shutdown_tx.send(true);
+    ctx.dispatcher
+        .drain(ctx.cfg.ownership.cancel_deadline)
+        .await;
+    drop(out_tx);
+    let _ = writer.await;
+    Ok(())
+}
+
+/// The key a request id is found by: `1` and `"1"` are different requests.
+fn id_key(id: &Value) -> Option<String> {
+    (id.is_string() || id.is_i64() || id.is_u64()).then(|| id.to_string())
+}
+
+/// The headers the HTTP client of the same message would send.
+fn headers_for(
+    msg: Option<&Map<String, Value>>,
+    authorization: Option<HeaderValue>,
+    session: Option<&Session>,
+) -> HeaderMap {
+    let mut h = HeaderMap::with_capacity(8);
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    // Both, JSON first: a quick answer comes whole, a long one streams (MCP 2026-07-28
+    // Transports §Sending Messages to the Server).
+    h.insert(
+        header::ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    if let Some(a) = authorization {
+        h.insert(header::AUTHORIZATION, a);
+    }
+    let Some(msg) = msg else { return h };
+    let method = msg.get("method").and_then(Value::as_str);
+    let params = msg.get("params").and_then(Value::as_object);
+    let modern = params
+        .and_then(|p| p.get("_meta"))
+        .and_then(|m| m.get(META_VERSION));
+    if let Some(version) = modern {
+        // MCP 2026-07-28 "stdio: Backward Compatibility": the message carries its revision;
+        // the headers mirror it and the body as an HTTP client's would.
+        if let Some(v) = version.as_str().and_then(|v| HeaderValue::from_str(v).ok()) {
+            h.insert(MCP_PROTOCOL_VERSION.clone(), v);
+        }
+        if let Some(m) = method {
+            if let Ok(v) = HeaderValue::from_str(m) {
+                h.insert(MCP_METHOD.clone(), v);
+            }
+            let mirrored = name_rule_of(Method::from_name(m), m)
+                .and_then(|r| params.and_then(|p| p.get(r.member)))
+                .and_then(Value::as_str);
+            if let Some(name) = mirrored {
+                h.insert(MCP_NAME.clone(), name_header(name));
+            }
+        }
+    } else if let Some(s) = session {
+        if let Ok(v) = HeaderValue::from_str(&s.revision) {
+            h.insert(MCP_PROTOCOL_VERSION.clone(), v);
+        }
+        if let Some(v) = s.id.as_deref().and_then(|i| HeaderValue::from_str(i).ok()) {
+            h.insert(MCP_SESSION_ID.clone(), v);
+        }
+    }
+    h
+}
+
+/// `Mcp-Name` for `name`: as it is when it is plain visible ASCII, else in the base64 form
+/// the mount decodes (MCP 2026-07-28 Transports §Request headers; src/mcp/envelope.rs).
+fn name_header(name: &str) -> HeaderValue {
+    let sentinel = name.starts_with("=?") && name.ends_with("?=");
+    let plain = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| (0x21..=0x7e).contains(&b) || b == b' ')
+        && !name.starts_with(' ')
+        && !name.ends_with(' ')
+        && !sentinel;
+    if plain {
+        if let Ok(v) = HeaderValue::from_str(name) {
+            return v;
+        }
+    }
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(name);
+    HeaderValue::from_str(&format!("=?base64?{b64}?=")).unwrap_or(HeaderValue::from_static(""))
+}
+
+/// Serves one line: the mount's answer, written as lines: a JSON answer as one, an SSE
+/// answer one per message (requests to the client and notifications as they come, then the
+/// response), an empty answer (a notification, a response from the client) as none.
+async fn serve_line(
+    ctx: Arc<McpContext>,
+    uri: http::Uri,
+    line: Bytes,
+    headers: HeaderMap,
+    out: mpsc::Sender<Bytes>,
+    session: Option<Arc<Mutex<Option<Session>>>>,
+) {
+    let mut req = Request::new(Full::new(line));
+    *req.method_mut() = http::Method::POST;
+    *req.uri_mut() = uri;
+    *req.headers_mut() = headers;
+    let resp = crate::mcp::handle(ctx, req).await;
+    let (parts, mut body) = resp.into_parts();
+    let sse = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|c| c.as_bytes().starts_with(b"text/event-stream"));
+    if !sse {
+        let bytes = match crate::body::whole(body).await {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(error = %e, "an answer could not be read");
+                return;
+            }
+        };
+        if bytes.is_empty() {
+            return;
+        }
+        if let Some(session) = session {
+            remember_session(&session, &parts.headers, &bytes);
+        }
+        let _ = out.send(one_line(bytes)).await;
+        return;
+    }
+    // The mount's own frames: no bound is needed on an event's size.
+    let mut parser = crate::sse::SseParser::new(usize::MAX);
+    // The response is held until the body has ended: its guard is released with the last
+    // frame (src/ownership.rs), so a line on stdout is always an answer the run is no longer
+    // owned by.
+    let mut response: Option<Bytes> = None;
+    while let Some(frame) = body.frame().await {
+        let data = match frame {
+            Ok(f) => match f.into_data() {
+                Ok(d) => d,
+                Err(_) => continue,
+            },
+            Err(e) => {
+                // Not delivered: the guard stays armed and cancels the run as this returns.
+                tracing::warn!(error = %e, "an answer stream failed");
+                return;
+            }
+        };
+        let Ok(events) = parser.feed(&data) else {
+            return;
+        };
+        for ev in events {
+            if ev.data.is_empty() {
+                continue;
+            }
+            let line = one_line(Bytes::from(ev.data));
+            if let Some(previous) = response.take() {
+                let _ = out.send(previous).await;
+            }
+            if is_response(&line) {
+                response = Some(line);
+            } else {
+                let _ = out.send(line).await;
+            }
+        }
+    }
+    if let Some(r) = response {
+        let _ = out.send(r).await;
+    }
+}
+
+/// A JSON-RPC response (it has an id and no method).
+fn is_response(line: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(line)
+        .is_ok_and(|v| v.get("method").is_none() && v.get("id").is_some())
+}
+
+/// `bytes` as one line: the mount writes compact JSON, which has no raw newline; anything else
+/// is written again compactly.
+fn one_line(bytes: Bytes) -> Bytes {
+    if !bytes.contains(&b'\n') && !bytes.contains(&b'\r') {
+        return bytes;
+    }
+    match serde_json::from_slice::<Value>(&bytes) {
+        Ok(v) => Bytes::from(v.to_string()),
+        Err(_) => Bytes::from(
+            String::from_utf8_lossy(&bytes)
+                .replace(['\r', '\n'], " ")
+                .into_bytes(),
+        ),
+    }
+}
+
+/// Keeps what a successful `initialize` answer negotiated.
+fn remember_session(session: &Mutex<Option<Session>>, headers: &HeaderMap, body: &[u8]) {
+    let Ok(v) = serde_json::from_slice::<Value>(body) else {
+        return;
+    };
+    let Some(revision) = v
+        .get("result")
+        .and_then(|r| r.get("protocolVersion"))
+        .and_then(Value::as_str)
+    else {
+        return;
+    };
+    let id = headers
+        .get(&MCP_SESSION_ID)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    *session.lock().unwrap_or_else(|e| e.into_inner()) = Some(Session {
+        revision: revision.to_string(),
+        id,
+    });
+}
+
+/// Writes the lines to stdout, flushing whenever the queue runs dry; cancels `gone` when
+/// stdout is closed (the client exited).
+async fn write_stdout(mut lines: mpsc::Receiver<Bytes>, gone: CancellationToken) {
+    use tokio::io::AsyncWriteExt;
+    let mut out = tokio::io::stdout();
+    while let Some(line) = lines.recv().await {
+        let mut next = Some(line);
+        while let Some(l) = next {
+            if out.write_all(&l).await.is_err() || out.write_all(b"\n").await.is_err() {
+                gone.cancel();
+                return;
+            }
+            next = lines.try_recv().ok();
+        }
+        if out.flush().await.is_err() {
+            gone.cancel();
+            return;
+        }
+    }
+}
+
+/// Reads stdin a line at a time, keeping at most `max` bytes of one; ends at EOF or when the
+/// loop is gone.
+fn read_stdin(max: usize, tx: mpsc::Sender<Input>) {
+    let stdin = std::io::stdin();
+    let mut r = stdin.lock();
+    loop {
+        match read_line(&mut r, max) {
+            Ok(Some(input)) => {
+                if tx.blocking_send(input).is_err() {
+                    return;
+                }
+            }
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "stdin cannot be read: treating it as closed");
+                return;
+            }
+        }
+    }
+}
+
+/// One line without its end (`\n` or `\r\n`), `TooLong` past `max` bytes, `None` at EOF.
+fn read_line(r: &mut impl BufRead, max: usize) -> std::io::Result<Option<Input>> {
+    let mut buf = Vec::new();
+    let mut too_long = false;
+    let mut any = false;
+    loop {
+        let avail = match r.fill_buf() {
+            Ok(a) => a,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if avail.is_empty() {
+            // A last line without its newline still counts.
+            if !any {
+                return Ok(None);
+            }
+            return Ok(Some(if too_long {
+                Input::TooLong
+            } else {
+                Input::Line(buf)
+            }));
+        }
+        any = true;
+        let (take, ended) = match memchr::memchr(b'\n', avail) {
+            Some(i) => (i, true),
+            None => (avail.len(), false),
+        };
+        if !too_long {
+            if buf.len() + take > max + 1 {
+                too_long = true;
+                buf = Vec::new();
+            } else {
+                buf.extend_from_slice(&avail[..take]);
+            }
+        }
+        r.consume(take + usize::from(ended));
+        if ended {
+            if buf.last() == Some(&b'\r') {
+                buf.pop();
+            }
+            if buf.len() > max {
+                too_long = true;
+            }
+            return Ok(Some(if too_long {
+                Input::TooLong
+            } else {
+                Input::Line(buf)
+            }));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(input: &[u8], max: usize) -> Vec<Result<Vec<u8>, ()>> {
+        let mut r = std::io::BufReader::with_capacity(4, input);
+        let mut out = Vec::new();
+        while let Some(i) = read_line(&mut r, max).unwrap() {
+            out.push(match i {
+                Input::Line(l) => Ok(l),
+                Input::TooLong => Err(()),
+            });
+        }
+        out
+    }
+
+    #[test]
+    fn lines_are_split_on_newlines_and_a_long_one_is_skipped_whole() {
+        let got = lines(b"{\"a\":1}\r\n0123456789abc\nok\nlast", 8);
+        assert_eq!(
+            got,
+            vec![
+                Ok(b"{\"a\":1}".to_vec()),
+                Err(()),
+                Ok(b"ok".to_vec()),
+                Ok(b"last".to_vec())
+            ]
+        );
+        // Exactly the limit is accepted.
+        assert_eq!(lines(b"12345678\n", 8), vec![Ok(b"12345678".to_vec())]);
+        assert_eq!(lines(b"123456789\n", 8), vec![Err(())]);
+    }
+
+    #[test]
+    fn a_modern_message_carries_the_headers_its_body_mirrors() {
+        let m = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "grüße", "_meta": {META_VERSION: "2026-07-28"}}});
+        let h = headers_for(m.as_object(), None, None);
+        assert_eq!(h[&MCP_PROTOCOL_VERSION], "2026-07-28");
+        assert_eq!(h[&MCP_METHOD], "tools/call");
+        let name = h[&MCP_NAME].to_str().unwrap();
+        assert!(name.starts_with("=?base64?"), "{name}");
+        let plain = json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"taskId": "t-1", "_meta": {META_VERSION: "2026-07-28"}}});
+        assert_eq!(headers_for(plain.as_object(), None, None)[&MCP_NAME], "t-1");
+    }
+
+    #[test]
+    fn an_initialize_era_message_carries_the_negotiated_session() {
+        let s = Session {
+            revision: "2025-11-25".into(),
+            id: Some("sess".into()),
+        };
+        let m = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+        let h = headers_for(m.as_object(), None, Some(&s));
+        assert_eq!(h[&MCP_PROTOCOL_VERSION], "2025-11-25");
+        assert_eq!(h[&MCP_SESSION_ID], "sess");
+        assert!(h.get(&MCP_METHOD).is_none());
+    }
+}
