@@ -690,6 +690,10 @@ pub(super) fn legacy_request(
     caps: Arc<Value>,
 ) -> McpRequest {
     let heads = Heads::of(headers);
+    // As for a 2026-07-28 request: only a request that may be held for minutes keeps owned
+    // copies of its header values; a task poll shares hyper's buffer for its one exchange.
+    let held = matches!(method, "tools/call" | "tasks/result");
+    let keep = |v: &HeaderValue| if held { owned_value(v) } else { v.clone() };
     let meta = params.remove("_meta");
     let progress_token = meta.as_ref().and_then(|m| m.get("progressToken")).cloned();
     let traceparent = meta
@@ -702,12 +706,12 @@ pub(super) fn legacy_request(
             heads
                 .traceparent
                 .filter(|t| t.to_str().is_ok_and(valid_traceparent))
-                .map(owned_value)
+                .map(keep)
         });
     let caller = Caller {
-        authorization: heads.authorization.map(owned_value),
+        authorization: heads.authorization.map(keep),
         traceparent,
-        tracestate: heads.tracestate.map(owned_value),
+        tracestate: heads.tracestate.map(keep),
         headers: crate::host::allowed_headers(&cfg.routes.allow_headers, headers),
     };
     let (wants_sse, accepts_sse) = heads.accept_sse(headers);
@@ -727,7 +731,7 @@ pub(super) fn legacy_request(
         caller,
         wants_sse,
         accepts_sse,
-        host: heads.host.map(owned_value),
+        host: heads.host.map(keep),
         param_headers: HeaderMap::new(),
     }
 }

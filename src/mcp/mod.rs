@@ -252,7 +252,11 @@ where
     if let Some(message) = legacy::claim(&cfg, &headers, &bytes) {
         if let Some(m) = message.get("method").and_then(Value::as_str) {
             let params = message.get("params").and_then(Value::as_object);
-            names.set(&m.to_string().into(), params.unwrap_or(&Map::new()));
+            let name = match Method::from_name(m) {
+                Some(k) => std::borrow::Cow::Borrowed(k.name()),
+                None => std::borrow::Cow::Owned(m.to_string()),
+            };
+            names.set(&name, params.unwrap_or(&Map::new()));
         }
         return Box::pin(legacy::serve(ctx, headers, message)).await;
     }

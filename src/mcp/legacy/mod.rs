@@ -17,6 +17,7 @@ mod inflight;
 mod session;
 mod tasks;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
@@ -24,6 +25,7 @@ use serde_json::{json, Map, Value};
 
 use super::elicit::effect_of;
 use super::envelope::{legacy_request, too_deep};
+use super::method::Method;
 use super::{McpContext, McpError, McpRequest};
 use crate::body::{empty, Response};
 use crate::config::Config;
@@ -113,7 +115,14 @@ pub(super) async fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Value)
     let method = msg
         .get("method")
         .and_then(Value::as_str)
-        .map(str::to_string);
+        .map(|m| match Method::from_name(m) {
+            // The mount's own text for a name it knows: no copy per request.
+            Some(k) => Cow::Borrowed(k.name()),
+            None => match m {
+                "initialize" => Cow::Borrowed("initialize"),
+                other => Cow::Owned(other.to_string()),
+            },
+        });
     let params = match msg.remove("params") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(p)) => p,
@@ -142,7 +151,7 @@ pub(super) async fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Value)
         id.clone().unwrap_or(Value::Null),
         &method,
         params,
-        Arc::new(json!({})),
+        no_capabilities(),
     );
     let session_id = headers
         .get(&MCP_SESSION_ID)
@@ -152,7 +161,7 @@ pub(super) async fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Value)
     // without the header, the capabilities a call or a result stream may ask with. A task
     // poll carries its revision and needs no capability (two HMACs fewer on the hot path).
     let needs_session =
-        header_revision.is_none() || matches!(method.as_str(), "tools/call" | "tasks/result");
+        header_revision.is_none() || matches!(method.as_ref(), "tools/call" | "tasks/result");
     let session = session_id
         .as_deref()
         .filter(|_| needs_session)
@@ -168,7 +177,7 @@ pub(super) async fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Value)
         return accepted();
     };
     let label = super::method::metric_of(req.known);
-    let res = match method.as_str() {
+    let res = match method.as_ref() {
         "initialize" => initialize(&ctx, &req).await,
         "ping" => Ok(result(json!({}))),
         // 2025-11-25 Server Utilities Logging: the level is accepted; the mount has no log
@@ -198,6 +207,12 @@ pub(super) async fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Value)
             answer_error(&id, &e)
         }
     }
+}
+
+/// The capabilities of a request whose session declared none (shared: one per process).
+fn no_capabilities() -> Arc<Value> {
+    static NONE: std::sync::OnceLock<Arc<Value>> = std::sync::OnceLock::new();
+    NONE.get_or_init(|| Arc::new(json!({}))).clone()
 }
 
 /// Whether 2025-11-25 Tasks are served to a client of `revision`.
