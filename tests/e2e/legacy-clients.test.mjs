@@ -100,8 +100,13 @@ describe("TypeScript SDK 1.x (initialize era, 2025-11-25)", () => {
 });
 
 describe("TypeScript v2 client at its default negotiation", () => {
-  test("connects, lists tools and completes a call on the same endpoint", async () => {
-    const client = new V2Client({ name: "v2-default", version: "1.0.0" }, { capabilities: {} });
+  test("connects, lists tools and completes a call that waits on an approval", async () => {
+    const client = new V2Client({ name: "v2-default", version: "1.0.0" }, { capabilities: { elicitation: {} } });
+    const asked = [];
+    client.setRequestHandler("elicitation/create", async (request) => {
+      asked.push(request.params);
+      return { action: "accept", content: { action: "accept" } };
+    });
     const transport = new V2Transport(new URL(MCP_URL), {
       requestInit: { headers: { Authorization: `Bearer ${KEYS.acme}` } },
     });
@@ -112,6 +117,10 @@ describe("TypeScript v2 client at its default negotiation", () => {
       assert.ok(tools.some((t) => t.name === "conformance-noop"));
       const result = await client.callTool({ name: "conformance-noop", arguments: {} });
       assert.equal(result.isError, false, JSON.stringify(result));
+      const approved = await client.callTool({ name: "confirm_delete", arguments: { filename: "v2.txt" } });
+      assert.equal(approved.isError, false, JSON.stringify(approved));
+      assert.equal(approved.content[0].text, "Deleted v2.txt.");
+      assert.equal(asked.length, 1, "the approval was asked once, by elicitation/create on the call's stream");
     } finally {
       await client.close();
     }
