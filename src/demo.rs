@@ -62,6 +62,10 @@ pub async fn run(mut cfg: Config, anonymous: bool) -> anyhow::Result<()> {
     );
     let _ = writeln!(
         banner,
+        "    (MCP 2026-07-28, and the initialize handshake of 2025-11-25 and older clients)"
+    );
+    let _ = writeln!(
+        banner,
         "  REST (proxied): {base}/  (demo host itself: {})",
         host.base_url()
     );
