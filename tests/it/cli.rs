@@ -798,3 +798,60 @@ fn readme_curl_cookbook_works_against_the_demo() {
         "{stdout}"
     );
 }
+
+/// A relative file key means "beside the configuration file", not "in whatever folder the
+/// process was started from": the same file checks the same from any working directory.
+#[test]
+fn relative_file_keys_resolve_against_the_config_files_folder() {
+    let dir = std::env::temp_dir().join(format!("owsc-rel-{}", std::process::id()));
+    let elsewhere = dir.join("elsewhere");
+    std::fs::create_dir_all(dir.join("conf/secrets")).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(dir.join("conf/secrets/token"), "t0ken\n").unwrap();
+    std::fs::write(dir.join("conf/secrets/callers.json"), "{}").unwrap();
+    let f = dir.join("conf/sidecar.yaml");
+    std::fs::write(
+        &f,
+        "stdio:\n  tokenFile: secrets/token\nhost:\n  readiness:\n    credentialFile: secrets/token\n  templates:\n    callerValues:\n      project: { file: secrets/callers.json }\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .arg("check-config")
+        .arg("conf/sidecar.yaml")
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let out = Command::new(BIN)
+        .arg("check-config")
+        .arg(&f)
+        .current_dir(&elsewhere)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    // The same relative path is not looked up in the working directory.
+    std::fs::create_dir_all(elsewhere.join("secrets")).unwrap();
+    std::fs::write(elsewhere.join("secrets/token"), "t0ken\n").unwrap();
+    std::fs::remove_file(dir.join("conf/secrets/token")).unwrap();
+    let out = Command::new(BIN)
+        .arg("check-config")
+        .arg(&f)
+        .current_dir(&elsewhere)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not a readable file"), "{err}");
+    assert!(err.contains("conf/secrets/token"), "{err}");
+    // An absolute path is kept as written.
+    let abs = elsewhere.join("secrets/token");
+    std::fs::write(&f, format!("stdio:\n  tokenFile: {}\n", abs.display())).unwrap();
+    let out = Command::new(BIN)
+        .arg("check-config")
+        .arg(&f)
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
