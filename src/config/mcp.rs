@@ -219,18 +219,19 @@ impl RawMcp {
             ));
         }
         let request_state_key = match &self.request_state_key_env {
-            Some(var) => match std::env::var(var) {
-                Ok(v) if v.len() >= MIN_STATE_KEY_BYTES => Some(Secret::new(v.into_bytes())),
-                Ok(_) => {
-                    return Err(cx.err(
-                        None,
-                        format!("mcp.requestStateKeyEnv: ${var} must hold at least 16 bytes"),
-                    ))
+            // Missing under check-config --allow-missing-env: no key stands in.
+            Some(var) => {
+                match super::env::var("mcp.requestStateKeyEnv", var).map_err(|m| cx.err(None, m))? {
+                    Some(v) if v.len() >= MIN_STATE_KEY_BYTES => Some(Secret::new(v.into_bytes())),
+                    Some(_) => {
+                        return Err(cx.err(
+                            None,
+                            format!("mcp.requestStateKeyEnv: ${var} must hold at least 16 bytes"),
+                        ))
+                    }
+                    None => None,
                 }
-                Err(_) => {
-                    return Err(cx.err(None, format!("mcp.requestStateKeyEnv: ${var} is not set")))
-                }
-            },
+            }
             None => std::env::var(STATE_KEY_ENV)
                 .ok()
                 .filter(|v| v.len() >= MIN_STATE_KEY_BYTES)

@@ -8,6 +8,7 @@ pub mod auth;
 pub mod callers;
 pub mod catalog;
 mod ctx;
+mod env;
 mod explain;
 pub mod follow;
 mod host;
@@ -164,6 +165,17 @@ impl Config {
         // Relative file keys mean "beside this file" (`parse`), so the folder is passed on.
         let base = path.parent().unwrap_or(Path::new(""));
         Self::from_yaml_at(&text, &name, overrides, Some(base))
+    }
+
+    /// [`Config::load`] for `check-config --allow-missing-env`: an unset environment value an
+    /// `*Env` key names is listed (`key: $VAR is not set`) instead of refusing the file, and a
+    /// stand-in checks nothing further (src/config/env.rs).
+    pub fn load_allowing_missing_env(
+        path: &Path,
+        overrides: &Overrides,
+    ) -> Result<(Config, Vec<String>), ConfigError> {
+        let (cfg, missing) = env::allowing_missing(|| Self::load(path, overrides));
+        cfg.map(|c| (c, missing))
     }
 
     /// The effective mapping of a valid file, a line a value with where it came from

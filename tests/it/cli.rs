@@ -855,3 +855,61 @@ fn relative_file_keys_resolve_against_the_config_files_folder() {
     assert!(out.status.success(), "{out:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A file is often checked where its secrets are not (CI, a laptop): with
+/// `--allow-missing-env` every unset `*Env` value is listed by key and variable and the file
+/// still passes; without the flag the first one is fatal, as before.
+#[test]
+fn check_config_allow_missing_env_lists_unset_secrets_and_passes() {
+    let dir = std::env::temp_dir().join(format!("owsc-menv-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("secrets.yaml");
+    std::fs::write(
+        &f,
+        "mcp:\n  requestStateKeyEnv: OWSC_TEST_UNSET_STATE_KEY\nhost:\n  readiness:\n    credentialEnv: OWSC_TEST_UNSET_READY\n  templates:\n    callerValues:\n      project: { env: OWSC_TEST_UNSET_CALLERS }\n",
+    )
+    .unwrap();
+    let run = |flag: bool| {
+        let mut c = Command::new(BIN);
+        c.arg("check-config");
+        if flag {
+            c.arg("--allow-missing-env");
+        }
+        c.arg(&f)
+            .env_remove("OWSC_TEST_UNSET_STATE_KEY")
+            .env_remove("OWSC_TEST_UNSET_READY")
+            .env_remove("OWSC_TEST_UNSET_CALLERS")
+            .output()
+            .unwrap()
+    };
+    let out = run(false);
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not set"));
+
+    let out = run(true);
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    for (key, var) in [
+        ("mcp.requestStateKeyEnv", "OWSC_TEST_UNSET_STATE_KEY"),
+        ("host.readiness.credentialEnv", "OWSC_TEST_UNSET_READY"),
+        (
+            "host.templates.callerValues.project.env",
+            "OWSC_TEST_UNSET_CALLERS",
+        ),
+    ] {
+        assert!(
+            err.contains(&format!("warning: {key}: ${var} is not set")),
+            "{key} in {err}"
+        );
+    }
+    assert!(String::from_utf8_lossy(&out.stdout).contains(": ok"));
+
+    // Anything else wrong is still fatal with the flag.
+    std::fs::write(
+        &f,
+        "mcp:\n  requestStateKeyEnv: OWSC_TEST_UNSET_STATE_KEY\n  nope: 1\n",
+    )
+    .unwrap();
+    assert_eq!(run(true).status.code(), Some(64));
+    let _ = std::fs::remove_dir_all(&dir);
+}
