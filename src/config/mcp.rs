@@ -72,6 +72,8 @@ pub struct Mcp {
     pub refreshed_at: String,
     pub server_name: String,
     pub server_version: String,
+    /// `mcp.instructions`; `None`: each era's built-in text.
+    pub instructions: Option<String>,
     pub discover_ttl: Duration,
     pub tools_list_ttl: Duration,
     pub json_answer_cap: Duration,
@@ -98,6 +100,10 @@ pub struct RawMcp {
     #[schemars(with = "Option<String>")]
     pub refreshed_at: Option<Spanned<String>>,
     pub server_name: Option<String>,
+    /// The `instructions` text of `server/discover` and of the initialize-era `initialize`
+    /// answer, for the model (default: a sentence about starting and tracking OpenWOP
+    /// workflow runs, in each era's words for tasks). One text serves both eras.
+    pub instructions: Option<String>,
     pub discover_ttl_ms: Option<u64>,
     pub tools_list_ttl_ms: Option<u64>,
     #[schemars(with = "Option<u64>")]
@@ -245,6 +251,7 @@ impl RawMcp {
                 .server_name
                 .unwrap_or_else(|| DEFAULT_SERVER_NAME.into()),
             server_version: env!("CARGO_PKG_VERSION").to_string(),
+            instructions: self.instructions,
             discover_ttl: ms(self.discover_ttl_ms, DEFAULT_DISCOVER_TTL),
             tools_list_ttl: ms(self.tools_list_ttl_ms, DEFAULT_TOOLS_LIST_TTL),
             json_answer_cap,
