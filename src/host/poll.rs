@@ -123,7 +123,8 @@ impl HostClient {
                     })
                 },
             )
-            .await?;
+            .await
+            .inspect_err(|e| self.warn_if_mapping_error(run_id, e))?;
         read.ok_or_else(|| HostError::BadBody("the status read has no status".into()))
     }
 }

@@ -637,3 +637,61 @@ async fn elided_access_paths_write_ids_as_placeholders() {
     drop(sc);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A host that refuses every run read with a 400 (a getRun the mapping builds wrong) still
+/// gets the client "task not found", byte for byte as before, but the operator reads why:
+/// one warning per read naming the route as configured and the host's status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_run_read_warns_with_its_route_and_status() {
+    use openwop_devhost::{Fault, FaultKind, RouteClass};
+    let host = devhost().await;
+    let sc = spawn(&host.base_url()).await;
+    let task = sc.long_task().await;
+    let status_of = |status: u16| Fault {
+        route: RouteClass::GetRun,
+        kind: FaultKind::Status {
+            status,
+            retry_after: None,
+        },
+        times: None,
+    };
+    // What a 404 gets (a task that is not the caller's), for the byte comparison.
+    host.faults().add(status_of(404));
+    let (_, not_found) = sc
+        .post("tasks/get", json!({"taskId": task}), "application/json")
+        .await;
+    host.faults().clear();
+    assert!(
+        !sc.all().contains("getRun refused"),
+        "a 404 is the host's \"no such run\", not a mapping error:\n{}",
+        sc.all()
+    );
+    host.faults().add(status_of(400));
+    let (s, text) = sc
+        .post("tasks/get", json!({"taskId": task}), "application/json")
+        .await;
+    host.faults().clear();
+    assert_eq!(s, 200, "{text}");
+    assert_eq!(text, not_found, "the client's answer is unchanged");
+    assert!(text.contains("-32602"), "{text}");
+    let w = sc.line_with(&["getRun refused"]).await;
+    assert!(w.contains("WARN"), "{w}");
+    assert_eq!(field(&w, "route"), Some("getRun"), "{w}");
+    assert_eq!(field(&w, "method"), Some("GET"), "{w}");
+    assert_eq!(field(&w, "status"), Some("400"), "{w}");
+    assert!(field(&w, "path").unwrap_or("").contains("{runId}"), "{w}");
+    assert!(
+        w.contains("mcp{method=tasks/get"),
+        "inside the request's span: {w}"
+    );
+    assert_eq!(
+        sc.all().matches("getRun refused").count(),
+        1,
+        "once per refused read:\n{}",
+        sc.all()
+    );
+    assert!(!sc.all().contains(A), "the bearer token was logged");
+    sc.post("tasks/cancel", json!({"taskId": task}), "application/json")
+        .await;
+    drop(sc);
+}
