@@ -232,7 +232,14 @@ impl HostClient {
                     }
                     Ok(with_json(req, &create.body))
                 },
-                |_, h, b| Ok(self.created_of(h, &json_value(b)?)),
+                |status, h, b| {
+                    let v = json_value(b);
+                    let created = v.as_ref().ok().and_then(|v| self.created_of(h, v));
+                    if created.is_none() {
+                        self.warn_created_unread(status, h, b.len(), v.as_ref().ok());
+                    }
+                    v.map(|_| created)
+                },
             )
             .await?;
         created.ok_or_else(|| {

@@ -695,3 +695,52 @@ async fn a_refused_run_read_warns_with_its_route_and_status() {
         .await;
     drop(sc);
 }
+
+/// A `host.created` that does not match the host's create answer (here the default, the id
+/// in the body, in front of an API whose `202` names the job only in `Location`) fails every
+/// create; the operator reads why once per configuration: the setting, the status, what
+/// was missing and the headers that would have named the run. The client's answer is as
+/// before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_answer_the_created_setting_cannot_read_is_logged_once() {
+    let host = devhost_of(openwop_devhost::Flavor::Azure).await;
+    let yaml = crate::follow::AZURE.replace(
+        "  created: { idFrom: header, header: Location, idPattern: '/jobs/{id}', monitor: Operation-Location }\n",
+        "",
+    );
+    assert_ne!(yaml, crate::follow::AZURE, "the created line is removed");
+    let (_dir, file) = config_dir("created-wrong", &yaml);
+    let sc = spawn_with(&host.base_url(), &["--config", file.to_str().unwrap()]).await;
+    for _ in 0..2 {
+        let (s, text) = sc
+            .post(
+                "tools/call",
+                json!({"name": "greeting", "arguments": {"name": "Cy"}}),
+                "application/json",
+            )
+            .await;
+        assert_eq!(s, 200, "{text}");
+        assert!(
+            text.contains("-32603"),
+            "the create still fails as before: {text}"
+        );
+    }
+    let w = sc.line_with(&["createRun answer could not be read"]).await;
+    assert!(w.contains("WARN"), "{w}");
+    assert!(w.contains("host.created.idFrom: body"), "{w}");
+    assert!(w.contains("its body is empty"), "{w}");
+    assert_eq!(field(&w, "status"), Some("202"), "{w}");
+    assert!(
+        field(&w, "headers").unwrap_or("").contains("location"),
+        "{w}"
+    );
+    assert_eq!(
+        sc.all()
+            .matches("createRun answer could not be read")
+            .count(),
+        1,
+        "once per configuration:\n{}",
+        sc.all()
+    );
+    drop(sc);
+}
