@@ -866,7 +866,7 @@ fn check_config_allow_missing_env_lists_unset_secrets_and_passes() {
     let f = dir.join("secrets.yaml");
     std::fs::write(
         &f,
-        "mcp:\n  requestStateKeyEnv: OWSC_TEST_UNSET_STATE_KEY\nhost:\n  readiness:\n    credentialEnv: OWSC_TEST_UNSET_READY\n  templates:\n    callerValues:\n      project: { env: OWSC_TEST_UNSET_CALLERS }\n",
+        "mcp:\n  requestStateKeyEnv: OWSC_TEST_UNSET_STATE_KEY\nhost:\n  ids: { path: raw, taskId: sealed }\n  readiness:\n    credentialEnv: OWSC_TEST_UNSET_READY\n  templates:\n    callerValues:\n      project: { env: OWSC_TEST_UNSET_CALLERS }\n",
     )
     .unwrap();
     let run = |flag: bool| {
@@ -903,6 +903,10 @@ fn check_config_allow_missing_env_lists_unset_secrets_and_passes() {
         );
     }
     assert!(String::from_utf8_lossy(&out.stdout).contains(": ok"));
+    // The stand-in for the missing state key is not the file's risk: sealed ids with the
+    // key the file names are not warned about as if no key were configured.
+    assert!(!err.contains("random per-process key"), "{err}");
+    assert_eq!(err.lines().count(), 3, "{err}");
 
     // Anything else wrong is still fatal with the flag.
     std::fs::write(
