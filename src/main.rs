@@ -75,6 +75,11 @@ enum Cmd {
         /// from (FILE:line, the profile, or `default`).
         #[arg(long)]
         explain: bool,
+        /// List each environment value an `*Env` key names that is not set here as a warning
+        /// (key and variable), instead of refusing the file: for checking a file where its
+        /// secrets are not.
+        #[arg(long)]
+        allow_missing_env: bool,
     },
     /// Print the configuration file's JSON Schema (config/sidecar.schema.json).
     ConfigSchema,
@@ -93,11 +98,35 @@ fn load(config: Option<&PathBuf>, ov: &Overrides) -> Result<Config, ExitCode> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Cmd::CheckConfig { file, explain } = &cli.cmd {
-        return match Config::load(file, &Overrides::default()) {
+    if let Cmd::CheckConfig {
+        file,
+        explain,
+        allow_missing_env,
+    } = &cli.cmd
+    {
+        let loaded = if *allow_missing_env {
+            Config::load_allowing_missing_env(file, &Overrides::default())
+        } else {
+            Config::load(file, &Overrides::default()).map(|c| (c, Vec::new()))
+        };
+        return match loaded {
             // A closed stdout after a valid file still means "valid": the exit code says it.
-            Ok(cfg) => {
-                for w in cfg.warnings() {
+            Ok((cfg, missing)) => {
+                // A risk that only the missing value's stand-in creates (no state key, so
+                // sealed ids would not open on another replica) is not the file's.
+                let stand_in = |w: &String| {
+                    missing.iter().any(|m| {
+                        m.split(':')
+                            .next()
+                            .is_some_and(|key| w.contains(&format!("({key}")))
+                    })
+                };
+                for m in &missing {
+                    console::error_line(format_args!(
+                        "warning: {m} (allowed by --allow-missing-env)"
+                    ));
+                }
+                for w in cfg.warnings().iter().filter(|w| !stand_in(w)) {
                     console::error_line(format_args!("warning: {w}"));
                 }
                 if *explain {

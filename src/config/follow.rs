@@ -20,8 +20,11 @@ use crate::wop::{RunStatus, CANONICAL};
 /// First poll interval of `host.follow: poll` when the file names none.
 const DEFAULT_INITIAL: Duration = Duration::from_millis(250);
 /// Longest poll interval of the backoff when the file names none (a host's `Retry-After`
-/// may ask for longer, and is obeyed).
-const DEFAULT_MAX: Duration = Duration::from_secs(5);
+/// may ask for longer, and is obeyed). Half a second: a blocking call is answered within
+/// about that of its run's end (250, 500, 500, … ms after the create), where a doubling to
+/// seconds left a 5-second job's caller waiting almost 3 s more; a host that wants fewer
+/// reads says so with `Retry-After`.
+const DEFAULT_MAX: Duration = Duration::from_millis(500);
 
 /// How a blocking call or a task's immediate window follows a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -170,7 +173,7 @@ pub struct RawFollowFull {
     pub mode: String,
     /// First poll interval (default 250 ms); it doubles up to `maxIntervalMs`.
     pub initial_interval_ms: Option<u64>,
-    /// Longest poll interval of the backoff (default 5000 ms); a host's `Retry-After` may
+    /// Longest poll interval of the backoff (default 500 ms); a host's `Retry-After` may
     /// ask for longer and is obeyed.
     pub max_interval_ms: Option<u64>,
 }
@@ -569,6 +572,12 @@ mod tests {
                 .unwrap();
         let m = &ok.mapping;
         assert!(m.follow.poll);
+        // `follow: poll` alone: 250 ms doubling to a 500 ms ceiling, so a run is answered
+        // within about half a second of its end when the host sends no Retry-After.
+        assert_eq!(
+            (m.follow.initial, m.follow.max),
+            (Duration::from_millis(250), Duration::from_millis(500))
+        );
         assert_eq!(m.created.monitor.as_ref().unwrap(), "operation-location");
         assert_eq!(m.created.id_header.as_ref().unwrap().0, "location");
     }

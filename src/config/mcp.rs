@@ -72,6 +72,8 @@ pub struct Mcp {
     pub refreshed_at: String,
     pub server_name: String,
     pub server_version: String,
+    /// `mcp.instructions`; `None`: each era's built-in text.
+    pub instructions: Option<String>,
     pub discover_ttl: Duration,
     pub tools_list_ttl: Duration,
     pub json_answer_cap: Duration,
@@ -98,6 +100,10 @@ pub struct RawMcp {
     #[schemars(with = "Option<String>")]
     pub refreshed_at: Option<Spanned<String>>,
     pub server_name: Option<String>,
+    /// The `instructions` text of `server/discover` and of the initialize-era `initialize`
+    /// answer, for the model (default: a sentence about starting and tracking OpenWOP
+    /// workflow runs, in each era's words for tasks). One text serves both eras.
+    pub instructions: Option<String>,
     pub discover_ttl_ms: Option<u64>,
     pub tools_list_ttl_ms: Option<u64>,
     #[schemars(with = "Option<u64>")]
@@ -219,18 +225,19 @@ impl RawMcp {
             ));
         }
         let request_state_key = match &self.request_state_key_env {
-            Some(var) => match std::env::var(var) {
-                Ok(v) if v.len() >= MIN_STATE_KEY_BYTES => Some(Secret::new(v.into_bytes())),
-                Ok(_) => {
-                    return Err(cx.err(
-                        None,
-                        format!("mcp.requestStateKeyEnv: ${var} must hold at least 16 bytes"),
-                    ))
+            // Missing under check-config --allow-missing-env: no key stands in.
+            Some(var) => {
+                match super::env::var("mcp.requestStateKeyEnv", var).map_err(|m| cx.err(None, m))? {
+                    Some(v) if v.len() >= MIN_STATE_KEY_BYTES => Some(Secret::new(v.into_bytes())),
+                    Some(_) => {
+                        return Err(cx.err(
+                            None,
+                            format!("mcp.requestStateKeyEnv: ${var} must hold at least 16 bytes"),
+                        ))
+                    }
+                    None => None,
                 }
-                Err(_) => {
-                    return Err(cx.err(None, format!("mcp.requestStateKeyEnv: ${var} is not set")))
-                }
-            },
+            }
             None => std::env::var(STATE_KEY_ENV)
                 .ok()
                 .filter(|v| v.len() >= MIN_STATE_KEY_BYTES)
@@ -244,6 +251,7 @@ impl RawMcp {
                 .server_name
                 .unwrap_or_else(|| DEFAULT_SERVER_NAME.into()),
             server_version: env!("CARGO_PKG_VERSION").to_string(),
+            instructions: self.instructions,
             discover_ttl: ms(self.discover_ttl_ms, DEFAULT_DISCOVER_TTL),
             tools_list_ttl: ms(self.tools_list_ttl_ms, DEFAULT_TOOLS_LIST_TTL),
             json_answer_cap,

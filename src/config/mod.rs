@@ -8,6 +8,7 @@ pub mod auth;
 pub mod callers;
 pub mod catalog;
 mod ctx;
+mod env;
 mod explain;
 pub mod follow;
 mod host;
@@ -161,7 +162,20 @@ impl Config {
             column: 0,
             message: format!("cannot read the file: {e}"),
         })?;
-        Self::from_yaml_str(&text, &name, overrides)
+        // Relative file keys mean "beside this file" (`parse`), so the folder is passed on.
+        let base = path.parent().unwrap_or(Path::new(""));
+        Self::from_yaml_at(&text, &name, overrides, Some(base))
+    }
+
+    /// [`Config::load`] for `check-config --allow-missing-env`: an unset environment value an
+    /// `*Env` key names is listed (`key: $VAR is not set`) instead of refusing the file, and a
+    /// stand-in checks nothing further (src/config/env.rs).
+    pub fn load_allowing_missing_env(
+        path: &Path,
+        overrides: &Overrides,
+    ) -> Result<(Config, Vec<String>), ConfigError> {
+        let (cfg, missing) = env::allowing_missing(|| Self::load(path, overrides));
+        cfg.map(|c| (c, missing))
     }
 
     /// The effective mapping of a valid file, a line a value with where it came from
@@ -180,16 +194,34 @@ impl Config {
         source_name: &str,
         overrides: &Overrides,
     ) -> Result<Config, ConfigError> {
+        Self::from_yaml_at(text, source_name, overrides, None)
+    }
+
+    /// [`Config::from_yaml_str`] for a file in the folder `base`: relative file keys are
+    /// resolved against it ([`RawConfig::rebase`]).
+    pub fn from_yaml_at(
+        text: &str,
+        source_name: &str,
+        overrides: &Overrides,
+        base: Option<&Path>,
+    ) -> Result<Config, ConfigError> {
         match profile::merge(text, source_name)? {
-            None => Self::parse(text, source_name, overrides),
-            Some(m) => Self::parse(&m.text, source_name, overrides).map_err(|e| m.relocate(e)),
+            None => Self::parse(text, source_name, overrides, base),
+            Some(m) => {
+                Self::parse(&m.text, source_name, overrides, base).map_err(|e| m.relocate(e))
+            }
         }
     }
 
-    fn parse(text: &str, source_name: &str, overrides: &Overrides) -> Result<Config, ConfigError> {
+    fn parse(
+        text: &str,
+        source_name: &str,
+        overrides: &Overrides,
+        base: Option<&Path>,
+    ) -> Result<Config, ConfigError> {
         // An empty document means "all defaults", like `{}`.
         let text = if text.trim().is_empty() { "{}" } else { text };
-        let raw: RawConfig = serde_saphyr::from_str(text).map_err(|e| {
+        let mut raw: RawConfig = serde_saphyr::from_str(text).map_err(|e| {
             let loc = e.location().map(|l| (l.line(), l.column()));
             let message = clean_message(&e.to_string());
             let message = loc
@@ -198,6 +230,9 @@ impl Config {
             let loc = locate_unknown_field(text, &message, loc).or(loc);
             ConfigError::at(source_name, loc, message)
         })?;
+        if let Some(base) = base {
+            raw.rebase(base);
+        }
         raw.normalise(source_name, overrides).map_err(|mut e| {
             // Checks made after deserialisation without a span (host.fields, host.bodies,
             // route headers, …) still point at the value their message names.

@@ -24,6 +24,7 @@ use super::telemetry::{RawLogging, RawTelemetry};
 use super::tools::RawTools;
 use super::upstream::RawUpstream;
 use super::{Config, ConfigError, Overrides};
+use std::path::Path;
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -63,6 +64,48 @@ pub struct RawConfig {
 }
 
 impl RawConfig {
+    /// Every key that names a file, resolved against `base` (the folder of the configuration
+    /// file) when it is relative, so a file reads the same whatever the process's working
+    /// directory is. Absolute paths are kept; a configuration given as text (no file) passes
+    /// no base and its paths stay relative to the working directory.
+    pub fn rebase(&mut self, base: &Path) {
+        fn at(base: &Path, p: &str) -> String {
+            if p.is_empty() || Path::new(p).is_absolute() {
+                p.to_string()
+            } else {
+                base.join(p).display().to_string()
+            }
+        }
+        fn spanned(base: &Path, s: &mut Option<Spanned<String>>) {
+            if let Some(s) = s {
+                s.value = at(base, &s.value);
+            }
+        }
+        if let Some(t) = &mut self.tls {
+            t.cert_file.value = at(base, &t.cert_file.value);
+            t.key_file.value = at(base, &t.key_file.value);
+        }
+        spanned(base, &mut self.upstream.ca_file);
+        spanned(base, &mut self.upstream.client_cert_file);
+        spanned(base, &mut self.upstream.client_key_file);
+        if let Some(o) = &mut self.telemetry.otlp {
+            spanned(base, &mut o.ca_file);
+        }
+        spanned(base, &mut self.stdio.token_file);
+        for raw in self.host.templates.caller_values.values_mut() {
+            if let Some(f) = &mut raw.file {
+                if f.is_relative() {
+                    *f = base.join(&*f);
+                }
+            }
+        }
+        if let Some(r) = &mut self.host.readiness {
+            if let Some(f) = &mut r.credential_file {
+                *f = at(base, f);
+            }
+        }
+    }
+
     pub fn normalise(self, src: &str, ov: &Overrides) -> Result<Config, ConfigError> {
         let cx = Ctx { src };
         let listen = super::listener::listen(&cx, &self.listen, ov)?;

@@ -496,3 +496,10 @@ fn stdio_reads_the_token_from_the_default_variable_or_a_named_file() {
     let e = parse("stdio:\n  tokenEnv: ''\n").unwrap_err();
     assert!(e.to_string().contains("stdio.tokenEnv"), "{e}");
 }
+
+#[test]
+fn mcp_instructions_is_read_and_absent_by_default() {
+    assert!(parse("{}\n").unwrap().mcp.instructions.is_none());
+    let c = parse("mcp:\n  instructions: Starts build jobs.\n").unwrap();
+    assert_eq!(c.mcp.instructions.as_deref(), Some("Starts build jobs."));
+}

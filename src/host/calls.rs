@@ -232,7 +232,14 @@ impl HostClient {
                     }
                     Ok(with_json(req, &create.body))
                 },
-                |_, h, b| Ok(self.created_of(h, &json_value(b)?)),
+                |status, h, b| {
+                    let v = json_value(b);
+                    let created = v.as_ref().ok().and_then(|v| self.created_of(h, v));
+                    if created.is_none() {
+                        self.warn_created_unread(status, h, b.len(), v.as_ref().ok());
+                    }
+                    v.map(|_| created)
+                },
             )
             .await?;
         created.ok_or_else(|| {
@@ -255,8 +262,47 @@ impl HostClient {
             || self.request(op, &vars, &[], Some(caller)),
             |b| self.run_snapshot_of(b),
         )
-        .await?
+        .await
+        .inspect_err(|e| self.warn_if_mapping_error(run_id, e))?
         .ok_or_else(|| HostError::BadBody("getRun answer is not a RunSnapshot".into()))
+    }
+
+    /// A getRun the host refused with an answer that is neither "no such run" (the `notFound`
+    /// class: 404, and 403 under the defaults) nor a pass-through the client acts on (401,
+    /// 403 `insufficient_scope`, 429), nor a host fault: a read of a run has no parameters to
+    /// get wrong, so a 400 or 422 here says the mapping builds the read wrong (its path, ids
+    /// or headers). The client is told "task not found" all the same (src/mcp/error.rs,
+    /// `from_host_task_read`), which says nothing to the operator: this line does, naming
+    /// the route as configured and the host's status, once per refused read. The run id is
+    /// the caller's own; the host's message is not logged (it may quote the request).
+    pub(super) fn warn_if_mapping_error(&self, run_id: &str, e: &HostError) {
+        use crate::config::ErrorClass;
+        let HostError::Status { status, class, .. } = e else {
+            return;
+        };
+        let hidden = match class {
+            ErrorClass::InvalidParams | ErrorClass::ToolError | ErrorClass::Terminal => true,
+            ErrorClass::PassThrough => {
+                status.is_client_error() && !matches!(status.as_u16(), 401 | 403 | 429)
+            }
+            ErrorClass::NotFound | ErrorClass::Internal => false,
+        };
+        if hidden {
+            let route = self.routes.get(Operation::GetRun);
+            // Inside the request's span, as every host-call line is (src/access.rs).
+            crate::access::in_request(|| {
+                tracing::warn!(
+                    target: crate::access::HOST_TARGET,
+                    route = "getRun",
+                    method = %route.method,
+                    path = %route.template,
+                    run_id,
+                    status = status.as_u16(),
+                    "getRun refused: the client is told the task is not found; check \
+                     host.routes.getRun, host.ids and host.errors against the host's API"
+                )
+            });
+        }
     }
 
     /// getRun's answer bytes read into a RunSnapshot (`None`: JSON, but not a RunSnapshot).

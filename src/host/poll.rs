@@ -58,6 +58,66 @@ impl HostClient {
         Some(c)
     }
 
+    /// A 2xx createRun answer [`Self::created_of`] could not read: the run may well exist,
+    /// but the mapping cannot name it, so every create fails the same way until
+    /// `host.created` (or `host.fields.createdRunId`) is put right. The warning names the
+    /// setting and what the answer looked like (its status, the header or pointer that was
+    /// missing, the headers that would have named a run), never the body's values. Once per
+    /// configuration generation: a reload that changes the mapping may warn again.
+    pub(super) fn warn_created_unread(
+        &self,
+        status: http::StatusCode,
+        h: &HeaderMap,
+        body_len: usize,
+        body: Option<&Value>,
+    ) {
+        static WARNED: std::sync::Mutex<std::sync::Weak<Mapping>> =
+            std::sync::Mutex::new(std::sync::Weak::new());
+        {
+            // The generation is the mapping's allocation, which the `Weak` keeps from reuse.
+            let Ok(mut last) = WARNED.lock() else { return };
+            if std::ptr::eq(last.as_ptr(), std::sync::Arc::as_ptr(&self.mapping)) {
+                return;
+            }
+            *last = std::sync::Arc::downgrade(&self.mapping);
+        }
+        let m: &Mapping = &self.mapping;
+        let named: Vec<&str> = ["location", "operation-location", "azure-asyncoperation"]
+            .into_iter()
+            .filter(|n| h.contains_key(*n))
+            .collect();
+        let seen = match &m.created.id_header {
+            Some((name, _)) => match h.get(name).map(|v| v.to_str()) {
+                None => format!("it has no {name} header"),
+                Some(Err(_)) => format!("its {name} header is not text"),
+                Some(Ok(url)) => format!(
+                    "its {name} header '{url}' has no run id where host.created.idPattern \
+                     says"
+                ),
+            },
+            None => match body {
+                None => format!("its body ({body_len} bytes) is not JSON"),
+                Some(Value::Null) => "its body is empty".to_string(),
+                Some(_) => format!(
+                    "its body has no string at {} (host.fields.createdRunId)",
+                    m.fields.created_run_id
+                ),
+            },
+        };
+        let setting = match &m.created.id_header {
+            Some(_) => "host.created.idFrom: header",
+            None => "host.created.idFrom: body (the default)",
+        };
+        tracing::warn!(
+            status = status.as_u16(),
+            headers = %named.join(","),
+            "a createRun answer could not be read under {setting}: {seen}; the call fails \
+             although the host may have started the run. Check host.created \
+             against the host's create answer (a 202 that names its run in Location wants \
+             idFrom: header)"
+        );
+    }
+
     /// The request target (path and query, as written) of an absolute status monitor URL
     /// when it is on the upstream's origin (RFC 6454 §4: scheme, host and port, no userinfo),
     /// by the same check a catalog page's next link passes (src/host/link.rs); a relative
@@ -123,7 +183,8 @@ impl HostClient {
                     })
                 },
             )
-            .await?;
+            .await
+            .inspect_err(|e| self.warn_if_mapping_error(run_id, e))?;
         read.ok_or_else(|| HostError::BadBody("the status read has no status".into()))
     }
 }

@@ -181,6 +181,7 @@ impl HostClient {
                 if kept.is_some() {
                     rv.kept.invalidate(run_id);
                 }
+                self.warn_if_mapping_error(run_id, &e);
                 Err(e)
             }
         }

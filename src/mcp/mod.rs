@@ -398,7 +398,7 @@ async fn discover(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpErr
         "supportedVersions": cfg.mcp.revisions,
         "capabilities": caps,
         "serverInfo": server_info(cfg),
-        "instructions": "Starts and tracks OpenWOP workflow runs. Long runs return a task handle when the client declares io.modelcontextprotocol/tasks.",
+        "instructions": cfg.mcp.instructions.as_deref().unwrap_or("Starts and tracks OpenWOP workflow runs. Long runs return a task handle when the client declares io.modelcontextprotocol/tasks."),
         "ttlMs": cfg.mcp.discover_ttl.as_millis() as u64,
         "cacheScope": "private",
     });

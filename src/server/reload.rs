@@ -79,8 +79,15 @@ impl Live {
             return Reload::Unchanged;
         }
         let text = String::from_utf8_lossy(&bytes);
-        let built = Config::from_yaml_str(&text, &src.path.display().to_string(), &src.overrides)
-            .map_err(|e| e.to_string())
+        // Relative file keys are read beside the file, as at startup (`Config::load`).
+        let base = src.path.parent().unwrap_or(std::path::Path::new(""));
+        let built = Config::from_yaml_at(
+            &text,
+            &src.path.display().to_string(),
+            &src.overrides,
+            Some(base),
+        )
+        .map_err(|e| e.to_string())
             .and_then(|cfg| {
                 if cfg.listen != old.cfg.listen {
                     tracing::warn!(old = %old.cfg.listen, new = %cfg.listen, "listen changes only on restart");

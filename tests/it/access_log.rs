@@ -637,3 +637,110 @@ async fn elided_access_paths_write_ids_as_placeholders() {
     drop(sc);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A host that refuses every run read with a 400 (a getRun the mapping builds wrong) still
+/// gets the client "task not found", byte for byte as before, but the operator reads why:
+/// one warning per read naming the route as configured and the host's status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_run_read_warns_with_its_route_and_status() {
+    use openwop_devhost::{Fault, FaultKind, RouteClass};
+    let host = devhost().await;
+    let sc = spawn(&host.base_url()).await;
+    let task = sc.long_task().await;
+    let status_of = |status: u16| Fault {
+        route: RouteClass::GetRun,
+        kind: FaultKind::Status {
+            status,
+            retry_after: None,
+        },
+        times: None,
+    };
+    // What a 404 gets (a task that is not the caller's), for the byte comparison.
+    host.faults().add(status_of(404));
+    let (_, not_found) = sc
+        .post("tasks/get", json!({"taskId": task}), "application/json")
+        .await;
+    host.faults().clear();
+    assert!(
+        !sc.all().contains("getRun refused"),
+        "a 404 is the host's \"no such run\", not a mapping error:\n{}",
+        sc.all()
+    );
+    host.faults().add(status_of(400));
+    let (s, text) = sc
+        .post("tasks/get", json!({"taskId": task}), "application/json")
+        .await;
+    host.faults().clear();
+    assert_eq!(s, 200, "{text}");
+    assert_eq!(text, not_found, "the client's answer is unchanged");
+    assert!(text.contains("-32602"), "{text}");
+    let w = sc.line_with(&["getRun refused"]).await;
+    assert!(w.contains("WARN"), "{w}");
+    assert_eq!(field(&w, "route"), Some("getRun"), "{w}");
+    assert_eq!(field(&w, "method"), Some("GET"), "{w}");
+    assert_eq!(field(&w, "status"), Some("400"), "{w}");
+    assert!(field(&w, "path").unwrap_or("").contains("{runId}"), "{w}");
+    assert!(
+        w.contains("mcp{method=tasks/get"),
+        "inside the request's span: {w}"
+    );
+    assert_eq!(
+        sc.all().matches("getRun refused").count(),
+        1,
+        "once per refused read:\n{}",
+        sc.all()
+    );
+    assert!(!sc.all().contains(A), "the bearer token was logged");
+    sc.post("tasks/cancel", json!({"taskId": task}), "application/json")
+        .await;
+    drop(sc);
+}
+
+/// A `host.created` that does not match the host's create answer (here the default, the id
+/// in the body, in front of an API whose `202` names the job only in `Location`) fails every
+/// create; the operator reads why once per configuration: the setting, the status, what
+/// was missing and the headers that would have named the run. The client's answer is as
+/// before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_answer_the_created_setting_cannot_read_is_logged_once() {
+    let host = devhost_of(openwop_devhost::Flavor::Azure).await;
+    let yaml = crate::follow::AZURE.replace(
+        "  created: { idFrom: header, header: Location, idPattern: '/jobs/{id}', monitor: Operation-Location }\n",
+        "",
+    );
+    assert_ne!(yaml, crate::follow::AZURE, "the created line is removed");
+    let (_dir, file) = config_dir("created-wrong", &yaml);
+    let sc = spawn_with(&host.base_url(), &["--config", file.to_str().unwrap()]).await;
+    for _ in 0..2 {
+        let (s, text) = sc
+            .post(
+                "tools/call",
+                json!({"name": "greeting", "arguments": {"name": "Cy"}}),
+                "application/json",
+            )
+            .await;
+        assert_eq!(s, 200, "{text}");
+        assert!(
+            text.contains("-32603"),
+            "the create still fails as before: {text}"
+        );
+    }
+    let w = sc.line_with(&["createRun answer could not be read"]).await;
+    assert!(w.contains("WARN"), "{w}");
+    assert!(w.contains("host.created.idFrom: body"), "{w}");
+    assert!(w.contains("its body is empty"), "{w}");
+    assert_eq!(field(&w, "status"), Some("202"), "{w}");
+    assert!(
+        field(&w, "headers").unwrap_or("").contains("location"),
+        "{w}"
+    );
+    assert_eq!(
+        sc.all()
+            .matches("createRun answer could not be read")
+            .count(),
+        1,
+        "once per configuration:\n{}",
+        sc.all()
+    );
+    drop(sc);
+}

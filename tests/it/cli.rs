@@ -798,3 +798,122 @@ fn readme_curl_cookbook_works_against_the_demo() {
         "{stdout}"
     );
 }
+
+/// A relative file key means "beside the configuration file", not "in whatever folder the
+/// process was started from": the same file checks the same from any working directory.
+#[test]
+fn relative_file_keys_resolve_against_the_config_files_folder() {
+    let dir = std::env::temp_dir().join(format!("owsc-rel-{}", std::process::id()));
+    let elsewhere = dir.join("elsewhere");
+    std::fs::create_dir_all(dir.join("conf/secrets")).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(dir.join("conf/secrets/token"), "t0ken\n").unwrap();
+    std::fs::write(dir.join("conf/secrets/callers.json"), "{}").unwrap();
+    let f = dir.join("conf/sidecar.yaml");
+    std::fs::write(
+        &f,
+        "stdio:\n  tokenFile: secrets/token\nhost:\n  readiness:\n    credentialFile: secrets/token\n  templates:\n    callerValues:\n      project: { file: secrets/callers.json }\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .arg("check-config")
+        .arg("conf/sidecar.yaml")
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let out = Command::new(BIN)
+        .arg("check-config")
+        .arg(&f)
+        .current_dir(&elsewhere)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    // The same relative path is not looked up in the working directory.
+    std::fs::create_dir_all(elsewhere.join("secrets")).unwrap();
+    std::fs::write(elsewhere.join("secrets/token"), "t0ken\n").unwrap();
+    std::fs::remove_file(dir.join("conf/secrets/token")).unwrap();
+    let out = Command::new(BIN)
+        .arg("check-config")
+        .arg(&f)
+        .current_dir(&elsewhere)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not a readable file"), "{err}");
+    assert!(err.contains("conf/secrets/token"), "{err}");
+    // An absolute path is kept as written.
+    let abs = elsewhere.join("secrets/token");
+    std::fs::write(&f, format!("stdio:\n  tokenFile: {}\n", abs.display())).unwrap();
+    let out = Command::new(BIN)
+        .arg("check-config")
+        .arg(&f)
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A file is often checked where its secrets are not (CI, a laptop): with
+/// `--allow-missing-env` every unset `*Env` value is listed by key and variable and the file
+/// still passes; without the flag the first one is fatal, as before.
+#[test]
+fn check_config_allow_missing_env_lists_unset_secrets_and_passes() {
+    let dir = std::env::temp_dir().join(format!("owsc-menv-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("secrets.yaml");
+    std::fs::write(
+        &f,
+        "mcp:\n  requestStateKeyEnv: OWSC_TEST_UNSET_STATE_KEY\nhost:\n  ids: { path: raw, taskId: sealed }\n  readiness:\n    credentialEnv: OWSC_TEST_UNSET_READY\n  templates:\n    callerValues:\n      project: { env: OWSC_TEST_UNSET_CALLERS }\n",
+    )
+    .unwrap();
+    let run = |flag: bool| {
+        let mut c = Command::new(BIN);
+        c.arg("check-config");
+        if flag {
+            c.arg("--allow-missing-env");
+        }
+        c.arg(&f)
+            .env_remove("OWSC_TEST_UNSET_STATE_KEY")
+            .env_remove("OWSC_TEST_UNSET_READY")
+            .env_remove("OWSC_TEST_UNSET_CALLERS")
+            .output()
+            .unwrap()
+    };
+    let out = run(false);
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not set"));
+
+    let out = run(true);
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    for (key, var) in [
+        ("mcp.requestStateKeyEnv", "OWSC_TEST_UNSET_STATE_KEY"),
+        ("host.readiness.credentialEnv", "OWSC_TEST_UNSET_READY"),
+        (
+            "host.templates.callerValues.project.env",
+            "OWSC_TEST_UNSET_CALLERS",
+        ),
+    ] {
+        assert!(
+            err.contains(&format!("warning: {key}: ${var} is not set")),
+            "{key} in {err}"
+        );
+    }
+    assert!(String::from_utf8_lossy(&out.stdout).contains(": ok"));
+    // The stand-in for the missing state key is not the file's risk: sealed ids with the
+    // key the file names are not warned about as if no key were configured.
+    assert!(!err.contains("random per-process key"), "{err}");
+    assert_eq!(err.lines().count(), 3, "{err}");
+
+    // Anything else wrong is still fatal with the flag.
+    std::fs::write(
+        &f,
+        "mcp:\n  requestStateKeyEnv: OWSC_TEST_UNSET_STATE_KEY\n  nope: 1\n",
+    )
+    .unwrap();
+    assert_eq!(run(true).status.code(), Some(64));
+    let _ = std::fs::remove_dir_all(&dir);
+}

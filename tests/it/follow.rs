@@ -780,3 +780,37 @@ async fn an_owed_cancel_of_a_job_that_ended_meanwhile_counts_as_already_terminal
     assert!(gap >= Duration::from_millis(950), "{gap:?}");
     env.shutdown().await;
 }
+
+/// `host.follow: poll` at its defaults, against a host that sends no `Retry-After` (the
+/// AIP-151 flavour): a 5-second job's blocking call is answered within about half a second
+/// of the job's end, not seconds later because the backoff had doubled past it.
+#[tokio::test]
+async fn a_polled_five_second_job_is_answered_within_half_a_second_of_its_end() {
+    let yaml = AIP151.replace(
+        "  follow: { mode: poll, initialIntervalMs: 50, maxIntervalMs: 400 }\n",
+        "  follow: poll\n",
+    );
+    assert_ne!(yaml, AIP151, "the suite's quick intervals are removed");
+    let env = env_with_yaml(Flavor::Aip151, &yaml, |_| {}).await;
+    let started = std::time::Instant::now();
+    let r = env
+        .call(A, "cancellable", json!({"delayMs": 5000}), json!({}))
+        .await;
+    let took = started.elapsed();
+    assert!(r.body.get("result").is_some(), "{}", r.text);
+    assert_ne!(r.result()["isError"], true, "{}", r.text);
+    let ops = operations(&env.host).await;
+    let op = ops
+        .iter()
+        .find(|o| o["done"] == true)
+        .unwrap_or_else(|| panic!("the job ended: {ops:?}"));
+    assert!(op.get("error").is_none(), "{op}");
+    // The job itself takes 5 s from its create, which is made right after the call starts.
+    assert!(took >= Duration::from_secs(5), "{took:?}");
+    let late = took - Duration::from_secs(5);
+    assert!(
+        late < Duration::from_millis(900),
+        "answered {late:?} after the job's end (the last wait is at most 500 ms)"
+    );
+    env.shutdown().await;
+}

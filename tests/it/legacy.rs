@@ -550,3 +550,38 @@ async fn tasks_result_without_elicitation_waits_until_someone_answers() {
         task_id
     );
 }
+
+/// `mcp.instructions` is the one text both eras give the model: `server/discover` and the
+/// initialize-era `initialize` answer say what the operator wrote, not that the host is
+/// OpenWOP; without it each era keeps its built-in sentence.
+#[tokio::test]
+async fn configured_instructions_are_what_both_eras_answer() {
+    let env = env().await;
+    let d = env
+        .rpc(Some(A), "server/discover", json!({}), json!({}))
+        .await;
+    let built_in = d.result()["instructions"].as_str().unwrap().to_string();
+    assert!(
+        built_in.starts_with("Starts and tracks OpenWOP workflow runs."),
+        "{built_in}"
+    );
+    let i = Legacy::new(&env, A)
+        .rpc(0, "initialize", json!({"protocolVersion": L, "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}))
+        .await;
+    let legacy = i.body["result"]["instructions"].as_str().unwrap();
+    assert!(
+        legacy.starts_with("Starts and tracks OpenWOP workflow runs."),
+        "{legacy}"
+    );
+
+    let text = "Starts and follows build jobs; long builds can be followed as tasks.";
+    let env = env_with(|c| c.mcp.instructions = Some(text.into())).await;
+    let d = env
+        .rpc(Some(A), "server/discover", json!({}), json!({}))
+        .await;
+    assert_eq!(d.result()["instructions"], text);
+    let i = Legacy::new(&env, A)
+        .rpc(0, "initialize", json!({"protocolVersion": L, "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}))
+        .await;
+    assert_eq!(i.body["result"]["instructions"], text);
+}

@@ -263,7 +263,7 @@ async fn initialize(ctx: &McpContext, req: &McpRequest) -> Result<Answer, McpErr
             "protocolVersion": revision,
             "capabilities": caps,
             "serverInfo": super::server_info(cfg),
-            "instructions": "Starts and tracks OpenWOP workflow runs. Long runs can be called as tasks (2025-11-25) and followed with tasks/get and tasks/result.",
+            "instructions": cfg.mcp.instructions.as_deref().unwrap_or("Starts and tracks OpenWOP workflow runs. Long runs can be called as tasks (2025-11-25) and followed with tasks/get and tasks/result."),
         }),
         session: Some(session),
     })
