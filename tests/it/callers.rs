@@ -143,3 +143,33 @@ async fn an_answer_without_the_value_creates_nothing() {
     assert!(recorded(&env.host, "POST", ":run").is_empty());
     env.shutdown().await;
 }
+
+/// A 403 from the userinfo route is the host's refusal, answered as for any host call, and
+/// not kept: the next call asks again.
+#[tokio::test]
+async fn a_refusal_of_the_userinfo_route_is_passed_on_and_not_kept() {
+    use openwop_devhost::{Fault, FaultKind, RouteClass};
+    let env = env_with_yaml(Flavor::Aip151, &with_project_from_host(600_000), |_| {}).await;
+    env.host.clear_requests();
+    // The first request of its class is the userinfo read (it comes before the catalog's).
+    env.host.faults().add(Fault {
+        route: RouteClass::Other,
+        kind: FaultKind::Status {
+            status: 403,
+            retry_after: None,
+        },
+        times: Some(1),
+    });
+    let r = env.call(A, "noop", json!({}), json!({})).await;
+    // As the mapping answers any 403 of this host without a step-up challenge: the refusal
+    // named, not a login challenge (the credential is valid).
+    assert_ne!(r.status, 401, "{}", r.text);
+    assert!(r.error_code().is_some(), "{}", r.text);
+    assert!(r.text.contains("403"), "{}", r.text);
+    assert!(recorded(&env.host, "POST", ":run").is_empty());
+    let r = env.call(A, "noop", json!({}), json!({})).await;
+    assert_ne!(r.result()["isError"], true, "{}", r.text);
+    assert!(r.body.get("result").is_some(), "{}", r.text);
+    assert_eq!(recorded(&env.host, "GET", "/v1/userinfo").len(), 2);
+    env.shutdown().await;
+}
