@@ -69,6 +69,9 @@ enum Route<'a> {
     Operations,
     Operation(&'a str),
     Verb(&'a str, Verb),
+    /// `GET /v1/userinfo`: who the credential is, its project included (an OpenID Connect
+    /// UserInfo-style read; the sidecar's `host.templates.callerFrom` asks it).
+    UserInfo,
     Faults,
 }
 
@@ -87,6 +90,7 @@ fn route<'a>(method: &Method, path: &'a str) -> Option<Route<'a>> {
     let post = *method == Method::POST;
     let r = match segs[..] {
         ["_devhost", "faults"] => Route::Faults,
+        ["v1", "userinfo"] if get => Route::UserInfo,
         ["v1", "projects", p, "jobTypes"] if get => Route::JobTypes(p),
         ["v1", "projects", p, "jobTypes", jt] if get => Route::JobType(p, jt),
         ["v1", "projects", p, "jobTypes", last] if post => match last.rsplit_once(':') {
@@ -156,6 +160,13 @@ async fn serve(host: &Arc<HostState>, req: &Req<'_>) -> Result<Reply, ApiError> 
     };
     match route {
         Route::Faults => unreachable!("answered above"),
+        Route::UserInfo => {
+            known_query(&query, &[])?;
+            Ok(Reply::json(
+                200,
+                &serde_json::json!({ "project": caller.tenant }),
+            ))
+        }
         Route::JobTypes(p) => {
             known_query(&query, &["pageSize", "pageToken"])?;
             caller.require("manifest:read")?;

@@ -152,6 +152,7 @@
 //! | `POST /v1/operations/{op}:approve` | `approvals:respond` | `{approvalId?, comment?}` → Operation |
 //! | `POST /v1/operations/{op}:reject` | `approvals:respond` | `{approvalId?, reason?}` → Operation (the job fails, `error.code` 10) |
 //! | `POST /v1/operations/{op}:provideInput` | `approvals:respond` | `{inputRequestId?, values: {...}}` or `{inputRequestId?, decline: true}` → Operation |
+//! | `GET /v1/userinfo` | any valid credential | `{project}`: the credential's tenant (what a sidecar's `host.templates.callerFrom` reads); `401` for an unknown one |
 //!
 //! The Operation: `{name: "operations/op-<unix ms>-<16 hex>", done, metadata: {@type,
 //! jobType, state, createTime, updateTime, endTime?, requestedCancellation, labels?,

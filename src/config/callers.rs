@@ -11,6 +11,12 @@
 //!
 //! The table holds SHA-256 digests of the credentials, never the credentials, and neither the
 //! keys nor the values reach a log line or an error message (issue 7).
+//!
+//! `host.templates.callerFrom` is the other source: a host route (a `userinfo`-style read)
+//! asked with the caller's own credential, a JSON pointer per name over its answer, the
+//! answer's values kept per credential digest for `ttlMs` (src/host/callers.rs). A name both
+//! sources give is the table's for a credential the table lists (an operator's explicit
+//! binding wins), the host's for any other.
 
 use std::collections::HashMap;
 
@@ -31,7 +37,195 @@ pub struct RawCallerValues {
     pub env: Option<String>,
 }
 
-/// One table: a credential's SHA-256 digest to its value.
+/// `host.templates.callerFrom`: the host route that answers who a credential is.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawCallerFrom {
+    /// The route, relative to `upstream.url`, asked with the caller's own credential (a
+    /// `userinfo`-style read): `{path, method?}`, `GET` by default. Its path is sent as
+    /// written (no placeholders).
+    pub route: RawCallerRoute,
+    /// Per `{caller.NAME}`, a JSON pointer (RFC 6901) to a string or number in the answer.
+    pub values: std::collections::BTreeMap<String, String>,
+    /// How long one credential's answer is kept (milliseconds; 300000 by default).
+    pub ttl_ms: Option<u64>,
+}
+
+/// `host.templates.callerFrom.route`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawCallerRoute {
+    /// The path (and query), starting with `/`.
+    pub path: String,
+    /// `GET` (the default) or another method without a body.
+    pub method: Option<String>,
+}
+
+/// How long a host's answer about a credential is kept when `ttlMs` is not set.
+pub const DEFAULT_CALLER_TTL: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// The compiled `host.templates.callerFrom`, with its cache: one per configuration
+/// generation, so a reload that changes the route or the pointers never serves values read
+/// under the old ones.
+pub struct CallerFrom {
+    pub method: http::Method,
+    pub path: String,
+    /// `(NAME, pointer)`, in name order.
+    pub values: Vec<(String, String)>,
+    pub ttl: std::time::Duration,
+    /// A credential's digest to the values the host answered for it. Errors are not kept.
+    pub cache: moka::future::Cache<[u8; 32], std::sync::Arc<HostValues>>,
+}
+
+impl std::fmt::Debug for CallerFrom {
+    // Never the cached values: the route and the pointers only.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallerFrom")
+            .field("method", &self.method)
+            .field("path", &self.path)
+            .field("values", &self.values)
+            .field("ttl", &self.ttl)
+            .finish()
+    }
+}
+
+/// The values the host answered for one credential: `(NAME, value)`.
+pub struct HostValues(Secret<Vec<(String, String)>>);
+
+impl std::fmt::Debug for HostValues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HostValues(<redacted>)")
+    }
+}
+
+impl HostValues {
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .expose()
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+impl CallerFrom {
+    /// Checks `host.templates.callerFrom`; errors name the key (the loader adds file:line).
+    pub fn compile(raw: &RawCallerFrom) -> Result<CallerFrom, String> {
+        let what = "host.templates.callerFrom";
+        let path = &raw.route.path;
+        if !path.starts_with('/') {
+            return Err(format!(
+                "{what}.route.path: '{path}' must start with '/' (a path under upstream.url, \
+                 like /v1/userinfo)"
+            ));
+        }
+        if path.contains('{') || http::uri::PathAndQuery::try_from(path.as_str()).is_err() {
+            return Err(format!(
+                "{what}.route.path: '{path}' is not a fixed URL path (no placeholders; \
+                 percent-encode it)"
+            ));
+        }
+        let method = match &raw.route.method {
+            None => http::Method::GET,
+            Some(m) => match http::Method::from_bytes(m.to_ascii_uppercase().as_bytes()) {
+                Ok(m) if !matches!(m, http::Method::CONNECT | http::Method::TRACE) => m,
+                _ => {
+                    return Err(format!(
+                        "{what}.route.method: '{m}' is not a method to read with"
+                    ))
+                }
+            },
+        };
+        if raw.values.is_empty() {
+            return Err(format!(
+                "{what}.values: name at least one value, like {{project: /project}}"
+            ));
+        }
+        let mut values = Vec::with_capacity(raw.values.len());
+        for (name, pointer) in &raw.values {
+            check_name(name).map_err(|m| format!("{what}.values: {m}"))?;
+            if !pointer.starts_with('/') {
+                return Err(format!(
+                    "{what}.values.{name}: '{pointer}' is not a JSON pointer into the answer \
+                     (like /project)"
+                ));
+            }
+            values.push((name.clone(), pointer.clone()));
+        }
+        let ttl = match raw.ttl_ms {
+            None => DEFAULT_CALLER_TTL,
+            Some(0) => {
+                return Err(format!(
+                    "{what}.ttlMs: must be at least 1 (the host would be asked on every call)"
+                ))
+            }
+            Some(ms) => std::time::Duration::from_millis(ms),
+        };
+        Ok(CallerFrom {
+            method,
+            path: path.clone(),
+            values,
+            ttl,
+            cache: moka::future::Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(ttl)
+                .build(),
+        })
+    }
+
+    /// The values of one answer: each pointer must reach a non-empty string or a number.
+    /// The error names the value and its pointer, never what the answer held.
+    pub fn read(&self, answer: &serde_json::Value) -> Result<HostValues, String> {
+        let mut out = Vec::with_capacity(self.values.len());
+        for (name, pointer) in &self.values {
+            let v = match answer.pointer(pointer) {
+                Some(serde_json::Value::String(s)) if !s.is_empty() => s.clone(),
+                Some(n @ serde_json::Value::Number(_)) => n.to_string(),
+                Some(serde_json::Value::String(_)) => {
+                    return Err(format!(
+                        "host.templates.callerFrom.values.{name}: the answer's {pointer} is \
+                         empty"
+                    ))
+                }
+                Some(_) => {
+                    return Err(format!(
+                        "host.templates.callerFrom.values.{name}: the answer's {pointer} is \
+                         not a string or a number"
+                    ))
+                }
+                None => {
+                    return Err(format!(
+                        "host.templates.callerFrom.values.{name}: the answer has no {pointer}"
+                    ))
+                }
+            };
+            out.push((name.clone(), v));
+        }
+        Ok(HostValues(Secret::new(out)))
+    }
+
+    /// The cache key of a credential (`None`: the caller sent none).
+    pub fn key(authorization: Option<&HeaderValue>) -> Option<[u8; 32]> {
+        authorization.map(|a| digest(credential(a.as_bytes())))
+    }
+}
+
+/// A `{caller.NAME}` name: letters, digits, `_` and `-`.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Err(format!(
+            "'{name}' is not a name (letters, digits, '_' and '-')"
+        ));
+    }
+    Ok(())
+}
+
+/// One `{caller.NAME}`: the operator's table (possibly empty) and whether the host answers it
+/// too (`host.templates.callerFrom`).
 #[derive(Clone, PartialEq, Eq)]
 pub struct CallerValues {
     /// The table's name (`NAME` of `{caller.NAME}`).
@@ -39,6 +233,9 @@ pub struct CallerValues {
     /// `caller.NAME`: what [`super::template::Var::name`] says of its placeholder.
     pub placeholder: String,
     table: Secret<HashMap<[u8; 32], String>>,
+    /// `host.templates.callerFrom.values` names it: a credential the table does not list
+    /// takes the host's answer.
+    pub from_host: bool,
 }
 
 impl std::fmt::Debug for CallerValues {
@@ -47,6 +244,7 @@ impl std::fmt::Debug for CallerValues {
         f.debug_struct("CallerValues")
             .field("name", &self.name)
             .field("credentials", &self.table.expose().len())
+            .field("from_host", &self.from_host)
             .finish()
     }
 }
@@ -118,6 +316,7 @@ impl CallerValues {
             name: name.to_string(),
             placeholder: format!("caller.{name}"),
             table: Secret::new(table),
+            from_host: false,
         })
     }
 
@@ -127,7 +326,19 @@ impl CallerValues {
             name: name.to_string(),
             placeholder: format!("caller.{name}"),
             table: Secret::new(HashMap::new()),
+            from_host: false,
         }
+    }
+
+    /// This value, answered by the host for credentials the table does not list.
+    pub fn with_host(mut self) -> CallerValues {
+        self.from_host = true;
+        self
+    }
+
+    /// Whether the table binds this exact credential.
+    pub fn binds(&self, authorization: Option<&HeaderValue>) -> bool {
+        self.value_for(authorization).is_some()
     }
 
     /// This caller's value: the one bound to its exact credential, or none.
@@ -229,5 +440,84 @@ mod tests {
             assert!(e.contains(want), "{text}: {e}");
             assert!(!e.contains("secret-key"), "{e}");
         }
+    }
+
+    fn from(values: &[(&str, &str)]) -> CallerFrom {
+        CallerFrom::compile(&RawCallerFrom {
+            route: RawCallerRoute {
+                path: "/v1/userinfo".into(),
+                method: None,
+            },
+            values: values
+                .iter()
+                .map(|(n, p)| (n.to_string(), p.to_string()))
+                .collect(),
+            ttl_ms: None,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn an_answer_without_a_value_names_the_pointer_never_the_answer() {
+        let f = from(&[("project", "/user/project"), ("n", "/n")]);
+        let v = f
+            .read(&serde_json::json!({"user": {"project": "acme"}, "n": 7}))
+            .unwrap();
+        assert_eq!(v.get("project"), Some("acme"));
+        assert_eq!(v.get("n"), Some("7"));
+        assert!(!format!("{v:?}").contains("acme"));
+        for (answer, want) in [
+            (
+                serde_json::json!({"n": 1, "user": {"name": "secret-who"}}),
+                "host.templates.callerFrom.values.project: the answer has no /user/project",
+            ),
+            (
+                serde_json::json!({"n": 1, "user": {"project": ""}}),
+                "host.templates.callerFrom.values.project: the answer's /user/project is empty",
+            ),
+            (
+                serde_json::json!({"n": 1, "user": {"project": {"id": "secret-who"}}}),
+                "is not a string or a number",
+            ),
+        ] {
+            let e = f.read(&answer).unwrap_err();
+            assert!(e.contains(want), "{e}");
+            assert!(!e.contains("secret-who"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_table_binding_wins_over_the_hosts_answer() {
+        let t = CallerValues::parse("project", r#"{"acme-dev-key": "pinned"}"#)
+            .unwrap()
+            .with_host();
+        let host = from(&[("project", "/project")])
+            .read(&serde_json::json!({"project": "from-host"}))
+            .unwrap();
+        let seg = [crate::config::template::Segment::Param(
+            crate::config::template::Var::Caller(std::sync::Arc::new(t)),
+        )];
+        let vars = crate::host::Vars {
+            from_host: Some(&host),
+            ..crate::host::Vars::default()
+        };
+        let fill = |key: &str| {
+            let caller = crate::host::Caller {
+                authorization: Some(auth(&format!("Bearer {key}"))),
+                ..crate::host::Caller::default()
+            };
+            let mut out = String::new();
+            crate::host::fill::fill(
+                &mut out,
+                &seg,
+                &vars,
+                Some(&caller),
+                crate::config::IdEncoding::Tilde,
+                crate::host::fill::Dest::Path,
+            )
+            .map(|()| out)
+        };
+        assert_eq!(fill("acme-dev-key").unwrap(), "pinned");
+        assert_eq!(fill("other-key").unwrap(), "from-host");
     }
 }

@@ -108,6 +108,11 @@ pub struct RawTemplates {
     /// credential is not listed has no value, and a request needing it is refused.
     #[serde(default)]
     pub caller_values: BTreeMap<String, super::callers::RawCallerValues>,
+    /// Values the host answers about the caller's own credential for `{caller.NAME}`
+    /// placeholders: a route asked with it (a `userinfo`-style read) and a JSON pointer per
+    /// name over the answer, kept per credential for `ttlMs`. For a credential that
+    /// `callerValues` lists, the table's value wins.
+    pub caller_from: Option<super::callers::RawCallerFrom>,
 }
 
 // The schema of `host.idempotency` (the value itself is read by `idempotency_setting`).
@@ -168,27 +173,37 @@ impl RawHost {
         }
     }
 
-    /// `host.templates.callerValues`, each table read now (src/config/callers.rs).
+    /// `host.templates.callerValues`, each table read now (src/config/callers.rs), and the
+    /// names `host.templates.callerFrom` answers: one entry per name, the table's first.
     pub(super) fn caller_values_list(
         &self,
     ) -> Result<Vec<std::sync::Arc<super::callers::CallerValues>>, String> {
+        let mut out: BTreeMap<String, super::callers::CallerValues> = BTreeMap::new();
+        for (name, raw) in &self.templates.caller_values {
+            super::callers::check_name(name)
+                .map_err(|m| format!("host.templates.callerValues: {m}"))?;
+            out.insert(name.clone(), super::callers::CallerValues::load(name, raw)?);
+        }
+        if let Some(from) = &self.templates.caller_from {
+            for name in from.values.keys() {
+                let v = out
+                    .remove(name)
+                    .unwrap_or_else(|| super::callers::CallerValues::empty(name));
+                out.insert(name.clone(), v.with_host());
+            }
+        }
+        Ok(out.into_values().map(std::sync::Arc::new).collect())
+    }
+
+    /// `host.templates.callerFrom`, compiled with a fresh cache (src/config/callers.rs).
+    pub(super) fn caller_from(
+        &self,
+    ) -> Result<Option<std::sync::Arc<super::callers::CallerFrom>>, String> {
         self.templates
-            .caller_values
-            .iter()
-            .map(|(name, raw)| {
-                if name.is_empty()
-                    || !name
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-                {
-                    return Err(format!(
-                        "host.templates.callerValues: '{name}' is not a name (letters, digits, \
-                         '_' and '-')"
-                    ));
-                }
-                super::callers::CallerValues::load(name, raw).map(std::sync::Arc::new)
-            })
-            .collect()
+            .caller_from
+            .as_ref()
+            .map(|raw| super::callers::CallerFrom::compile(raw).map(std::sync::Arc::new))
+            .transpose()
     }
 
     pub(super) fn allow_headers_list(&self) -> Result<Vec<HeaderName>, String> {
@@ -346,6 +361,7 @@ impl RawRoutes {
             by_op,
             allow_headers,
             caller_values,
+            caller_from: None,
         })
     }
 }
@@ -371,8 +387,9 @@ impl RawHost {
     ) -> Result<(Routes, Mapping), ConfigError> {
         let allow_headers = self.allow_headers_list().map_err(|m| cx.err(None, m))?;
         let caller_values = self.caller_values_list().map_err(|m| cx.err(None, m))?;
+        let caller_from = self.caller_from().map_err(|m| cx.err(None, m))?;
         let idempotency = self.idempotency_setting().map_err(|m| cx.err(None, m))?;
-        let routes = std::mem::take(&mut self.routes).normalise(
+        let mut routes = std::mem::take(&mut self.routes).normalise(
             cx,
             request_timeout,
             allow_headers,
@@ -382,6 +399,7 @@ impl RawHost {
         let mapping = self
             .mapping_with(&routes.allow_headers, &routes.caller_values, idempotency)
             .map_err(|(l, m)| cx.err(l, m))?;
+        routes.caller_from = caller_from;
         Ok((routes, mapping))
     }
 }

@@ -219,6 +219,9 @@ pub struct Routes {
     pub allow_headers: Vec<http::HeaderName>,
     /// `host.templates.callerValues`: the tables `{caller.NAME}` placeholders read.
     pub caller_values: Vec<std::sync::Arc<super::callers::CallerValues>>,
+    /// `host.templates.callerFrom`: the host route answering `{caller.NAME}` values, with
+    /// this generation's cache of its answers (src/host/callers.rs).
+    pub caller_from: Option<std::sync::Arc<super::callers::CallerFrom>>,
 }
 
 impl Routes {

@@ -197,8 +197,9 @@ fn placeholder(name: &str, scope: &Scope) -> Result<Var, String> {
             .find(|t| t.name == c)
             .ok_or_else(|| {
                 format!(
-                    "{{{name}}}: '{c}' is not in host.templates.callerValues (only the values the \
-                 operator binds to credentials there may reach the host)"
+                    "{{{name}}}: '{c}' is not in host.templates.callerValues nor \
+                     host.templates.callerFrom.values (only the values the operator binds to \
+                     credentials there, or the host answers for them, may reach the host)"
                 )
             })?;
         Var::Caller(t.clone())

@@ -503,3 +503,52 @@ fn mcp_instructions_is_read_and_absent_by_default() {
     let c = parse("mcp:\n  instructions: Starts build jobs.\n").unwrap();
     assert_eq!(c.mcp.instructions.as_deref(), Some("Starts build jobs."));
 }
+
+#[test]
+fn caller_values_from_the_host_are_checked_where_they_are_written() {
+    let base = "upstream: { url: http://h:1 }\nhost:\n  routes:\n    createRun: { path: '/p/{caller.project}/runs' }\n  templates:\n    callerFrom:\n";
+    for (rest, want, line) in [
+        (
+            "      route: { path: v1/userinfo }\n      values: { project: /project }\n",
+            "host.templates.callerFrom.route.path: 'v1/userinfo' must start with '/'",
+            7,
+        ),
+        (
+            "      route: { path: /userinfo }\n      values: { project: project }\n",
+            "host.templates.callerFrom.values.project: 'project' is not a JSON pointer",
+            8,
+        ),
+        (
+            "      route: { path: /userinfo }\n      values: { project: /project }\n      ttlMs: 0\n",
+            "host.templates.callerFrom.ttlMs: must be at least 1",
+            9,
+        ),
+        (
+            "      route: { path: /userinfo }\n      values: {}\n",
+            "host.templates.callerFrom.values: name at least one value",
+            8,
+        ),
+    ] {
+        let e = parse(&format!("{base}{rest}")).unwrap_err();
+        assert!(e.message.starts_with(want), "{rest}: {e}");
+        assert_eq!(e.line, line, "{rest}: {e}");
+    }
+    // A placeholder neither source names is refused with both.
+    let e = parse(&format!(
+        "{base}      route: {{ path: /userinfo }}\n      values: {{ tenant: /tenant }}\n"
+    ))
+    .unwrap_err();
+    assert!(
+        e.message.contains(
+            "'project' is not in host.templates.callerValues nor host.templates.callerFrom.values"
+        ),
+        "{e}"
+    );
+    let ok = parse(&format!(
+        "{base}      route: {{ path: /userinfo }}\n      values: {{ project: /project }}\n"
+    ))
+    .unwrap();
+    let from = ok.routes.caller_from.as_ref().expect("callerFrom");
+    assert_eq!(from.method, http::Method::GET);
+    assert_eq!(from.ttl, super::callers::DEFAULT_CALLER_TTL);
+}

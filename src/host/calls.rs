@@ -37,6 +37,9 @@ pub struct CreateRequest {
     call_id: String,
     tool: String,
     args: Value,
+    /// The caller's values the host answered (`host.templates.callerFrom`), kept so every
+    /// attempt builds the same target.
+    from_host: Option<std::sync::Arc<crate::config::callers::HostValues>>,
 }
 
 impl CreateRequest {
@@ -50,6 +53,7 @@ impl CreateRequest {
             tool: Some(&self.tool),
             args: Some(&self.args),
             call_id: Some(&self.call_id),
+            from_host: self.from_host.as_deref(),
             ..Vars::default()
         }
     }
@@ -66,8 +70,10 @@ impl HostClient {
     }
 
     pub async fn get_workflow(&self, caller: &Caller, id: &str) -> Result<Value, HostError> {
+        let hv = self.host_values(caller).await?;
         let vars = Vars {
             tool: Some(id),
+            from_host: hv.as_deref(),
             ..Vars::default()
         };
         self.send_json(Operation::GetWorkflow, || {
@@ -86,6 +92,11 @@ impl HostClient {
             return Ok(());
         };
         let op = Operation::ListRuns;
+        let hv = self.host_values(caller).await?;
+        let vars = Vars {
+            from_host: hv.as_deref(),
+            ..Vars::default()
+        };
         let query = || p.query.iter().map(|(k, v)| (k.as_str(), v.as_str()));
         self.send_within(
             op,
@@ -93,7 +104,7 @@ impl HostClient {
             || match &p.fixed {
                 None => {
                     let query: Vec<(&str, &str)> = query().collect();
-                    self.request(op, &Vars::default(), &query, Some(caller))
+                    self.request(op, &vars, &query, Some(caller))
                 }
                 Some((method, path)) => self.request_raw(
                     method.clone(),
@@ -116,20 +127,30 @@ impl HostClient {
     pub fn list_tools_target(
         &self,
         caller: &Caller,
+        from_host: Option<&crate::config::callers::HostValues>,
         query: &[(&str, &str)],
     ) -> Result<String, HostError> {
-        self.target(Operation::ListTools, &Vars::default(), query, Some(caller))
+        let vars = Vars {
+            from_host,
+            ..Vars::default()
+        };
+        self.target(Operation::ListTools, &vars, query, Some(caller))
             .map_err(|m| HostError::from(BadTarget::unfilled(Operation::ListTools, &m)))
     }
 
     /// One page of the tool catalog, at `target` ([`HostClient::list_tools_target`], or a
     /// next link checked by [`HostClient::same_origin_target`]).
     pub async fn list_tools(&self, caller: &Caller, target: &str) -> Result<Value, HostError> {
+        let hv = self.host_values(caller).await?;
+        let vars = Vars {
+            from_host: hv.as_deref(),
+            ..Vars::default()
+        };
         self.send_json(Operation::ListTools, || {
             self.request_to(
                 Operation::ListTools,
                 target.to_string(),
-                &Vars::default(),
+                &vars,
                 Some(caller),
             )
         })
@@ -143,6 +164,7 @@ impl HostClient {
     pub fn prepare_create(
         &self,
         caller: &Caller,
+        from_host: Option<std::sync::Arc<crate::config::callers::HostValues>>,
         workflow_id: &str,
         inputs: &Value,
         templates: &[&CreateTemplate],
@@ -153,6 +175,7 @@ impl HostClient {
             tool: Some(workflow_id),
             args: Some(inputs),
             call_id: Some(call_id),
+            from_host: from_host.as_deref(),
             ..Vars::default()
         };
         // Every placeholder of the target and headers must fill (the request is built again,
@@ -207,6 +230,7 @@ impl HostClient {
             call_id: call_id.to_string(),
             tool: workflow_id.to_string(),
             args: inputs.clone(),
+            from_host,
         })
     }
 
@@ -251,8 +275,10 @@ impl HostClient {
     }
 
     pub async fn get_run(&self, caller: &Caller, run_id: &str) -> Result<RunSnapshot, HostError> {
+        let hv = self.host_values(caller).await?;
         let vars = Vars {
             run_id: Some(run_id),
+            from_host: hv.as_deref(),
             ..Vars::default()
         };
         let op = Operation::GetRun;
@@ -332,9 +358,11 @@ impl HostClient {
         run_id: &str,
         reason: Option<&str>,
     ) -> Result<Value, HostError> {
+        let hv = self.host_values(caller).await?;
         let vars = Vars {
             run_id: Some(run_id),
             reason,
+            from_host: hv.as_deref(),
             ..Vars::default()
         };
         let body = self.cancel_body(caller, &vars)?;
@@ -352,9 +380,11 @@ impl HostClient {
         run_id: &str,
         reason: &str,
     ) -> Result<Value, HostError> {
+        let hv = self.host_values(caller).await?;
         let vars = Vars {
             run_id: Some(run_id),
             reason: Some(reason),
+            from_host: hv.as_deref(),
             ..Vars::default()
         };
         let body = self.cancel_body(caller, &vars)?;
@@ -372,10 +402,12 @@ impl HostClient {
         resume_value: &Value,
         idempotency_key: &str,
     ) -> Result<Value, HostError> {
+        let hv = self.host_values(caller).await?;
         let vars = Vars {
             run_id: Some(run_id),
             node_id: Some(node_id),
             value: Some(resume_value),
+            from_host: hv.as_deref(),
             ..Vars::default()
         };
         let body = fill::body(&self.mapping.bodies.resolve_interrupt, &vars, Some(caller))
@@ -411,12 +443,14 @@ impl HostClient {
         idempotency_key: &str,
     ) -> Result<Value, HostError> {
         let op = Operation::ResolveInterrupt;
+        let hv = self.host_values(caller).await?;
         let vars = Vars {
             run_id: Some(answer.run_id),
             node_id: Some(answer.node_id),
             interrupt_id: Some(answer.interrupt_id),
             value: Some(answer.resume),
             content: answer.content,
+            from_host: hv.as_deref(),
             ..Vars::default()
         };
         // A caller's missing value is named to it (-32602), anything else is a warning.
@@ -462,8 +496,10 @@ impl HostClient {
         after: Option<i64>,
         timeout_s: u32,
     ) -> Result<EventPage, HostError> {
+        let hv = self.host_values(caller).await?;
         let vars = Vars {
             run_id: Some(run_id),
+            from_host: hv.as_deref(),
             ..Vars::default()
         };
         let timeout_s = timeout_s.clamp(1, 60);
@@ -493,8 +529,10 @@ impl HostClient {
         run_id: &str,
         last_event_id: Option<i64>,
     ) -> Result<EventStream, HostError> {
+        let hv = self.host_values(caller).await?;
         let vars = Vars {
             run_id: Some(run_id),
+            from_host: hv.as_deref(),
             ..Vars::default()
         };
         let mut req = self.request(Operation::StreamEvents, &vars, &[], Some(caller))?;

@@ -6,7 +6,7 @@ use http::{HeaderName, HeaderValue};
 use serde_json::Value;
 
 use super::Caller;
-use crate::config::callers::CallerValues;
+use crate::config::callers::{CallerValues, HostValues};
 use crate::config::template::{BodyTemplate, Segment, Var};
 use crate::config::IdEncoding;
 
@@ -25,6 +25,9 @@ pub struct Vars<'a> {
     pub interrupt_id: Option<&'a str>,
     /// The accepted elicitation's content object (`host.resolve`).
     pub content: Option<&'a Value>,
+    /// The values the host answered for the caller's credential (`host.templates.callerFrom`;
+    /// src/host/callers.rs), looked up before the request is built.
+    pub from_host: Option<&'a HostValues>,
 }
 
 /// A placeholder the call cannot fill: the caller's mistake (`-32602` before any host call:
@@ -120,12 +123,21 @@ fn header_of<'c>(caller: Option<&'c Caller>, h: &HeaderName) -> Result<&'c str, 
         .ok_or_else(|| Missing::Header(h.clone()))
 }
 
-fn caller_value<'c>(caller: Option<&Caller>, t: &'c CallerValues) -> Result<&'c str, Missing> {
+/// The table's value for this credential, else the host's answer (an operator's explicit
+/// binding wins; src/config/callers.rs).
+fn caller_value<'c>(
+    caller: Option<&Caller>,
+    t: &'c CallerValues,
+    from_host: Option<&'c HostValues>,
+) -> Result<&'c str, Missing> {
     let authorization = caller.and_then(|c| c.authorization.as_ref());
-    t.value_for(authorization).ok_or_else(|| Missing::Caller {
-        name: t.name.clone(),
-        presented: authorization.is_some(),
-    })
+    let host = || from_host.filter(|_| t.from_host)?.get(&t.name);
+    t.value_for(authorization)
+        .or_else(host)
+        .ok_or_else(|| Missing::Caller {
+            name: t.name.clone(),
+            presented: authorization.is_some(),
+        })
 }
 
 /// An argument as text (strings as they are, numbers and booleans as JSON writes them).
@@ -189,7 +201,7 @@ fn fill_var(
         Var::Arg(a) => text(out, &arg_text(vars.args, a)?),
         Var::CallId => text(out, vars.call_id.ok_or(Missing::Value("call id"))?),
         Var::Header(h) => text(out, header_of(caller, h)?),
-        Var::Caller(t) => text(out, caller_value(caller, t)?),
+        Var::Caller(t) => text(out, caller_value(caller, t, vars.from_host)?),
         Var::Reason => text(out, vars.reason.unwrap_or_default()),
         Var::InterruptId => text(
             out,
@@ -230,7 +242,7 @@ pub fn body(
                     .cloned(),
                 Var::CallId => vars.call_id.and_then(s),
                 Var::Header(h) => s(header_of(caller, h)?),
-                Var::Caller(t) => s(caller_value(caller, t)?),
+                Var::Caller(t) => s(caller_value(caller, t, vars.from_host)?),
                 Var::Arguments => vars.args.cloned(),
                 Var::Reason => vars.reason.and_then(s),
                 Var::Value => vars.value.cloned(),

@@ -131,8 +131,10 @@ impl HostClient {
     /// getRun as the host wrote it: the document `host.interrupts` reads a waiting run's
     /// interrupt from.
     pub async fn get_run_doc(&self, caller: &Caller, run_id: &str) -> Result<Value, HostError> {
+        let hv = self.host_values(caller).await?;
         let vars = Vars {
             run_id: Some(run_id),
+            from_host: hv.as_deref(),
             ..Vars::default()
         };
         self.send_json(Operation::GetRun, || {
@@ -150,8 +152,10 @@ impl HostClient {
         run_id: &str,
         monitor: Option<&str>,
     ) -> Result<StatusRead, HostError> {
+        let hv = self.host_values(caller).await?;
         let vars = Vars {
             run_id: Some(run_id),
+            from_host: hv.as_deref(),
             ..Vars::default()
         };
         let op = Operation::GetRun;

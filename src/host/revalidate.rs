@@ -118,8 +118,10 @@ impl HostClient {
         };
         let who = rv.caller_key(caller);
         let kept = rv.kept.get(run_id).filter(|k| k.caller == who);
+        let hv = self.host_values(caller).await?;
         let vars = Vars {
             run_id: Some(run_id),
+            from_host: hv.as_deref(),
             ..Vars::default()
         };
         let op = Operation::GetRun;

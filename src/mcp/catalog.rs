@@ -32,7 +32,8 @@ pub(super) async fn read(
     caller: &Caller,
     m: &CatalogMapping,
 ) -> Result<Vec<CatalogEntry>, HostError> {
-    let mut target = ctx.host.list_tools_target(caller, &[])?;
+    let hv = ctx.host.caller_values_from_host(caller).await?;
+    let mut target = ctx.host.list_tools_target(caller, hv.as_deref(), &[])?;
     let mut asked = Vec::new();
     let mut out = Vec::new();
     let mut seen = HashMap::new();
@@ -42,7 +43,7 @@ pub(super) async fn read(
         let Some(next) = m
             .next
             .as_ref()
-            .and_then(|n| next_target(ctx, caller, n, &v, &target, page))
+            .and_then(|n| next_target(ctx, caller, hv.as_deref(), n, &v, &target, page))
         else {
             break;
         };
@@ -205,6 +206,7 @@ fn string_at<'a>(e: &'a Value, p: &JsonPointer, what: &str) -> Result<&'a str, S
 fn next_target(
     ctx: &McpContext,
     caller: &Caller,
+    from_host: Option<&crate::config::callers::HostValues>,
     next: &NextPage,
     v: &Value,
     current: &str,
@@ -228,7 +230,10 @@ fn next_target(
         }
     };
     match next {
-        NextPage::Token { param, .. } => ctx.host.list_tools_target(caller, &[(param, s)]).ok(),
+        NextPage::Token { param, .. } => ctx
+            .host
+            .list_tools_target(caller, from_host, &[(param, s)])
+            .ok(),
         NextPage::Link(_) => match ctx.host.same_origin_target(current, s) {
             Ok(t) => Some(t),
             Err(why) => {

@@ -42,9 +42,22 @@ pub(super) async fn create_run(
     }
     // Every placeholder is filled before anything is sent: an argument or an allowed
     // header the templates need and the call lacks is the caller's mistake.
+    // The caller's values the host answers (`host.templates.callerFrom`), looked up first.
+    let from_host = ctx
+        .host
+        .caller_values_from_host(&req.caller)
+        .await
+        .map_err(|e| McpError::from_host(&e))?;
     let create = ctx
         .host
-        .prepare_create(&req.caller, &tool.workflow_id, args, &templates, &call_id)
+        .prepare_create(
+            &req.caller,
+            from_host,
+            &tool.workflow_id,
+            args,
+            &templates,
+            &call_id,
+        )
         .map_err(|m| McpError::from_missing(&m))?;
     let create = Arc::new(create);
     // A client that goes away while createRun is in flight drops this future before the

@@ -744,3 +744,51 @@ async fn a_create_answer_the_created_setting_cannot_read_is_logged_once() {
     );
     drop(sc);
 }
+
+/// A `{caller.NAME}` value the host answers (`host.templates.callerFrom`) is about the
+/// caller's credential: the access line counts the call, and no line carries the value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_value_from_the_host_is_never_logged() {
+    let host = devhost_of(openwop_devhost::Flavor::Aip151).await;
+    let dir = scratch_dir("caller-from-log");
+    let f = dir.join("sidecar.yaml");
+    let yaml = crate::follow::AIP151
+        .replace(
+            "'/v1/projects/acme/jobTypes/{tool}:run'",
+            "'/v1/projects/{caller.project}/jobTypes/{tool}:run'",
+        )
+        .replacen(
+            "host:\n",
+            "host:\n  templates: { callerFrom: { route: { path: /v1/userinfo }, values: { project: /project } } }\n",
+            1,
+        );
+    std::fs::write(&f, yaml).unwrap();
+    let sc = spawn_with(&host.base_url(), &["--config", f.to_str().unwrap()]).await;
+    let (s, text) = sc
+        .post(
+            "tools/call",
+            json!({"name": "noop", "arguments": {}}),
+            "application/json",
+        )
+        .await;
+    assert_eq!(s, 200, "{text}");
+    assert_eq!(
+        host.requests()
+            .iter()
+            .filter(|r| r.path == "/v1/projects/acme/jobTypes/conformance-noop:run")
+            .count(),
+        1,
+        "the run was created in the caller's project"
+    );
+    let l = sc
+        .line_with(&["openwop_mcp_sidecar::access", "tools/call"])
+        .await;
+    assert_eq!(field(&l, "tool"), Some("noop"), "{l}");
+    let all = sc.all();
+    assert!(
+        !all.contains("acme"),
+        "the value (or the credential) in the log:\n{all}"
+    );
+    drop(sc);
+    let _ = std::fs::remove_dir_all(dir);
+}

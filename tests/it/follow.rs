@@ -198,6 +198,7 @@ async fn a_pending_approval_while_running_reads_as_waiting_approval() {
     let create = c
         .prepare_create(
             &who,
+            None,
             "conformance-approval",
             &json!({}),
             &[],

@@ -8,6 +8,7 @@
 
 mod access_log;
 mod answer_modes;
+mod callers;
 mod catalog;
 mod cli;
 mod discovery;

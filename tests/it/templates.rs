@@ -85,7 +85,7 @@ async fn azure_api_version_survives_the_sidecar_query_and_a_call_id_names_the_pu
     let args = json!({"delayMs": 20000});
     let call_id = "0b8f2a6e-3c1d-4e5f-9a7b-1c2d3e4f5a6b";
     let create = c
-        .prepare_create(&who, "conformance-cancellable", &args, &[], call_id)
+        .prepare_create(&who, None, "conformance-cancellable", &args, &[], call_id)
         .unwrap();
     let first = c
         .create_run(&who, &create)
@@ -164,7 +164,7 @@ async fn a_lost_create_answer_replayed_with_the_same_request_id_leaves_one_job()
     let args = json!({"delayMs": 20000});
     let call_id = "5d1e7c0a-9b2f-4c3d-8e4f-a1b2c3d4e5f6";
     let create = c
-        .prepare_create(&who, "conformance-cancellable", &args, &[], call_id)
+        .prepare_create(&who, None, "conformance-cancellable", &args, &[], call_id)
         .unwrap();
     let created = c
         .create_run(&who, &create)
@@ -210,6 +210,7 @@ async fn a_strict_host_refuses_the_default_cancel_reason_so_the_body_is_a_templa
     let create = c
         .prepare_create(
             &who,
+            None,
             "conformance-cancellable",
             &args,
             &[],
@@ -421,7 +422,7 @@ async fn route_header_templates_are_filled_beside_the_configured_version_header(
     let mut who = caller(A);
     let call_id = "5d0c7a1e-2b3f-4c5d-8e9f-0a1b2c3d4e5f";
     let create = c
-        .prepare_create(&who, "conformance-noop", &json!({}), &[], call_id)
+        .prepare_create(&who, None, "conformance-noop", &json!({}), &[], call_id)
         .unwrap();
     let run = c.create_run(&who, &create).await.expect("the run is made");
 
