@@ -138,7 +138,7 @@ pub(super) async fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Value)
         // A response from the client: the answer to an elicitation this mount sent
         // (2025-11-25 Basic Transports §Sending Messages to the Server: 202 for a response).
         return match id {
-            Some(id) => response_from_client(&ctx, &headers, id, &msg).await,
+            Some(id) => Box::pin(response_from_client(&ctx, &headers, id, &msg)).await,
             None => transport_error(
                 StatusCode::BAD_REQUEST,
                 &McpError::InvalidRequest("method must be a string".into()),
@@ -178,15 +178,18 @@ pub(super) async fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Value)
     };
     let label = super::method::metric_of(req.known);
     let res = match method.as_ref() {
-        "initialize" => initialize(&ctx, &req).await,
+        // Boxed, as the 2026-07-28 dispatch boxes its big handlers: the catalog's lookup is a
+        // 4 kB future, and inline it would make every request's future (a task poll's too)
+        // a block above the allocator's per-thread cache (docs/benchmarks.md §4).
+        "initialize" => Box::pin(initialize(&ctx, &req)).await,
         "ping" => Ok(result(json!({}))),
         // 2025-11-25 Server Utilities Logging: the level is accepted; the mount has no log
         // messages of its own for a client (a run's log stays on the host).
         "logging/setLevel" if req.str_param("level").is_some() => Ok(result(json!({}))),
-        "tools/list" => tools_list(&ctx, &req, &revision).await,
+        "tools/list" => Box::pin(tools_list(&ctx, &req, &revision)).await,
         "tools/call" => return Box::pin(call::call(ctx, req, revision, session_id)).await,
         "tasks/get" | "tasks/result" | "tasks/cancel" if tasks_served(&ctx, &revision) => {
-            return Box::pin(tasks::serve(ctx, req)).await
+            return tasks::serve(ctx, req).await
         }
         other => Err(McpError::MethodNotFound(other.to_string())),
     };

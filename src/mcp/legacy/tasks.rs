@@ -111,9 +111,10 @@ pub(super) async fn created(
 pub(super) async fn serve(ctx: Arc<McpContext>, req: McpRequest) -> Response {
     let label = crate::mcp::method::metric_of(req.known);
     let res = match req.method.as_ref() {
+        // A poll inline; the rare methods boxed, so the poll's future stays small.
         "tasks/get" => get(&ctx, &req).await,
-        "tasks/cancel" => cancel(&ctx, &req).await,
-        _ => return result(ctx.clone(), req).await,
+        "tasks/cancel" => Box::pin(cancel(&ctx, &req)).await,
+        _ => return Box::pin(result(ctx.clone(), req)).await,
     };
     match res {
         Ok(r) => {
