@@ -62,10 +62,16 @@ impl RunSnapshot {
     /// A run the sidecar could not read just now (the host asked for a pause): known by its
     /// id alone, and as far as the sidecar knows still running.
     pub fn unread(run_id: &str) -> RunSnapshot {
+        RunSnapshot::known_as(run_id, RunStatus::Running)
+    }
+
+    /// A run known by its id and a status alone (what its create answer said, when it cannot
+    /// be read back yet).
+    pub fn known_as(run_id: &str, status: RunStatus) -> RunSnapshot {
         RunSnapshot {
             run_id: run_id.to_string(),
             workflow_id: String::new(),
-            status: RunStatus::Running,
+            status,
             current_node_id: None,
             started_at: None,
             completed_at: None,

@@ -67,17 +67,7 @@ pub(super) async fn task_answer(
         Some(r) => r,
         None => match ctx.host.get_run(&req.caller, run_id).await {
             Ok(r) => r,
-            Err(_) => RunSnapshot {
-                run_id: run_id.to_string(),
-                workflow_id: String::new(),
-                status: created,
-                current_node_id: None,
-                started_at: None,
-                completed_at: None,
-                error: None,
-                variables: None,
-                inputs: None,
-            },
+            Err(_) => RunSnapshot::known_as(run_id, created),
         },
     };
     // The task is created now: a sealed taskId carries this time to every later read

@@ -32,12 +32,16 @@ pub async fn call(ctx: Arc<McpContext>, req: McpRequest) -> Response {
     }
 }
 
-async fn call_inner(ctx: Arc<McpContext>, req: &McpRequest) -> Result<Response, McpError> {
+/// The tool name and the arguments object of a `tools/call` (a missing or null `arguments`
+/// is an empty object), in either era.
+pub(super) fn name_and_arguments(
+    req: &McpRequest,
+) -> Result<(String, Map<String, Value>), McpError> {
     let name = req
         .str_param("name")
         .ok_or_else(|| McpError::InvalidParams("Invalid params: name must be a string".into()))?
         .to_string();
-    let args: Map<String, Value> = match req.params.get("arguments") {
+    let args = match req.params.get("arguments") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(o)) => o.clone(),
         Some(_) => {
@@ -46,6 +50,11 @@ async fn call_inner(ctx: Arc<McpContext>, req: &McpRequest) -> Result<Response, 
             )))
         }
     };
+    Ok((name, args))
+}
+
+async fn call_inner(ctx: Arc<McpContext>, req: &McpRequest) -> Result<Response, McpError> {
+    let (name, args) = name_and_arguments(req)?;
     // SEP-2322: `inputResponses`, when present, is a map of key → response; anything else
     // (null, a number) is a protocol error, answered before any run exists.
     super::params::input_responses(&req.params)?;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::{answer_error, tasks, TASKS_REVISION, UNNAMED_REVISION};
@@ -63,19 +63,7 @@ async fn call_inner(
     revision: &str,
     session: Option<String>,
 ) -> Result<Response, McpError> {
-    let name = req
-        .str_param("name")
-        .ok_or_else(|| McpError::InvalidParams("Invalid params: name must be a string".into()))?
-        .to_string();
-    let args: Map<String, Value> = match req.params.get("arguments") {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(o)) => o.clone(),
-        Some(_) => {
-            return Err(McpError::InvalidParams(format!(
-                "Invalid arguments for tool {name}: arguments must be an object"
-            )))
-        }
-    };
+    let (name, args) = crate::mcp::call::name_and_arguments(&req)?;
     let tools = ctx.tools.tools_for(&ctx, &req.caller).await?;
     let tool = tools
         .by_name

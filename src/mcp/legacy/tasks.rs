@@ -90,17 +90,7 @@ pub(super) async fn created(
 ) -> Response {
     let run = match ctx.host.get_run(&req.caller, &created.run_id).await {
         Ok(r) => r,
-        Err(_) => RunSnapshot {
-            run_id: created.run_id.clone(),
-            workflow_id: String::new(),
-            status: created.status.clone(),
-            current_node_id: None,
-            started_at: None,
-            completed_at: None,
-            error: None,
-            variables: None,
-            inputs: None,
-        },
+        Err(_) => RunSnapshot::known_as(&created.run_id, created.status.clone()),
     };
     // The task is created now: a sealed taskId carries this time to every later read.
     let created = ctx.task_ids.created_now();
