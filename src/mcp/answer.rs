@@ -183,18 +183,8 @@ pub(super) async fn blocking_answer(
             settle_and_project(&ctx, req, &tool, &args, (&run_id, &via), round, wait, None).await;
         return json_answer(&ctx, req, &run_id, msg, guard);
     };
-    let metrics = ctx.metrics.clone();
-    metrics.stream_opened();
     let answer = async move { message_frame(&follow.await.message.to_string()) };
-    let body = AnswerBody::new(
-        Box::pin(answer),
-        notes,
-        ctx.cfg.mcp.sse_keepalive,
-        Box::new(move || {
-            drop(slot);
-            metrics.stream_closed();
-        }),
-    );
+    let body = AnswerBody::on_slot(&ctx, slot, Box::pin(answer), notes);
     sse_response(GuardedBody::new(body, guard))
 }
 

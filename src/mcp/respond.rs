@@ -274,6 +274,29 @@ impl HttpBody for AnswerBody {
     }
 }
 
+impl AnswerBody {
+    /// The answer body of a stream that holds `slot` of `limits.maxStreams`: counted as an
+    /// open stream (`metrics`) until the body is dropped, which also frees the slot.
+    pub fn on_slot(
+        ctx: &super::McpContext,
+        slot: tokio::sync::OwnedSemaphorePermit,
+        answer: Pin<Box<dyn std::future::Future<Output = Bytes> + Send>>,
+        notes: std::sync::Arc<Notes>,
+    ) -> AnswerBody {
+        let metrics = ctx.metrics.clone();
+        metrics.stream_opened();
+        AnswerBody::new(
+            answer,
+            notes,
+            ctx.cfg.mcp.sse_keepalive,
+            Box::new(move || {
+                drop(slot);
+                metrics.stream_closed();
+            }),
+        )
+    }
+}
+
 /// SSE response head: flushed at once so a client sees the stream start (OpenWOP conformance v2-mcp-tasks T13).
 pub fn sse_response<B>(body: B) -> Response
 where

@@ -411,8 +411,6 @@ async fn blocking(
         drop(followed);
         return answer_error(&id, &McpError::Overloaded);
     };
-    let metrics = ctx.metrics.clone();
-    metrics.stream_opened();
     let answer = async move {
         let (message, _) = followed.await;
         if message.is_null() {
@@ -421,14 +419,6 @@ async fn blocking(
             message_frame(&message.to_string())
         }
     };
-    let body = AnswerBody::new(
-        Box::pin(answer),
-        notes,
-        ctx.cfg.mcp.sse_keepalive,
-        Box::new(move || {
-            drop(slot);
-            metrics.stream_closed();
-        }),
-    );
+    let body = AnswerBody::on_slot(&ctx, slot, Box::pin(answer), notes);
     sse_response(GuardedBody::new(body, guard))
 }

@@ -237,18 +237,8 @@ async fn result(ctx: Arc<McpContext>, req: McpRequest) -> Response {
     let Some(slot) = ctx.streams.clone().try_acquire_owned().ok() else {
         return answer_error(&Value::Null, &McpError::Overloaded);
     };
-    let metrics = ctx.metrics.clone();
-    metrics.stream_opened();
-    let body = AnswerBody::new(
-        Box::pin(async move { message_frame(&answer.await.to_string()) }),
-        notes,
-        ctx.cfg.mcp.sse_keepalive,
-        Box::new(move || {
-            drop(slot);
-            metrics.stream_closed();
-        }),
-    );
-    sse_response(body)
+    let answer = Box::pin(async move { message_frame(&answer.await.to_string()) });
+    sse_response(AnswerBody::on_slot(&ctx, slot, answer, notes))
 }
 
 /// The message answering `tasks/result` for a run that ended: the tool's result with the
