@@ -92,6 +92,21 @@ impl<'a> Legacy<'a> {
             .await
     }
 
+    /// A 2025-11-25 task-augmented `tools/call`; its taskId.
+    pub async fn start_task(&self, id: u64, tool: &str, args: Value) -> String {
+        let created = self
+            .rpc(
+                id,
+                "tools/call",
+                json!({"name": tool, "arguments": args, "task": {}}),
+            )
+            .await;
+        created.body["result"]["task"]["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("CreateTaskResult.task.taskId: {}", created.body))
+            .to_string()
+    }
+
     /// `initialize` as `revision` with `caps`, then `notifications/initialized`.
     pub async fn connect(&mut self, revision: &'a str, caps: Value) -> Value {
         let a = self
@@ -379,17 +394,9 @@ async fn tasks_cancel_cancels_a_running_task() {
     let env = env().await;
     let mut c = Legacy::new(&env, A);
     c.connect(L, json!({})).await;
-    let created = c
-        .rpc(
-            2,
-            "tools/call",
-            json!({"name": "conformance-cancellable", "arguments": {"delayMs": 20000}, "task": {}}),
-        )
+    let task_id = c
+        .start_task(2, "conformance-cancellable", json!({"delayMs": 20000}))
         .await;
-    let task_id = created.body["result"]["task"]["taskId"]
-        .as_str()
-        .unwrap()
-        .to_string();
     let cancelled = c.rpc(3, "tasks/cancel", json!({"taskId": task_id})).await;
     assert_eq!(
         cancelled.body["result"]["status"], "cancelled",
@@ -466,17 +473,9 @@ async fn a_cancel_after_the_answer_leaves_the_run_alone() {
     let env = env().await;
     let mut c = Legacy::new(&env, A);
     c.connect(L, json!({})).await;
-    let created = c
-        .rpc(
-            31,
-            "tools/call",
-            json!({"name": "conformance-cancellable", "arguments": {"delayMs": 20000}, "task": {}}),
-        )
+    let task_id = c
+        .start_task(31, "conformance-cancellable", json!({"delayMs": 20000}))
         .await;
-    let task_id = created.body["result"]["task"]["taskId"]
-        .as_str()
-        .unwrap()
-        .to_string();
     let n = c
         .post(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 31}}))
         .await;
@@ -504,17 +503,7 @@ async fn tasks_result_without_elicitation_waits_until_someone_answers() {
     let env = env().await;
     let mut c = Legacy::new(&env, A);
     c.connect(L, json!({})).await;
-    let created = c
-        .rpc(
-            2,
-            "tools/call",
-            json!({"name": "conformance-approval", "arguments": {}, "task": {}}),
-        )
-        .await;
-    let task_id = created.body["result"]["task"]["taskId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let task_id = c.start_task(2, "conformance-approval", json!({})).await;
     let waiting = env
         .poll_task(A, &task_id, |t| t["status"] == "input_required", 10)
         .await;
