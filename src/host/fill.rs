@@ -28,6 +28,8 @@ pub struct Vars<'a> {
     /// The values the host answered for the caller's credential (`host.templates.callerFrom`;
     /// src/host/callers.rs), looked up before the request is built.
     pub from_host: Option<&'a HostValues>,
+    /// The called tool's catalog entry (`{entry./pointer}`).
+    pub entry: Option<&'a Value>,
 }
 
 /// A placeholder the call cannot fill: the caller's mistake (`-32602` before any host call:
@@ -214,6 +216,17 @@ fn fill_var(
             Some(_) => return Err(Missing::NotScalar(format!("content.{f}"))),
             None => {}
         },
+        // A value the catalog entry lacks cannot be written into a target or a header: the
+        // entry (the operator's catalog file, or the host's catalog) is missing a field.
+        Var::Entry(p) => match vars.entry.and_then(|e| p.get(e)) {
+            Some(Value::String(s)) => text(out, s),
+            Some(v @ (Value::Number(_) | Value::Bool(_))) => text(out, &v.to_string()),
+            _ => {
+                return Err(Missing::Value(
+                    "catalog entry value (a string, number or boolean)",
+                ))
+            }
+        },
         Var::Arguments | Var::Value | Var::Content => {
             return Err(Missing::Value("JSON value in a string"))
         }
@@ -250,6 +263,12 @@ pub fn body(
                 // The content object, or one of its fields; absent leaves the key out.
                 Var::Content => vars.content.filter(|c| c.is_object()).cloned(),
                 Var::ContentField(f) => content_field(vars, f).cloned(),
+                // Any JSON value the entry holds there; absent leaves the key out.
+                Var::Entry(p) => vars
+                    .entry
+                    .and_then(|e| p.get(e))
+                    .filter(|v| !v.is_null())
+                    .cloned(),
             })
         },
         &mut |var, out| match var {
