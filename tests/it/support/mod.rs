@@ -87,6 +87,7 @@ pub fn example_of(flavor: Flavor) -> Option<std::path::PathBuf> {
         Flavor::Legacy => "legacy-host",
         Flavor::Aip151 => "aip151",
         Flavor::Azure => "azure",
+        Flavor::K8s => "kubernetes",
     };
     Some(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -363,6 +364,7 @@ impl Env {
                 self.host_get(key, &format!("/jobs/{run_id}?api-version={AZURE_API}"))
                     .await,
             ),
+            Flavor::K8s => k8s_as_v2(self.host_get(key, &k8s_job_path(key, run_id)).await),
             Flavor::V2 | Flavor::Legacy => {
                 self.rest_get(key, &format!("/runs/{}", run_id.replace('/', "%2F")))
                     .await
@@ -474,6 +476,8 @@ impl Env {
             Flavor::Legacy => "/approvals/",
             Flavor::Aip151 => ":approve",
             Flavor::Azure => "/approve",
+            // Jobs have no waiting state, so no route answers a gate.
+            Flavor::K8s => "(no approval route)",
         }
     }
 
@@ -511,6 +515,21 @@ impl Env {
                         out.push(j.job.clone());
                     }
                 }
+                return out;
+            }
+            Flavor::K8s => {
+                let tenant = tenant_of(key);
+                let v = self
+                    .host_get(key, &format!("/apis/batch/v1/namespaces/{tenant}/jobs"))
+                    .await;
+                let mut out: Vec<String> = v["items"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|j| k8s_as_v2((*j).clone())["workflowId"] == workflow)
+                    .filter_map(|j| j["metadata"]["name"].as_str().map(str::to_string))
+                    .collect();
+                out.reverse();
                 return out;
             }
             Flavor::V2 | Flavor::Legacy => {}
@@ -589,17 +608,21 @@ impl Env {
             .requests()
             .into_iter()
             .filter(|r| {
-                r.method == "POST"
-                    && match flavor() {
-                        // AIP-151 CancelOperation: the operation's custom method.
-                        Flavor::Aip151 => r.path == aip151,
-                        Flavor::Azure => r.path == format!("/jobs/{run_id}/cancel"),
-                        Flavor::V2 | Flavor::Legacy => {
-                            r.path.ends_with("/cancel")
-                                && (r.path.contains(&wire)
-                                    || r.path.contains(&run_id.replace('/', "%2F")))
+                (flavor() == Flavor::K8s
+                    && r.method == "DELETE"
+                    && r.path.ends_with(&format!("/jobs/{run_id}")))
+                    || r.method == "POST"
+                        && match flavor() {
+                            // AIP-151 CancelOperation: the operation's custom method.
+                            Flavor::Aip151 => r.path == aip151,
+                            Flavor::Azure => r.path == format!("/jobs/{run_id}/cancel"),
+                            Flavor::K8s => false,
+                            Flavor::V2 | Flavor::Legacy => {
+                                r.path.ends_with("/cancel")
+                                    && (r.path.contains(&wire)
+                                        || r.path.contains(&run_id.replace('/', "%2F")))
+                            }
                         }
-                    }
             })
             .collect()
     }
@@ -660,6 +683,15 @@ pub fn run_of(key: &str, task_id: &str) -> String {
     if !foreign() {
         return unproject(task_id);
     }
+    let (ids, caller) = suite_sealed_ids(key);
+    ids.open(&caller, task_id)
+        .unwrap_or_else(|| panic!("{task_id} is a taskId issued to {key}"))
+        .run_id
+}
+
+/// The run a sealed taskId issued to `key`'s caller names (the suite's state key), whatever
+/// the suite's flavour: for a test that runs its own foreign host.
+pub fn sealed_run_of(key: &str, task_id: &str) -> String {
     let (ids, caller) = suite_sealed_ids(key);
     ids.open(&caller, task_id)
         .unwrap_or_else(|| panic!("{task_id} is a taskId issued to {key}"))
@@ -748,6 +780,46 @@ fn azure_as_v2(job: Value) -> Value {
     })
 }
 
+/// The path of `key`'s job `name` on the k8s flavour (the namespace is the key's tenant).
+pub fn k8s_job_path(key: &str, name: &str) -> String {
+    format!("/apis/batch/v1/namespaces/{}/jobs/{name}", tenant_of(key))
+}
+
+/// A Kubernetes Job read in v2 names (as config/kubernetes.example.yaml maps it): the
+/// workflow is its image's last path segment; a job that is gone reads as `null` fields.
+pub fn k8s_as_v2(job: Value) -> Value {
+    let st = &job["status"];
+    let cond = st["conditions"][0]["type"].as_str().unwrap_or_default();
+    let status = if job["kind"] != "Job" {
+        "gone"
+    } else if cond == "Complete" {
+        "completed"
+    } else if cond == "Failed" {
+        "failed"
+    } else if !st["startTime"].is_null() {
+        "running"
+    } else {
+        "pending"
+    };
+    let image = job["spec"]["template"]["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap_or_default();
+    let workflow = image
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .split([':', '@'])
+        .next()
+        .unwrap_or_default();
+    json!({
+        "runId": job["metadata"]["name"],
+        "status": status,
+        "workflowId": workflow,
+        "error": st["conditions"][0]["message"],
+        "raw": job,
+    })
+}
+
 /// A sidecar started from a configuration file it can reload (the file lives in a temp dir).
 pub struct FileEnv {
     pub env: Env,
@@ -818,6 +890,11 @@ pub fn rest_path(v2: &str) -> String {
             Some(id) => format!("/jobs/{id}?api-version={AZURE_API}"),
             None => format!("/jobTypes?api-version={AZURE_API}"),
         },
+        // The suites' key is acme's: its namespace.
+        Flavor::K8s => match rest.strip_prefix('/') {
+            Some(id) => format!("/apis/batch/v1/namespaces/acme/jobs/{id}"),
+            None => "/apis/batch/v1/namespaces/acme/jobs".to_string(),
+        },
     }
 }
 
@@ -832,7 +909,8 @@ pub fn as_v2(v: Value) -> Value {
         Flavor::Azure if v.get("jobType").is_some() && v.get("status").is_some() => {
             return azure_as_v2(v)
         }
-        Flavor::Aip151 | Flavor::Azure => return v,
+        Flavor::K8s if v["kind"] == "Job" => return k8s_as_v2(v),
+        Flavor::Aip151 | Flavor::Azure | Flavor::K8s => return v,
         Flavor::Legacy => {}
     }
     fn status(s: &str) -> &str {
