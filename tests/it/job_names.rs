@@ -29,9 +29,10 @@ fn copied(tag: &str, edit: impl FnOnce(String) -> String) -> PathBuf {
     let src = example();
     let text = std::fs::read_to_string(&src).unwrap();
     std::fs::write(dir.join("kubernetes.example.yaml"), edit(text)).unwrap();
+    std::fs::create_dir_all(dir.join("catalogs")).unwrap();
     std::fs::copy(
-        src.with_file_name("kubernetes.catalog.yaml"),
-        dir.join("kubernetes.catalog.yaml"),
+        src.parent().unwrap().join("catalogs/kubernetes-jobs.yaml"),
+        dir.join("catalogs/kubernetes-jobs.yaml"),
     )
     .unwrap();
     dir.join("kubernetes.example.yaml")
@@ -136,7 +137,7 @@ async fn an_edit_to_the_catalog_file_is_served_after_the_reload_poll() {
     });
     let env = k8s_env(&path, |_| {}).await;
     assert!(tool_names(&env).await.contains(&"greet".to_string()));
-    let catalog = path.with_file_name("kubernetes.catalog.yaml");
+    let catalog = path.parent().unwrap().join("catalogs/kubernetes-jobs.yaml");
     let text = std::fs::read_to_string(&catalog).unwrap();
     // The operator adds a job type and removes one; the configuration file is untouched.
     let edited = text.replace("  - name: greet\n", "  - name: hello\n")
