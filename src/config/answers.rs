@@ -157,3 +157,43 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod config_tests {
+    fn parse(y: &str) -> Result<crate::config::Config, crate::config::ConfigError> {
+        crate::config::Config::from_yaml_str(y, "t.yaml", &crate::config::Overrides::default())
+    }
+
+    #[test]
+    fn only_cancel_and_resolve_routes_say_what_already_ended_means() {
+        let c = parse("host:\n  routes:\n    cancelRun:\n      alreadyEnded: [{ status: 404, code: NotFound }]\n").unwrap();
+        let r = &c
+            .routes
+            .get(crate::config::Operation::CancelRun)
+            .already_ended;
+        assert_eq!(
+            r.class_of(
+                404,
+                Some(&serde_json::json!({"error": "NotFound"})),
+                "/error"
+            ),
+            Some(crate::config::ErrorClass::Terminal)
+        );
+        assert!(c
+            .routes
+            .get(crate::config::Operation::GetRun)
+            .already_ended
+            .is_empty());
+        let e = parse("host:\n  routes:\n    getRun:\n      alreadyEnded: [{ status: 404 }]\n")
+            .unwrap_err();
+        assert!(
+            e.message
+                .contains("host.routes.getRun.alreadyEnded: only cancelRun and resolveInterrupt"),
+            "{e}"
+        );
+        let e =
+            parse("host:\n  routes:\n    cancelRun:\n      alreadyEnded: [{ status: teapot }]\n")
+                .unwrap_err();
+        assert!(e.message.contains("alreadyEnded[0].status"), "{e}");
+    }
+}

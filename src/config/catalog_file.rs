@@ -85,3 +85,49 @@ mod tests {
         std::fs::remove_dir_all(&dir).ok();
     }
 }
+
+#[cfg(test)]
+mod config_tests {
+    fn load(
+        dir: &std::path::Path,
+        yaml: &str,
+    ) -> Result<crate::config::Config, crate::config::ConfigError> {
+        let f = dir.join("sidecar.yaml");
+        std::fs::write(&f, yaml).unwrap();
+        crate::config::Config::load(&f, &crate::config::Overrides::default())
+    }
+
+    #[test]
+    fn a_catalog_file_is_read_beside_the_configuration_and_named_in_errors() {
+        let dir = std::env::temp_dir().join(format!("owsc-catalog-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("sub/jobs.yaml"), "- { toolId: a, image: x }\n").unwrap();
+        let c = load(&dir, "tools:\n  source: file\n  file: sub/jobs.yaml\n").unwrap();
+        let f = c.tools.file.as_ref().unwrap();
+        assert_eq!(f.path, dir.join("sub/jobs.yaml"));
+        assert_eq!(f.doc[0]["image"], "x");
+        assert_eq!(c.watched_files(), vec![dir.join("sub/jobs.yaml").as_path()]);
+        for (yaml, says, line) in [
+            (
+                "tools:\n  source: file\n",
+                "tools.source is file but tools.file names no file",
+                2,
+            ),
+            (
+                "tools:\n  file: sub/jobs.yaml\n",
+                "tools.file is read only with tools.source: file",
+                2,
+            ),
+            (
+                "tools:\n  source: file\n  file: nope.yaml\n",
+                "nope.yaml: cannot read the file",
+                3,
+            ),
+        ] {
+            let e = load(&dir, yaml).unwrap_err();
+            assert!(e.message.contains(says), "{yaml}: {e}");
+            assert_eq!(e.line, line, "{e}");
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

@@ -125,3 +125,61 @@ impl CreateName {
             .any(|r| r.matches(status, &|_| code.as_ref(), None))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    fn parse(y: &str) -> Result<crate::config::Config, crate::config::ConfigError> {
+        crate::config::Config::from_yaml_str(y, "t.yaml", &crate::config::Overrides::default())
+    }
+
+    const NAMED: &str = "host:\n  idempotency: none\n  createName:\n    findBy: \"/jobs/mcp-{callId}\"\n    alreadyExists: [{ status: 409, code: AlreadyExists }]\n";
+
+    #[test]
+    fn a_named_create_is_repeated_only_under_its_name() {
+        let c = parse(&format!(
+            "{NAMED}  bodies:\n    createRun: {{ metadata: {{ name: \"mcp-{{callId}}\" }} }}\n"
+        ))
+        .unwrap();
+        let n = c.mapping.create_name.as_ref().unwrap();
+        assert!(n.taken(409, Some("AlreadyExists")));
+        assert!(!n.taken(409, Some("Conflict")) && !n.taken(400, Some("AlreadyExists")));
+        // idempotency none alone never repeats a create; with a name the route retries.
+        assert!(c.routes.get(crate::config::Operation::CreateRun).retry);
+        let plain = parse("host:\n  idempotency: none\n").unwrap();
+        assert!(!plain.routes.get(crate::config::Operation::CreateRun).retry);
+        // The name in the route's path serves as well as one in the body.
+        parse(&format!(
+            "{NAMED}  routes:\n    createRun: {{ method: PUT, path: \"/jobs/mcp-{{callId}}\" }}\n"
+        ))
+        .unwrap();
+    }
+
+    #[test]
+    fn a_create_name_that_names_nothing_is_refused_at_load() {
+        for (yaml, says) in [
+            (NAMED.to_string(), "must write the name ({callId}"),
+            (
+                NAMED.replace("/jobs/mcp-{callId}", "/jobs/x"),
+                "host.createName.findBy: the findBy path must contain {callId}",
+            ),
+            (
+                NAMED.replace("[{ status: 409, code: AlreadyExists }]", "[]"),
+                "host.createName.alreadyExists: name the answers",
+            ),
+            (
+                NAMED.replace(
+                    "code: AlreadyExists",
+                    "code: AlreadyExists, codeAt: /reason",
+                ),
+                "alreadyExists[0].codeAt",
+            ),
+            (
+                NAMED.replace("{callId}\"", "{callId}/{runId}\""),
+                "not available for createRun",
+            ),
+        ] {
+            let e = parse(&yaml).unwrap_err();
+            assert!(e.message.contains(says), "{yaml}: {e}");
+        }
+    }
+}

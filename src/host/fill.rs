@@ -381,6 +381,43 @@ mod tests {
         }
     }
 
+    /// `{entry./pointer}`: the called tool's catalog entry, any JSON in a body (absent: the
+    /// key left out), a scalar in a target.
+    #[test]
+    fn catalog_entry_values_fill_bodies_and_targets() {
+        let entry = json!({"image": "r/greet:1", "limits": {"cpu": "1"}, "n": 3});
+        let vars = Vars {
+            entry: Some(&entry),
+            ..Vars::default()
+        };
+        let p = |s: &str| crate::config::JsonPointer::parse(s).unwrap();
+        let t = BodyTemplate::Object(vec![
+            ("image".into(), BodyTemplate::Var(Var::Entry(p("/image")))),
+            (
+                "resources".into(),
+                BodyTemplate::Var(Var::Entry(p("/limits"))),
+            ),
+            ("queue".into(), BodyTemplate::Var(Var::Entry(p("/queue")))),
+        ]);
+        assert_eq!(
+            body(&t, &vars, None).unwrap().unwrap(),
+            json!({"image": "r/greet:1", "resources": {"cpu": "1"}})
+        );
+        let mut out = String::new();
+        let segs = [
+            Segment::Literal("/q/".into()),
+            Segment::Param(Var::Entry(p("/n"))),
+        ];
+        fill(&mut out, &segs, &vars, None, IdEncoding::Tilde, Dest::Path).unwrap();
+        assert_eq!(out, "/q/3");
+        let obj = [Segment::Param(Var::Entry(p("/limits")))];
+        let e = fill(&mut out, &obj, &vars, None, IdEncoding::Tilde, Dest::Path).unwrap_err();
+        assert!(
+            !e.is_callers(),
+            "the catalog's mistake, not the caller's: {e}"
+        );
+    }
+
     #[test]
     fn a_body_field_pointer_makes_its_objects() {
         let mut b = json!({"a": 1});
