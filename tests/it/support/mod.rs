@@ -80,6 +80,31 @@ pub fn foreign() -> bool {
     !flavor().is_openwop()
 }
 
+/// Whether the suite's host has a waiting state (an approval, an input request):
+/// Kubernetes Jobs have none, so the tests of answering one skip that flavour.
+pub fn waits() -> bool {
+    flavor() != Flavor::K8s
+}
+
+/// A tool whose task stays open until it is answered or cancelled: the approval gate, or on a
+/// host without a waiting state a 30-second job.
+pub fn open_tool() -> &'static str {
+    if waits() {
+        "conformance-approval"
+    } else {
+        "conformance-cancellable"
+    }
+}
+
+/// The task status of [`open_tool`]'s task once it is open, and its run status.
+pub fn open_status() -> (&'static str, &'static str) {
+    if waits() {
+        ("input_required", "waiting-approval")
+    } else {
+        ("working", "running")
+    }
+}
+
 /// The checked-in example configuration of `flavor` (none for v2: its defaults are the file).
 pub fn example_of(flavor: Flavor) -> Option<std::path::PathBuf> {
     let name = match flavor {
@@ -364,7 +389,16 @@ impl Env {
                 self.host_get(key, &format!("/jobs/{run_id}?api-version={AZURE_API}"))
                     .await,
             ),
-            Flavor::K8s => k8s_as_v2(self.host_get(key, &k8s_job_path(key, run_id)).await),
+            Flavor::K8s => {
+                let mut v = k8s_as_v2(self.host_get(key, &k8s_job_path(key, run_id)).await);
+                if v["status"] == "gone" {
+                    // A deleted Job (the sidecar cancels by DELETE) is gone from the API: what
+                    // became of its run is the devhost's own record.
+                    v["status"] = json!(gone_status(&self.host.run_events(run_id)));
+                    v["runId"] = json!(run_id);
+                }
+                v
+            }
             Flavor::V2 | Flavor::Legacy => {
                 self.rest_get(key, &format!("/runs/{}", run_id.replace('/', "%2F")))
                     .await
@@ -778,6 +812,17 @@ fn azure_as_v2(job: Value) -> Value {
         "error": job["error"],
         "raw": job,
     })
+}
+
+/// How a deleted Job's run ended, from its event log: `cancelled` (the delete stopped it),
+/// `completed`, `failed`, or `gone` (no such run).
+fn gone_status(events: &[Value]) -> &'static str {
+    match events.iter().rev().find_map(|e| e["type"].as_str()) {
+        Some("run.cancelled") => "cancelled",
+        Some("run.completed") => "completed",
+        Some("run.failed") => "failed",
+        _ => "gone",
+    }
 }
 
 /// The path of `key`'s job `name` on the k8s flavour (the namespace is the key's tenant).
