@@ -308,3 +308,48 @@ async fn a_cancel_answered_not_found_means_the_job_already_ended_and_is_not_retr
     env.host.faults().clear();
     env.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_cancel_answered_with_a_routes_ended_code_is_acknowledged_and_sent_once() {
+    // A host whose cancel of a run that already ended answers a 5xx with a code of its own:
+    // the route says so, and the answer is final, not a fault to retry.
+    let path = copied("k8s-ended-5xx", |t| {
+        t.replace(
+            "        - { status: 404, code: NotFound }\n",
+            "        - { status: 404, code: NotFound }\n        - { status: 500, code: InternalError }\n",
+        )
+    });
+    let env = k8s_env(&path, |_| {}).await;
+    tool_names(&env).await;
+    let r = env
+        .call(A, "conformance-cancellable", json!({}), task_caps())
+        .await;
+    let task = r.result()["taskId"].as_str().unwrap().to_string();
+    let name = sealed_run_of(A, &task);
+    env.host.faults().fail_next(RouteClass::Cancel, 3, 500);
+    let c = env.task_rpc(A, "tasks/cancel", &task).await;
+    assert_eq!(c.result(), &json!({"resultType": "complete"}), "{}", c.text);
+    assert_eq!(
+        requests(&env.host, "DELETE", &format!("/jobs/{name}")),
+        1,
+        "not retried"
+    );
+    // Without the rule the same answer is a host fault, retried and then -32603.
+    env.host.faults().clear();
+    env.shutdown().await;
+    std::fs::remove_dir_all(path.parent().unwrap()).ok();
+
+    let env = k8s_env(&example(), |_| {}).await;
+    tool_names(&env).await;
+    let r = env
+        .call(A, "conformance-cancellable", json!({}), task_caps())
+        .await;
+    let task = r.result()["taskId"].as_str().unwrap().to_string();
+    let name = sealed_run_of(A, &task);
+    env.host.faults().fail_next(RouteClass::Cancel, 3, 500);
+    let c = env.task_rpc(A, "tasks/cancel", &task).await;
+    assert_eq!(c.error_code(), Some(-32603), "{}", c.text);
+    assert!(requests(&env.host, "DELETE", &format!("/jobs/{name}")) > 1);
+    env.host.faults().clear();
+    env.shutdown().await;
+}
