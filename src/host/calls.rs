@@ -60,11 +60,6 @@ impl CreateRequest {
             ..Vars::default()
         }
     }
-
-    /// The per-call value (`{callId}`): the idempotency key, or the run's client-chosen name.
-    pub fn call_id(&self) -> &str {
-        &self.call_id
-    }
 }
 use crate::telemetry::UpstreamStatus;
 

@@ -80,10 +80,11 @@ pub(super) async fn create_run(
             Ok(Created::ToolError(result))
         }
         Err(e) => {
-            if e.ambiguous() {
-                // The host may have created the run although no usable answer came back.
-                // Replaying the same request finds it (or creates it) so it can be
-                // cancelled: the client is told the call failed, so no run may outlive it.
+            // The host may have created the run although no usable answer came back (or,
+            // under a client-chosen name, said the name is taken but the run could not be
+            // read): it is found again so it can be cancelled, since the client is told the
+            // call failed and no run may outlive it.
+            if e.ambiguous() || ctx.host.name_taken(&e) {
                 reconcile_lost_create(ctx, &req.caller, &create);
             }
             Err(McpError::from_host(&e))
