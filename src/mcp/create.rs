@@ -65,9 +65,14 @@ pub(super) async fn create_run(
     // per-call value and cancels it (RFC 0198 §G.12; docs/hardening.md F2).
     let mut pending = PendingCreate::new(ctx, &req.caller, &create);
     let mut result = ctx.host.create_run(&req.caller, &create).await;
+    // Under a client-chosen name, a create the host may have made but that could not be
+    // read back by its name is owed the same search-and-cancel as a lost answer.
+    let mut unsettled = false;
     if ctx.host.mapping().create_name.is_some() {
         if let Err(e) = result {
+            let maybe_made = e.ambiguous() || ctx.host.name_taken(&e);
             result = settle_by_name(ctx, &req.caller, &create, e).await;
+            unsettled = maybe_made && result.is_err();
         }
     }
     pending.disarm();
@@ -81,10 +86,10 @@ pub(super) async fn create_run(
         }
         Err(e) => {
             // The host may have created the run although no usable answer came back (or,
-            // under a client-chosen name, said the name is taken but the run could not be
-            // read): it is found again so it can be cancelled, since the client is told the
-            // call failed and no run may outlive it.
-            if e.ambiguous() || ctx.host.name_taken(&e) {
+            // under a client-chosen name, the run could not be read back by it): it is found
+            // again so it can be cancelled, since the client is told the call failed and no
+            // run may outlive it.
+            if e.ambiguous() || unsettled {
                 reconcile_lost_create(ctx, &req.caller, &create);
             }
             Err(McpError::from_host(&e))

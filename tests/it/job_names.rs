@@ -353,3 +353,33 @@ async fn a_cancel_answered_with_a_routes_ended_code_is_acknowledged_and_sent_onc
     env.host.faults().clear();
     env.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_named_create_that_cannot_be_settled_fails_and_its_job_is_deleted() {
+    // Every create answer is held past the route's timeout and every read by name fails:
+    // the call fails, and once the host reads again the Job is found by name and deleted.
+    let path = copied("k8s-unsettled", |t| {
+        t.replace(
+            "createRun: { path: /apis/batch/v1/namespaces/acme/jobs }",
+            "createRun: { path: /apis/batch/v1/namespaces/acme/jobs, timeoutMs: 200 }",
+        )
+    });
+    let env = k8s_env(&path, |_| {}).await;
+    tool_names(&env).await;
+    let f = env.host.faults();
+    f.delay(RouteClass::CreateRun, Duration::from_millis(400));
+    f.fail_next(RouteClass::GetRun, 1000, 500);
+    let r = env
+        .call(A, "conformance-cancellable", json!({}), json!({}))
+        .await;
+    assert_eq!(r.error_code(), Some(-32603), "{}", r.text);
+    env.host.faults().clear();
+    let outcome = lost_create_outcome(&env, Duration::from_secs(6)).await;
+    assert_eq!(outcome.as_deref(), Some("cancelled"));
+    assert!(
+        jobs(&env).await.is_empty(),
+        "no Job outlives the failed call"
+    );
+    env.shutdown().await;
+    std::fs::remove_dir_all(path.parent().unwrap()).ok();
+}
