@@ -587,11 +587,11 @@ fn wrong_config_values_name_the_field_what_was_expected_and_where() {
         ),
         (
             "tools:\n  source: [fixtures]\n",
-            "2:11: tools.source: expected one of auto, fixtures, toolCatalog, static, got a list",
+            "2:11: tools.source: expected one of auto, fixtures, toolCatalog, static, file, got a list",
         ),
         (
             "tools:\n  source: catalog\n",
-            "2:11: tools.source: 'catalog' is not one of auto, fixtures, toolCatalog, static",
+            "2:11: tools.source: 'catalog' is not one of auto, fixtures, toolCatalog, static, file",
         ),
         (
             "tools:\n  overrides:\n    greet:\n      task: { always: true }\n",
