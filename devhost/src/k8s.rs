@@ -38,7 +38,33 @@ struct Inner {
     next_version: u64,
 }
 
+/// One Job the host made, deleted or not: the devhost's own record
+/// ([`crate::DevHost::k8s_jobs`]).
+#[derive(Debug, Clone)]
+pub struct JobRecord {
+    pub namespace: String,
+    pub name: String,
+    /// The workflow its image named.
+    pub workflow: String,
+    /// Whether a `DELETE` removed it.
+    pub deleted: bool,
+}
+
 impl Table {
+    /// Every Job made so far, in creation order, deleted ones included.
+    pub(crate) fn records(&self) -> Vec<JobRecord> {
+        let t = lock(&self.inner);
+        t.order
+            .iter()
+            .map(|j| JobRecord {
+                namespace: j.namespace.clone(),
+                name: j.name.clone(),
+                workflow: j.run.workflow.id.clone(),
+                deleted: !t.jobs.contains_key(&(j.namespace.clone(), j.name.clone())),
+            })
+            .collect()
+    }
+
     /// The run behind job `name`, whichever namespace's it is, deleted or not.
     pub(crate) fn run_of(&self, name: &str) -> Option<Arc<Run>> {
         lock(&self.inner)

@@ -287,6 +287,7 @@ pub use auth::{ANONYMOUS_ISSUER, ANONYMOUS_TENANT, API_KEY_ISSUER};
 pub use azure::{MonitorRead, MonitorReads};
 pub use faults::{Fault, FaultKind, Faults, RouteClass};
 pub use host::TRANSPORT_HEADER;
+pub use k8s::JobRecord;
 
 use api::ApiError;
 use host::{lock, HostState, Req};
@@ -570,6 +571,13 @@ impl DevHost {
             Flavor::V2 | Flavor::Legacy => state.run(id),
         };
         run.map(|r| r.lock().events.clone()).unwrap_or_default()
+    }
+
+    /// Every Job the k8s flavour made so far, in creation order, the deleted ones included
+    /// (empty for the other flavours): a deleted Job is gone from the API, and tests still
+    /// need to find the run a sidecar started and then cancelled.
+    pub fn k8s_jobs(&self) -> Vec<JobRecord> {
+        self.inner.state.k8s.records()
     }
 
     /// Forget the recorded status monitor reads (`DELETE /_devhost/status-reads`).

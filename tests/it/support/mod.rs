@@ -552,19 +552,17 @@ impl Env {
                 return out;
             }
             Flavor::K8s => {
+                // The devhost's record: a Job the sidecar cancelled is deleted, gone from the
+                // API's list, and still the run a test looks for.
                 let tenant = tenant_of(key);
-                let v = self
-                    .host_get(key, &format!("/apis/batch/v1/namespaces/{tenant}/jobs"))
-                    .await;
-                let mut out: Vec<String> = v["items"]
-                    .as_array()
+                return self
+                    .host
+                    .k8s_jobs()
                     .into_iter()
-                    .flatten()
-                    .filter(|j| k8s_as_v2((*j).clone())["workflowId"] == workflow)
-                    .filter_map(|j| j["metadata"]["name"].as_str().map(str::to_string))
+                    .rev()
+                    .filter(|j| j.namespace == tenant && j.workflow == workflow)
+                    .map(|j| j.name)
                     .collect();
-                out.reverse();
-                return out;
             }
             Flavor::V2 | Flavor::Legacy => {}
         }
