@@ -41,6 +41,7 @@ pub(crate) struct HostState {
     /// The operation-style flavours' own tables (aip151.rs, azure.rs).
     pub(crate) aip: crate::aip151::Table,
     pub(crate) azure: crate::azure::Table,
+    pub(crate) k8s: crate::k8s::Table,
 }
 
 #[derive(Default)]
@@ -83,6 +84,7 @@ impl HostState {
             oauth: Default::default(),
             aip: Default::default(),
             azure: Default::default(),
+            k8s: Default::default(),
         }
     }
 
@@ -201,7 +203,7 @@ fn route(flavor: Flavor, path: &str) -> Option<Route<'_>> {
     let r = match flavor {
         Flavor::V2 => v2_route(&segs)?,
         Flavor::Legacy => legacy_route(&segs)?,
-        Flavor::Aip151 | Flavor::Azure => return None,
+        Flavor::Aip151 | Flavor::Azure | Flavor::K8s => return None,
     };
     let empty_id = match &r {
         Route::Workflow(id)
@@ -258,6 +260,7 @@ pub(crate) fn classify(flavor: Flavor, method: &Method, path: &str) -> Option<Ro
     match flavor {
         Flavor::Aip151 => return crate::aip151::classify(method, path),
         Flavor::Azure => return crate::azure::classify(method, path),
+        Flavor::K8s => return crate::k8s::classify(method, path),
         Flavor::V2 | Flavor::Legacy => {}
     }
     let Some(route) = route(flavor, path) else {
@@ -343,6 +346,7 @@ fn outgoing(host: &HostState, class: RouteClass, reply: Reply) -> Reply {
         Flavor::Legacy => legacy::outgoing(class, reply),
         Flavor::Aip151 => crate::aip151::outgoing(reply),
         Flavor::Azure => crate::azure::outgoing(reply),
+        Flavor::K8s => crate::k8s::outgoing(reply),
     }
 }
 
@@ -404,6 +408,7 @@ pub(crate) async fn handle(host: &Arc<HostState>, req: Req<'_>) -> Response<Body
     match host.config.flavor {
         Flavor::Aip151 => return crate::aip151::handle(host, &req).await.into_response(),
         Flavor::Azure => return crate::azure::handle(host, &req).into_response(),
+        Flavor::K8s => return crate::k8s::handle(host, &req).into_response(),
         Flavor::V2 | Flavor::Legacy => {}
     }
     let class = classify(host.config.flavor, req.method, req.path).unwrap_or(RouteClass::Other);

@@ -199,6 +199,33 @@
 //! | `POST /jobs/{name}/input` | `approvals:respond` | `{inputRequestId, answers: {...}}` or `{inputRequestId, decline: true}` → job |
 //! | `GET`/`DELETE /_devhost/status-reads` | none | devhost only: every status monitor read (see [`DevHost::status_monitor_reads`]); DELETE forgets them |
 //!
+//! # Kubernetes flavour
+//!
+//! [`Flavor::K8s`] (`--flavor k8s`) serves the same runs as Kubernetes `batch/v1` Jobs, one
+//! namespace per tenant (`acme`, `globex`; another namespace is `403 Forbidden`). No event
+//! log, no discovery, no catalog route, no `OpenWOP-Version`; jobs have no waiting state (a
+//! workflow that waits for a person stays active until it is deleted).
+//!
+//! | route | scope | answer |
+//! | --- | --- | --- |
+//! | `POST /apis/batch/v1/namespaces/{ns}/jobs` | `runs:create` | a Job `{apiVersion?, kind?, metadata: {name \| generateName, labels?, annotations?}, spec: {template: {spec: {restartPolicy: Never \| OnFailure, containers: [{name, image, env?}]}}, backoffLimit?}}` → `201` the Job; a taken name is `409 AlreadyExists` |
+//! | `GET /apis/batch/v1/namespaces/{ns}/jobs` | `runs:read` | `{kind: JobList, items}`, `limit` |
+//! | `GET /apis/batch/v1/namespaces/{ns}/jobs/{name}` | `runs:read` | the Job |
+//! | `DELETE /apis/batch/v1/namespaces/{ns}/jobs/{name}` | `runs:cancel` | `?propagationPolicy=Background\|Foreground\|Orphan`; the job is gone at once (a running one is cancelled) → `200 {kind: Status, status: Success, details}`; a job that is gone is `404 NotFound` |
+//!
+//! * The first container's image names the workflow (its last path segment, no tag:
+//!   `registry.example/jobs/greet:1` runs `greet`; an unknown one is `422 Invalid`); its
+//!   `env` values (strings) are the workflow's variables, read per the variable's type.
+//! * Names are RFC 1123 labels (at most 63 lowercase letters, digits, `-`).
+//! * The Job's `status`: `startTime`, `active: 1` while it runs; `succeeded: 1`,
+//!   `completionTime` and `conditions: [{type: Complete, status: "True"}]` once it
+//!   succeeded; `failed: 1` and `conditions: [{type: Failed, status: "True", reason:
+//!   BackoffLimitExceeded, message}]` once it failed. The run's result is the annotation
+//!   `devhost.openwop.dev/result` (JSON text).
+//! * Errors are `Status` objects: `{kind: Status, apiVersion: v1, status: Failure, message,
+//!   reason, details?, code}` (`reason`: `NotFound`, `AlreadyExists`, `Invalid`,
+//!   `BadRequest`, `Forbidden`, `Unauthorized`, `TooManyRequests`, `InternalError`, ...).
+//!
 //! Status monitor `status`: `NotStarted`, `Running`, `Succeeded`, `Failed`, `Canceled`
 //! (the job's also `Canceling`). An open approval is `pendingApproval: {id, step, title,
 //! description?, allowedDecisions, approvers?}`, an open clarification `pendingInput:
@@ -246,6 +273,7 @@ pub mod faults;
 mod fixtures;
 mod host;
 mod idempotency;
+mod k8s;
 mod legacy;
 pub mod oauth;
 mod ops;
@@ -259,6 +287,7 @@ pub use auth::{ANONYMOUS_ISSUER, ANONYMOUS_TENANT, API_KEY_ISSUER};
 pub use azure::{MonitorRead, MonitorReads};
 pub use faults::{Fault, FaultKind, Faults, RouteClass};
 pub use host::TRANSPORT_HEADER;
+pub use k8s::JobRecord;
 
 use api::ApiError;
 use host::{lock, HostState, Req};
@@ -288,16 +317,21 @@ pub enum Flavor {
     /// `api-version` on every call, `202` + `Operation-Location` + `Retry-After`,
     /// a status monitor, approvals as a nested object while the status stays `Running`.
     Azure,
+    /// Kubernetes `batch/v1` Jobs (see the crate docs, "Kubernetes flavour"): a
+    /// client-chosen `metadata.name` (`409 AlreadyExists` on a repeat), status as counts
+    /// and a conditions list, cancel by `DELETE`, no catalog route and no waiting state.
+    K8s,
 }
 
 impl Flavor {
-    /// `v2`, `legacy`, `aip151` or `azure`.
+    /// `v2`, `legacy`, `aip151`, `azure` or `k8s`.
     pub fn as_str(self) -> &'static str {
         match self {
             Flavor::V2 => "v2",
             Flavor::Legacy => "legacy",
             Flavor::Aip151 => "aip151",
             Flavor::Azure => "azure",
+            Flavor::K8s => "k8s",
         }
     }
 
@@ -317,8 +351,9 @@ impl std::str::FromStr for Flavor {
             "legacy" => Ok(Flavor::Legacy),
             "aip151" => Ok(Flavor::Aip151),
             "azure" => Ok(Flavor::Azure),
+            "k8s" => Ok(Flavor::K8s),
             other => Err(format!(
-                "unknown flavor {other} (v2 | legacy | aip151 | azure)"
+                "unknown flavor {other} (v2 | legacy | aip151 | azure | k8s)"
             )),
         }
     }
@@ -532,9 +567,17 @@ impl DevHost {
                 .aip
                 .run_of(id.strip_prefix("operations/").unwrap_or(id)),
             Flavor::Azure => state.azure.run_of(id),
+            Flavor::K8s => state.k8s.run_of(id),
             Flavor::V2 | Flavor::Legacy => state.run(id),
         };
         run.map(|r| r.lock().events.clone()).unwrap_or_default()
+    }
+
+    /// Every Job the k8s flavour made so far, in creation order, the deleted ones included
+    /// (empty for the other flavours): a deleted Job is gone from the API, and tests still
+    /// need to find the run a sidecar started and then cancelled.
+    pub fn k8s_jobs(&self) -> Vec<JobRecord> {
+        self.inner.state.k8s.records()
     }
 
     /// Forget the recorded status monitor reads (`DELETE /_devhost/status-reads`).

@@ -27,6 +27,14 @@ pub struct JsonPointer {
 }
 
 impl JsonPointer {
+    /// `""`: the whole document.
+    pub fn root() -> JsonPointer {
+        JsonPointer {
+            text: String::new(),
+            tokens: Box::default(),
+        }
+    }
+
     /// Parses a pointer; the error says why it is not one.
     pub fn parse(text: &str) -> Result<JsonPointer, String> {
         if text.is_empty() {

@@ -52,6 +52,12 @@ pub struct RawHost {
     // variant matched".
     #[schemars(with = "Option<RawIdempotency>")]
     pub idempotency: Option<serde_json::Value>,
+    /// A create made safe by a name the client chooses (`{callId}`, written by the createRun
+    /// templates) where the host dedupes nothing by key: `findBy` reads the run by that name,
+    /// `alreadyExists` names the answers that say the name is taken. A repeat is then the
+    /// same run, a lost answer is settled by reading the name, and a create whose request
+    /// went away is found by name and cancelled; never a blind replay.
+    pub create_name: Option<super::create_name::RawCreateName>,
     /// The version header every host call carries (default `{name: OpenWOP-Version, value:
     /// "2.0"}`); `none` sends none.
     #[schemars(with = "Option<super::wire::RawVersionHeader>")]
@@ -259,6 +265,7 @@ impl RawRoutes {
         allow_headers: Vec<HeaderName>,
         caller_values: Vec<std::sync::Arc<super::callers::CallerValues>>,
         idempotency: &Idempotency,
+        named: bool,
     ) -> Result<Routes, ConfigError> {
         let mut by_op = BTreeMap::new();
         for op in Operation::ALL {
@@ -326,9 +333,11 @@ impl RawRoutes {
                 })?;
                 headers.push((name, value));
             }
-            // A createRun is repeated only where the host dedupes it (host.idempotency).
-            let dr = dr && (op != Operation::CreateRun || idempotency.replays());
-            if op == Operation::CreateRun && raw.retry == Some(true) && !idempotency.replays() {
+            // A createRun is repeated only where the host dedupes it (host.idempotency) or
+            // refuses a second run of the same client-chosen name (host.createName).
+            let replays = idempotency.replays() || named;
+            let dr = dr && (op != Operation::CreateRun || replays);
+            if op == Operation::CreateRun && raw.retry == Some(true) && !replays {
                 return Err(cx.err(
                     None,
                     "host.routes.createRun.retry: true needs host.idempotency (a header or a \
@@ -336,7 +345,26 @@ impl RawRoutes {
                      start a second job",
                 ));
             }
+            if !raw.already_ended.is_empty()
+                && !matches!(op, Operation::CancelRun | Operation::ResolveInterrupt)
+            {
+                return Err(cx.err(
+                    None,
+                    format!(
+                        "host.routes.{}.alreadyEnded: only cancelRun and resolveInterrupt have \
+                         answers that mean the run has already ended",
+                        op.key()
+                    ),
+                ));
+            }
+            let already_ended = super::answers::compile(
+                &raw.already_ended,
+                super::ErrorClass::Terminal,
+                &format!("host.routes.{}.alreadyEnded", op.key()),
+            )
+            .map_err(|(l, m)| cx.err(l, m))?;
             let mut route = Route {
+                already_ended,
                 method,
                 template,
                 segments,
@@ -377,6 +405,12 @@ pub struct RawRoute {
     pub retry: Option<bool>,
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// cancelRun and resolveInterrupt only: the answers of this route that mean the run has
+    /// already ended (`[{status: 404, code: NotFound}]`), matched before `host.errors`. A
+    /// cancel so answered is done (nothing is left to cancel, it is never retried), an
+    /// answer to a gate so answered resolves nothing.
+    #[serde(default)]
+    pub already_ended: Vec<super::answers::RawAnswer>,
 }
 
 impl RawHost {
@@ -395,10 +429,18 @@ impl RawHost {
             allow_headers,
             caller_values,
             &idempotency,
+            self.create_name.is_some(),
         )?;
         let mapping = self
             .mapping_with(&routes.allow_headers, &routes.caller_values, idempotency)
             .map_err(|(l, m)| cx.err(l, m))?;
+        if mapping.create_name.is_some() {
+            let is = super::create_name::is_call_id;
+            super::create_name::check_named(
+                routes.get(Operation::CreateRun).uses(&is) || mapping.bodies.create_run.uses(&is),
+            )
+            .map_err(|m| cx.err(None, m))?;
+        }
         routes.caller_from = caller_from;
         Ok((routes, mapping))
     }

@@ -202,6 +202,41 @@ pub struct ErrorRule {
     pub class: ErrorClass,
 }
 
+impl ErrorRule {
+    /// Whether the rule holds for an answer of `status` whose code `code_at` reads (at the
+    /// rule's own `codeAt`, else at `host.fields.errorCode`).
+    pub fn matches<'a>(
+        &self,
+        status: u16,
+        code_at: &dyn Fn(Option<&JsonPointer>) -> Option<&'a Value>,
+        www_authenticate: Option<&str>,
+    ) -> bool {
+        self.status.matches(status)
+            && self
+                .code
+                .as_ref()
+                .is_none_or(|c| c.matches(code_at(self.code_at.as_ref())))
+            && self
+                .challenge
+                .as_deref()
+                .is_none_or(|c| www_authenticate.is_some_and(|w| w.contains(c)))
+    }
+
+    /// Whether the rule holds for an answer of `status` with the body `body` (the code read
+    /// at the rule's `codeAt`, else at `error_code`, a pointer).
+    pub fn matches_body(&self, status: u16, body: Option<&Value>, error_code: &str) -> bool {
+        let default = body.and_then(|b| b.pointer(error_code));
+        self.matches(
+            status,
+            &|at| match at {
+                Some(p) => body.and_then(|b| p.get(b)),
+                None => default,
+            },
+            None,
+        )
+    }
+}
+
 /// The code a rule asks for: a string (`run_terminal`, AIP-193 `FAILED_PRECONDITION`) matches
 /// a string, a number (`5`, a numeric `google.rpc.Code`) a number of the same value.
 #[derive(Debug, Clone, PartialEq)]
@@ -310,6 +345,8 @@ pub struct Mapping {
     pub interrupts: Vec<super::follow::DocInterrupt>,
     /// Routes answering those interrupts, per status and action (`host.resolve`).
     pub resolve: super::resolve::Resolve,
+    /// A create made safe by a client-chosen name (`host.createName`).
+    pub create_name: Option<super::create_name::CreateName>,
 }
 
 impl Default for Mapping {
@@ -400,22 +437,9 @@ impl Mapping {
         www_authenticate: Option<&str>,
     ) -> ErrorClass {
         for r in &self.error_rules {
-            if !r.status.matches(status) {
-                continue;
+            if r.matches(status, code_at, www_authenticate) {
+                return r.class;
             }
-            if r.code
-                .as_ref()
-                .is_some_and(|c| !c.matches(code_at(r.code_at.as_ref())))
-            {
-                continue;
-            }
-            if r.challenge
-                .as_deref()
-                .is_some_and(|c| !www_authenticate.is_some_and(|w| w.contains(c)))
-            {
-                continue;
-            }
-            return r.class;
         }
         if status >= 500 {
             ErrorClass::Internal
@@ -882,7 +906,10 @@ impl RawHost {
             allow_headers,
             caller_values,
         )?;
+        let create_name =
+            super::create_name::compile(&self.create_name, allow_headers, caller_values)?;
         Ok(Mapping {
+            create_name,
             path_ids,
             task_ids,
             fields,

@@ -4,9 +4,12 @@
 //! Everything the sidecar assumes about the host (routes, status names) is data here, with
 //! OpenWOP v2 as the default, so that no route string is scattered through the handlers.
 
+pub mod answers;
 pub mod auth;
 pub mod callers;
 pub mod catalog;
+pub mod catalog_file;
+pub mod create_name;
 mod ctx;
 mod env;
 mod explain;
@@ -142,6 +145,12 @@ impl Config {
             ));
         }
         w
+    }
+
+    /// The files besides the configuration file whose bytes this generation was built from:
+    /// a change to one is a change to the configuration (src/server/reload.rs).
+    pub fn watched_files(&self) -> Vec<&Path> {
+        self.tools.file.iter().map(|f| f.path.as_path()).collect()
     }
 
     /// The built-in defaults (OpenWOP v2), as if an empty file had been given.

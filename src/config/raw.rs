@@ -92,6 +92,7 @@ impl RawConfig {
             spanned(base, &mut o.ca_file);
         }
         spanned(base, &mut self.stdio.token_file);
+        spanned(base, &mut self.tools.file);
         for raw in self.host.templates.caller_values.values_mut() {
             if let Some(f) = &mut raw.file {
                 if f.is_relative() {

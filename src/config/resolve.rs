@@ -54,6 +54,8 @@ pub struct ActionRoute {
     pub segments: Vec<Segment>,
     pub query: Vec<Segment>,
     pub body: BodyTemplate,
+    /// The answers that mean the run has already ended (`alreadyEnded`).
+    pub already_ended: super::answers::RouteAnswers,
 }
 
 /// The compiled `host.resolve`: each configured status has a route for each of its actions
@@ -92,6 +94,10 @@ pub struct RawActionRoute {
     /// `{value}`, the resume value; `{interruptId}`, `{nodeId}`, `{runId}`); an absent value
     /// leaves its key out. Default `{}`.
     pub body: Option<Value>,
+    /// The answers of this route that mean the run has already ended (`[{status: 409, code:
+    /// JobFinished}]`), matched before `host.errors`: the answer resolves nothing.
+    #[serde(default)]
+    pub already_ended: Vec<super::answers::RawAnswer>,
 }
 
 type Err = (Option<(u64, u64)>, String);
@@ -205,7 +211,13 @@ fn action_route(
         }
         Some(_) => return Err((None, format!("{at}.body: the body must be a JSON object"))),
     };
+    let already_ended = super::answers::compile(
+        &r.already_ended,
+        super::ErrorClass::Terminal,
+        &format!("{at}.alreadyEnded"),
+    )?;
     Ok(ActionRoute {
+        already_ended,
         method,
         template: r.path.clone(),
         segments,

@@ -107,6 +107,9 @@ pub struct Route {
     /// Whether the target or a header takes a value the call may lack (an argument, a
     /// request header): only then is a createRun's target checked before it is sent.
     pub fills_from_call: bool,
+    /// The answers that mean the run has already ended (`alreadyEnded`; cancelRun and
+    /// resolveInterrupt), matched before `host.errors` (src/config/answers.rs).
+    pub already_ended: super::answers::RouteAnswers,
 }
 
 impl Route {

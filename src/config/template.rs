@@ -19,6 +19,7 @@
 //! | `{interruptId}` | the open interrupt's id (`host.interrupts`) | `host.resolve` routes |
 //! | `{content}` | the accepted elicitation's content object (absent: the key is left out) | `host.resolve` bodies |
 //! | `{content.NAME}` | one field of that content (absent: the key is left out) | `host.resolve` routes |
+//! | `{entry./pointer}` | the value at a JSON pointer in the called tool's catalog entry (the host's, or the catalog file's; absent: the key is left out) | createRun, `host.createName.findBy` |
 //!
 //! `host.resolve` routes (src/config/resolve.rs) also take `{runId}`, `{nodeId}` and
 //! `{header.NAME}`.
@@ -57,6 +58,8 @@ pub enum Var {
     Content,
     /// `host.resolve` only: one field of the accepted content.
     ContentField(String),
+    /// createRun only: the value at a pointer in the called tool's catalog entry.
+    Entry(super::catalog::JsonPointer),
 }
 
 impl Var {
@@ -76,6 +79,7 @@ impl Var {
             Var::InterruptId => "interruptId",
             Var::Content => "content",
             Var::ContentField(f) => f,
+            Var::Entry(p) => p.as_str(),
         }
     }
 }
@@ -123,7 +127,7 @@ impl Scope<'_> {
             Var::InterruptId | Var::ContentField(_) => action,
             Var::Content => body && action,
             Var::Tool => matches!(self.op, GetWorkflow | CreateRun),
-            Var::Arg(_) | Var::CallId => self.op == CreateRun,
+            Var::Arg(_) | Var::CallId | Var::Entry(_) => self.op == CreateRun,
             Var::Header(_) | Var::Caller(_) => self.op != Discovery,
             Var::Arguments => body && self.op == CreateRun,
             Var::Reason => body && self.op == CancelRun,
@@ -150,6 +154,10 @@ impl Scope<'_> {
             ("{interruptId}", Var::InterruptId),
             ("{content}", Var::Content),
             ("{content.NAME}", Var::ContentField(String::new())),
+            (
+                "{entry./pointer}",
+                Var::Entry(super::catalog::JsonPointer::root()),
+            ),
         ];
         let ok: Vec<&str> = all
             .iter()
@@ -175,6 +183,14 @@ fn placeholder(name: &str, scope: &Scope) -> Result<Var, String> {
             return Err(format!("{{{name}}} names no argument"));
         }
         Var::Arg(arg.to_string())
+    } else if let Some(p) = name.strip_prefix("entry.") {
+        let p = super::catalog::JsonPointer::parse(p).map_err(|m| format!("{{{name}}}: {m}"))?;
+        if p.as_str().is_empty() {
+            return Err(format!(
+                "{{{name}}} names no field of the catalog entry (like {{entry./queue}})"
+            ));
+        }
+        Var::Entry(p)
     } else if let Some(f) = name.strip_prefix("content.") {
         if f.is_empty() {
             return Err(format!("{{{name}}} names no field"));

@@ -28,6 +28,9 @@ pub enum ToolSource {
     ToolCatalog,
     /// The `tools.static` list in this file.
     Static,
+    /// The catalog file `tools.file` names (JSON or YAML, read through `tools.catalog` like a
+    /// host's catalog page, reloaded with the configuration): for hosts without a catalog.
+    File,
 }
 
 /// Whether a tool runs as a task (ext-tasks §Capability Negotiation: server-directed).
@@ -97,6 +100,8 @@ pub struct Tools {
     pub create_run: CreateTemplate,
     /// How the listTools answer is read (`tools.catalog`), compiled once per generation.
     pub catalog: std::sync::Arc<CatalogMapping>,
+    /// The catalog file of `source: file`, read with this generation.
+    pub file: Option<super::catalog_file::CatalogFile>,
 }
 
 impl Tools {
@@ -146,6 +151,11 @@ pub struct RawTools {
     /// are, and how its pages follow one another (default: OpenWOP v2 `GET /tools`).
     #[serde(default)]
     pub catalog: RawCatalog,
+    /// With `source: file`: the catalog file (JSON or YAML; relative to this file's folder),
+    /// a list of entries or an object holding one at `catalog.items`, each read through
+    /// `catalog` like a host's entry. Reloaded when it changes, like this file.
+    #[schemars(with = "Option<String>")]
+    pub file: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -267,7 +277,24 @@ impl RawTools {
                 "tools.source is static but tools.static lists no tool",
             ));
         }
+        let file = match (&self.file, source) {
+            (Some(f), ToolSource::File) => Some(
+                super::catalog_file::CatalogFile::load(std::path::Path::new(&f.value))
+                    .map_err(|m| cx.err(loc(f), m))?,
+            ),
+            (None, ToolSource::File) => {
+                return Err(cx.err(
+                    self.source.as_ref().and_then(loc),
+                    "tools.source is file but tools.file names no file",
+                ))
+            }
+            (Some(f), _) => {
+                return Err(cx.err(loc(f), "tools.file is read only with tools.source: file"))
+            }
+            (None, _) => None,
+        };
         Ok(Tools {
+            file,
             source,
             include: self.include.unwrap_or_else(|| vec![DEFAULT_INCLUDE.into()]),
             exclude: self.exclude,

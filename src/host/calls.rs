@@ -40,6 +40,8 @@ pub struct CreateRequest {
     /// The caller's values the host answered (`host.templates.callerFrom`), kept so every
     /// attempt builds the same target.
     from_host: Option<std::sync::Arc<crate::config::callers::HostValues>>,
+    /// The called tool's catalog entry (`{entry./pointer}`), kept for the same reason.
+    entry: Option<std::sync::Arc<Value>>,
 }
 
 impl CreateRequest {
@@ -54,6 +56,7 @@ impl CreateRequest {
             args: Some(&self.args),
             call_id: Some(&self.call_id),
             from_host: self.from_host.as_deref(),
+            entry: self.entry.as_deref(),
             ..Vars::default()
         }
     }
@@ -170,12 +173,35 @@ impl HostClient {
         templates: &[&CreateTemplate],
         call_id: &str,
     ) -> Result<CreateRequest, Missing> {
+        self.prepare_create_for(
+            caller,
+            from_host,
+            (workflow_id, None),
+            inputs,
+            templates,
+            call_id,
+        )
+    }
+
+    /// [`HostClient::prepare_create`] for a tool whose catalog entry the templates may read
+    /// (`{entry./pointer}`): `tool` is its run target and its entry.
+    pub fn prepare_create_for(
+        &self,
+        caller: &Caller,
+        from_host: Option<std::sync::Arc<crate::config::callers::HostValues>>,
+        tool: (&str, Option<std::sync::Arc<Value>>),
+        inputs: &Value,
+        templates: &[&CreateTemplate],
+        call_id: &str,
+    ) -> Result<CreateRequest, Missing> {
+        let (workflow_id, entry) = tool;
         let op = Operation::CreateRun;
         let vars = Vars {
             tool: Some(workflow_id),
             args: Some(inputs),
             call_id: Some(call_id),
             from_host: from_host.as_deref(),
+            entry: entry.as_deref(),
             ..Vars::default()
         };
         // Every placeholder of the target and headers must fill (the request is built again,
@@ -231,6 +257,7 @@ impl HostClient {
             tool: workflow_id.to_string(),
             args: inputs.clone(),
             from_host,
+            entry,
         })
     }
 
@@ -272,6 +299,65 @@ impl HostClient {
                 None => "createRun answer has no runId".into(),
             })
         })
+    }
+
+    /// Whether a refused createRun says its client-chosen name is taken
+    /// (`host.createName.alreadyExists`): an earlier attempt of the same call made the run.
+    pub fn name_taken(&self, e: &HostError) -> bool {
+        match (&self.mapping.create_name, e) {
+            (Some(n), HostError::Status { status, code, .. }) => {
+                n.taken(status.as_u16(), code.as_deref())
+            }
+            _ => false,
+        }
+    }
+
+    /// The run a createRun's client-chosen name names, read through `host.createName.findBy`
+    /// (counted as a getRun); `None` when no run has the name (a `404`, or no `createName`).
+    pub async fn find_created(
+        &self,
+        caller: &Caller,
+        create: &CreateRequest,
+    ) -> Result<Option<CreatedRun>, HostError> {
+        let Some(n) = &self.mapping.create_name else {
+            return Ok(None);
+        };
+        let op = Operation::GetRun;
+        let vars = create.vars();
+        let target = self
+            .target_of(
+                (&n.segments, &n.query, n.template.len()),
+                &vars,
+                &[],
+                Some(caller),
+            )
+            .map_err(|m| HostError::from(BadTarget::unfilled(op, &m)))?;
+        let found = self
+            .send_within(
+                op,
+                self.routes.get(op).timeout,
+                || self.request_raw(http::Method::GET, target.clone(), true, &[], Some(caller)),
+                json_value,
+            )
+            .await;
+        let doc = match found {
+            Ok(doc) => doc,
+            Err(e) if e.status() == Some(http::StatusCode::NOT_FOUND) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let m = &self.mapping;
+        let mut c = crate::config::Mapping::str_at(&doc, &m.fields.run_id)
+            .and_then(|id| CreatedRun::with_id(id, &doc, m))
+            .ok_or_else(|| {
+                HostError::BadBody(format!(
+                    "host.createName.findBy answer has no run id at {}",
+                    m.fields.run_id
+                ))
+            })?;
+        if let Some(s) = m.status_of(&doc) {
+            c.status = s;
+        }
+        Ok(Some(c))
     }
 
     pub async fn get_run(&self, caller: &Caller, run_id: &str) -> Result<RunSnapshot, HostError> {
@@ -368,9 +454,30 @@ impl HostClient {
         let body = self.cancel_body(caller, &vars)?;
         self.send_json(Operation::CancelRun, || {
             let req = self.request(Operation::CancelRun, &vars, &[], Some(caller))?;
-            Ok(with_json(req, &body))
+            Ok(self.with_answers(Operation::CancelRun, with_json(req, &body)))
         })
         .await
+    }
+
+    /// The request with its route's own answer rules (`alreadyEnded`) attached, for the
+    /// client to classify its refusal by (src/config/answers.rs).
+    fn with_answers(
+        &self,
+        op: Operation,
+        req: http::Request<crate::body::Body>,
+    ) -> http::Request<crate::body::Body> {
+        self.with_rules(&self.routes.get(op).already_ended, req)
+    }
+
+    fn with_rules(
+        &self,
+        rules: &crate::config::answers::RouteAnswers,
+        mut req: http::Request<crate::body::Body>,
+    ) -> http::Request<crate::body::Body> {
+        if !rules.is_empty() {
+            req.extensions_mut().insert(rules.clone());
+        }
+        req
     }
 
     /// One cancel attempt, no internal retries: the ownership dispatcher owns the retry policy.
@@ -389,7 +496,7 @@ impl HostClient {
         };
         let body = self.cancel_body(caller, &vars)?;
         let req = self.request(Operation::CancelRun, &vars, &[], Some(caller))?;
-        let req = with_json(req, &body);
+        let req = self.with_answers(Operation::CancelRun, with_json(req, &body));
         let timeout = self.routes.get(Operation::CancelRun).timeout;
         self.once(req, timeout, json_value).await.map(|(_, v)| v)
     }
@@ -424,7 +531,7 @@ impl HostClient {
             if let Some((k, v)) = &key {
                 req.headers_mut().append(k.clone(), v.clone());
             }
-            Ok(with_json(req, &body))
+            Ok(self.with_answers(Operation::ResolveInterrupt, with_json(req, &body)))
         })
         .await
     }
@@ -482,7 +589,7 @@ impl HostClient {
             if let Some((k, v)) = &key {
                 req.headers_mut().append(k.clone(), v.clone());
             }
-            Ok(with_json(req, &body))
+            Ok(self.with_rules(&route.already_ended, with_json(req, &body)))
         })
         .await
     }

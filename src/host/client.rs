@@ -494,6 +494,12 @@ impl HostClient {
         // A `304 Not Modified` answers a conditional request (RFC 9110 §15.4.5): the reader
         // is given it as an answer; to any other request it is the host's error.
         let conditional = req.headers().contains_key(header::IF_NONE_MATCH);
+        // The route's own answer rules (`alreadyEnded`, src/config/answers.rs) travel with
+        // the request, so the refusal is classified before any retry decision.
+        let answers = req
+            .extensions()
+            .get::<crate::config::answers::RouteAnswers>()
+            .cloned();
         self.send(req).and_then(move |resp| async move {
             let (head, body) = resp.into_parts();
             // The head arrived: a body that breaks off now is a damaged answer, not a refusal.
@@ -507,7 +513,7 @@ impl HostClient {
                     .map(|v| (head.status, v))
                     .map_err(|e| HostError::BadBody(e.to_string()))
             } else {
-                Err(self.error_of(head.status, &head.headers, &bytes))
+                Err(self.error_of_route(head.status, &head.headers, &bytes, answers.as_ref()))
             };
             // Read: the map goes to the next request this thread builds (src/body.rs).
             crate::body::recycle_headers(head.headers);
@@ -522,6 +528,17 @@ impl HostClient {
         headers: &HeaderMap,
         bytes: &[u8],
     ) -> HostError {
+        self.error_of_route(status, headers, bytes, None)
+    }
+
+    /// [`HostClient::error_of`] with the route's own rules first (`answers`).
+    pub(super) fn error_of_route(
+        &self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        bytes: &[u8],
+        answers: Option<&crate::config::answers::RouteAnswers>,
+    ) -> HostError {
         let body: Option<Value> = serde_json::from_slice(bytes).ok();
         let f = &self.mapping.fields;
         let field = |p: &str| {
@@ -535,11 +552,15 @@ impl HostClient {
             .and_then(|b| b.pointer(&f.error_code))
             .and_then(crate::config::mapping::code_text);
         let www = headers.get(header::WWW_AUTHENTICATE).cloned();
-        let class = self.mapping.classify_body(
-            status.as_u16(),
-            body.as_ref(),
-            www.as_ref().and_then(|w| w.to_str().ok()),
-        );
+        let class = answers
+            .and_then(|a| a.class_of(status.as_u16(), body.as_ref(), &f.error_code))
+            .unwrap_or_else(|| {
+                self.mapping.classify_body(
+                    status.as_u16(),
+                    body.as_ref(),
+                    www.as_ref().and_then(|w| w.to_str().ok()),
+                )
+            });
         HostError::Status {
             status,
             code,

@@ -73,7 +73,10 @@ impl HostError {
     pub(super) fn retriable(&self, op: Operation) -> bool {
         match self {
             HostError::Unavailable(_) | HostError::BadBody(_) => true,
-            HostError::Status { status, .. } => status.is_server_error(),
+            // A route may say a 5xx means the run has already ended: nothing to repeat.
+            HostError::Status { status, class, .. } => {
+                status.is_server_error() && !class.run_is_terminal()
+            }
             HostError::Timeout => op == Operation::CreateRun,
             HostError::NotSent(_) => false,
         }

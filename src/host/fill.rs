@@ -28,6 +28,8 @@ pub struct Vars<'a> {
     /// The values the host answered for the caller's credential (`host.templates.callerFrom`;
     /// src/host/callers.rs), looked up before the request is built.
     pub from_host: Option<&'a HostValues>,
+    /// The called tool's catalog entry (`{entry./pointer}`).
+    pub entry: Option<&'a Value>,
 }
 
 /// A placeholder the call cannot fill: the caller's mistake (`-32602` before any host call:
@@ -214,6 +216,17 @@ fn fill_var(
             Some(_) => return Err(Missing::NotScalar(format!("content.{f}"))),
             None => {}
         },
+        // A value the catalog entry lacks cannot be written into a target or a header: the
+        // entry (the operator's catalog file, or the host's catalog) is missing a field.
+        Var::Entry(p) => match vars.entry.and_then(|e| p.get(e)) {
+            Some(Value::String(s)) => text(out, s),
+            Some(v @ (Value::Number(_) | Value::Bool(_))) => text(out, &v.to_string()),
+            _ => {
+                return Err(Missing::Value(
+                    "catalog entry value (a string, number or boolean)",
+                ))
+            }
+        },
         Var::Arguments | Var::Value | Var::Content => {
             return Err(Missing::Value("JSON value in a string"))
         }
@@ -250,6 +263,12 @@ pub fn body(
                 // The content object, or one of its fields; absent leaves the key out.
                 Var::Content => vars.content.filter(|c| c.is_object()).cloned(),
                 Var::ContentField(f) => content_field(vars, f).cloned(),
+                // Any JSON value the entry holds there; absent leaves the key out.
+                Var::Entry(p) => vars
+                    .entry
+                    .and_then(|e| p.get(e))
+                    .filter(|v| !v.is_null())
+                    .cloned(),
             })
         },
         &mut |var, out| match var {
@@ -360,6 +379,43 @@ mod tests {
             fill(&mut out, &segs, &vars, None, IdEncoding::Tilde, Dest::Path).unwrap();
             assert_eq!(out, want);
         }
+    }
+
+    /// `{entry./pointer}`: the called tool's catalog entry, any JSON in a body (absent: the
+    /// key left out), a scalar in a target.
+    #[test]
+    fn catalog_entry_values_fill_bodies_and_targets() {
+        let entry = json!({"image": "r/greet:1", "limits": {"cpu": "1"}, "n": 3});
+        let vars = Vars {
+            entry: Some(&entry),
+            ..Vars::default()
+        };
+        let p = |s: &str| crate::config::JsonPointer::parse(s).unwrap();
+        let t = BodyTemplate::Object(vec![
+            ("image".into(), BodyTemplate::Var(Var::Entry(p("/image")))),
+            (
+                "resources".into(),
+                BodyTemplate::Var(Var::Entry(p("/limits"))),
+            ),
+            ("queue".into(), BodyTemplate::Var(Var::Entry(p("/queue")))),
+        ]);
+        assert_eq!(
+            body(&t, &vars, None).unwrap().unwrap(),
+            json!({"image": "r/greet:1", "resources": {"cpu": "1"}})
+        );
+        let mut out = String::new();
+        let segs = [
+            Segment::Literal("/q/".into()),
+            Segment::Param(Var::Entry(p("/n"))),
+        ];
+        fill(&mut out, &segs, &vars, None, IdEncoding::Tilde, Dest::Path).unwrap();
+        assert_eq!(out, "/q/3");
+        let obj = [Segment::Param(Var::Entry(p("/limits")))];
+        let e = fill(&mut out, &obj, &vars, None, IdEncoding::Tilde, Dest::Path).unwrap_err();
+        assert!(
+            !e.is_callers(),
+            "the catalog's mistake, not the caller's: {e}"
+        );
     }
 
     #[test]

@@ -23,6 +23,8 @@ pub(super) struct CatalogEntry {
     /// What a run of the tool is created with (the createRun workflow id).
     pub target: String,
     pub fields: Fields,
+    /// The entry as the catalog holds it: createRun templates read it (`{entry./pointer}`).
+    pub raw: std::sync::Arc<Value>,
 }
 
 /// Every readable entry of the catalog, read under the caller's credential (the catalog is
@@ -185,6 +187,7 @@ pub(super) fn read_entry(
             name: name.to_string(),
             target: target.to_string(),
             fields,
+            raw: std::sync::Arc::new(e.clone()),
         },
         notes,
     ))

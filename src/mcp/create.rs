@@ -50,10 +50,10 @@ pub(super) async fn create_run(
         .map_err(|e| McpError::from_host(&e))?;
     let create = ctx
         .host
-        .prepare_create(
+        .prepare_create_for(
             &req.caller,
             from_host,
-            &tool.workflow_id,
+            (&tool.workflow_id, tool.entry.clone()),
             args,
             &templates,
             &call_id,
@@ -64,7 +64,17 @@ pub(super) async fn create_run(
     // run id is known (hyper drops the handler): the pending guard then finds the run by its
     // per-call value and cancels it (RFC 0198 §G.12; docs/hardening.md F2).
     let mut pending = PendingCreate::new(ctx, &req.caller, &create);
-    let result = ctx.host.create_run(&req.caller, &create).await;
+    let mut result = ctx.host.create_run(&req.caller, &create).await;
+    // Under a client-chosen name, a create the host may have made but that could not be
+    // read back by its name is owed the same search-and-cancel as a lost answer.
+    let mut unsettled = false;
+    if ctx.host.mapping().create_name.is_some() {
+        if let Err(e) = result {
+            let maybe_made = e.ambiguous() || ctx.host.name_taken(&e);
+            result = settle_by_name(ctx, &req.caller, &create, e).await;
+            unsettled = maybe_made && result.is_err();
+        }
+    }
     pending.disarm();
     match result {
         Ok(c) => Ok(Created::Run(c)),
@@ -75,15 +85,56 @@ pub(super) async fn create_run(
             Ok(Created::ToolError(result))
         }
         Err(e) => {
-            if e.ambiguous() {
-                // The host may have created the run although no usable answer came back.
-                // Replaying the same request finds it (or creates it) so it can be
-                // cancelled: the client is told the call failed, so no run may outlive it.
+            // The host may have created the run although no usable answer came back (or,
+            // under a client-chosen name, the run could not be read back by it): it is found
+            // again so it can be cancelled, since the client is told the call failed and no
+            // run may outlive it.
+            if e.ambiguous() || unsettled {
                 reconcile_lost_create(ctx, &req.caller, &create);
             }
             Err(McpError::from_host(&e))
         }
     }
+}
+
+/// A createRun under a client-chosen name (`host.createName`) that did not answer with the
+/// run: "the name is taken" means an earlier attempt of this call made it, and a lost answer
+/// (a timeout, a broken or damaged answer) may have; either way the run is read by its name.
+/// Only when no run has the name is the create sent again, under the same name, so the host
+/// refuses a second run rather than starting one. A few rounds, then the call fails (and a
+/// run that appears later is found and cancelled, `reconcile_lost_create`).
+async fn settle_by_name(
+    ctx: &Arc<McpContext>,
+    caller: &Caller,
+    create: &CreateRequest,
+    first: crate::host::HostError,
+) -> Result<CreatedRun, crate::host::HostError> {
+    if !(ctx.host.name_taken(&first) || first.ambiguous()) {
+        return Err(first);
+    }
+    let mut last = first;
+    for round in 0..3u32 {
+        if round > 0 {
+            tokio::time::sleep(Duration::from_millis(50) * round).await;
+        }
+        match ctx.host.find_created(caller, create).await {
+            Ok(Some(found)) => {
+                tracing::info!(run_id = %found.run_id, "createRun settled by its client-chosen name");
+                return Ok(found);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                last = e;
+                continue;
+            }
+        }
+        match ctx.host.create_run(caller, create).await {
+            Ok(c) => return Ok(c),
+            Err(e) if ctx.host.name_taken(&e) || e.ambiguous() => last = e,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last)
 }
 
 /// Armed while a createRun is in flight; dropped armed (the request was dropped) it starts
@@ -117,6 +168,10 @@ impl Drop for PendingCreate {
 /// cancel deadline), then cancels the run it names. With `host.idempotency: none` a replay
 /// would start a second job, so nothing is sent: the loss is logged and counted.
 fn reconcile_lost_create(ctx: &Arc<McpContext>, caller: &Caller, create: &Arc<CreateRequest>) {
+    if ctx.host.mapping().create_name.is_some() {
+        find_by_name_and_cancel(ctx, caller, create);
+        return;
+    }
     if !ctx.host.mapping().idempotency.replays() {
         tracing::warn!(
             workflow_id = %create.tool(),
@@ -147,6 +202,42 @@ fn reconcile_lost_create(ctx: &Arc<McpContext>, caller: &Caller, create: &Arc<Cr
             }
         }
         tracing::warn!(workflow_id = %create.tool(), "a createRun answer was lost and the run could not be found before the cancel deadline");
+    });
+}
+
+/// A createRun under a client-chosen name whose request is gone (or whose call failed)
+/// without the run being known: the run is read by its name (`host.createName.findBy`), never
+/// created again, until it appears (a create the host is still processing) or the cancel
+/// deadline passes, and then cancelled.
+fn find_by_name_and_cancel(ctx: &Arc<McpContext>, caller: &Caller, create: &Arc<CreateRequest>) {
+    let st = ctx.clone();
+    let (caller, create) = (caller.clone(), create.clone());
+    ctx.dispatcher.track(async move {
+        let deadline = Instant::now() + st.cfg.ownership.cancel_deadline;
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            match st.host.find_created(&caller, &create).await {
+                Ok(Some(found)) => {
+                    tracing::info!(run_id = %found.run_id, "found the run of a createRun whose request is gone by its name; cancelling it");
+                    st.dispatcher.dispatch(st.host.clone(), found.run_id, caller, "lost_create");
+                    return;
+                }
+                Ok(None) => {}
+                Err(e) if !e.ambiguous() && !e.status().is_some_and(|s| s.is_server_error() || s.as_u16() == 429) => {
+                    tracing::warn!(workflow_id = %create.tool(), error = %e, "the run of a lost createRun cannot be read by its name; it is not cancelled");
+                    st.metrics.owned_cancel("lost_create", "refused");
+                    return;
+                }
+                Err(_) => {}
+            }
+            if Instant::now() + backoff >= deadline {
+                break;
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(1));
+        }
+        tracing::warn!(workflow_id = %create.tool(), "no run has the name of a lost createRun before the cancel deadline; if the host makes one later, it runs on uncancelled");
+        st.metrics.owned_cancel("lost_create", "gave_up");
     });
 }
 

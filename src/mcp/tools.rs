@@ -55,6 +55,9 @@ pub struct ToolDef {
     /// The arguments its inputSchema mirrors into `Mcp-Param-*` headers (`x-mcp-header`),
     /// filled in once the catalog entry is final (after any operator override).
     pub param_headers: Vec<ParamHeader>,
+    /// The tool's catalog entry as the host or the catalog file holds it (`None` for a
+    /// workflow or a static tool): createRun templates read it (`{entry./pointer}`).
+    pub entry: Option<Arc<Value>>,
 }
 
 impl ToolDef {
@@ -69,6 +72,7 @@ impl ToolDef {
             create_run: None,
             input_request_key: InputRequestKey::InterruptId,
             param_headers: Vec::new(),
+            entry: None,
         }
     }
 
@@ -181,6 +185,14 @@ async fn fetch(ctx: &McpContext, caller: &Caller, cfg: &Tools) -> Result<Arc<Too
             cfg.statics.iter().map(from_static).collect()
         }
         ToolSource::Fixtures => fixture_tools(ctx, caller, &discovery(ctx).await?).await?,
+        ToolSource::File => {
+            // Like a static catalog, the caller's credential is proved first (`host.probe`).
+            ctx.host
+                .credential_probe(caller)
+                .await
+                .map_err(|e| McpError::from_host(&e))?;
+            file_tools(cfg).into_iter().map(from_descriptor).collect()
+        }
         ToolSource::ToolCatalog => catalog_tools(ctx, caller, cfg)
             .await
             .map_err(|e| McpError::from_host(&e))?
@@ -301,6 +313,16 @@ async fn catalog_tools(
     super::catalog::read(ctx, caller, &cfg.catalog).await
 }
 
+/// The entries of the catalog file (`tools.source: file`), read as one catalog page through
+/// `tools.catalog`: an entry that cannot be a tool is skipped with the same log line.
+fn file_tools(cfg: &Tools) -> Vec<CatalogEntry> {
+    let mut out = Vec::new();
+    if let Some(f) = &cfg.file {
+        super::catalog::read_page(&cfg.catalog, &f.doc, 1, &mut HashMap::new(), &mut out);
+    }
+    out
+}
+
 /// An OpenWOP v2 ToolDescriptor read with the default mapping.
 #[cfg(test)]
 fn descriptor_fields(d: &Value) -> Option<CatalogEntry> {
@@ -327,6 +349,7 @@ fn merge(catalog: Vec<CatalogEntry>, fixtures: Vec<ToolDef>) -> Vec<ToolDef> {
                     def.wire[k] = v;
                 }
                 def.workflow_id = entry.target;
+                def.entry = Some(entry.raw);
                 out.push(def);
             }
             None => out.push(from_descriptor(entry)),
@@ -457,6 +480,7 @@ fn from_descriptor(entry: CatalogEntry) -> ToolDef {
         name,
         target,
         fields,
+        raw,
     } = entry;
     let name = name.as_str();
     let mut wire = json!({
@@ -476,6 +500,7 @@ fn from_descriptor(entry: CatalogEntry) -> ToolDef {
     // resolve it, and the run waits (answer.rs `outcome`, the "cannot be carried" case).
     let mut def = ToolDef::new(name, wire, variables, false);
     def.workflow_id = target;
+    def.entry = Some(raw);
     def
 }
 

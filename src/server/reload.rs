@@ -40,7 +40,7 @@ impl Live {
         let initial = source
             .as_ref()
             .and_then(|s| std::fs::read(&s.path).ok())
-            .map(|b| digest(&b))
+            .map(|b| digest(&b, &state.cfg))
             .unwrap_or(0);
         Live {
             current: ArcSwap::new(state),
@@ -74,7 +74,9 @@ impl Live {
                 return Reload::Refused(msg);
             }
         };
-        let digest = digest(&bytes);
+        // The files the configuration names for its data (a catalog file) count as part of
+        // it: a change to one rebuilds the generation as a change to the file would.
+        let digest = digest(&bytes, &old.cfg);
         if !force && digest == self.digest.load(Ordering::SeqCst) {
             return Reload::Unchanged;
         }
@@ -100,6 +102,9 @@ impl Live {
         self.digest.store(digest, Ordering::SeqCst);
         match built {
             Ok(next) => {
+                // The new generation may name other data files than the old one did.
+                self.digest
+                    .store(self::digest(&bytes, &next.cfg), Ordering::SeqCst);
                 crate::telemetry::set_level(&next.cfg.logging.level);
                 self.current.store(next);
                 old.mcp.metrics.config_reload("success");
@@ -115,10 +120,19 @@ impl Live {
     }
 }
 
-fn digest(bytes: &[u8]) -> u64 {
+/// The configuration's bytes and those of every file it names for its data
+/// (`Config::watched_files`); an unreadable one counts as changed, so the reload that follows
+/// names why it cannot be read.
+fn digest(bytes: &[u8], cfg: &Config) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     bytes.hash(&mut h);
+    for f in cfg.watched_files() {
+        match std::fs::read(f) {
+            Ok(b) => b.hash(&mut h),
+            Err(e) => e.kind().to_string().hash(&mut h),
+        }
+    }
     h.finish()
 }
 

@@ -31,12 +31,12 @@ fn every_shipped_example_config_is_valid() {
     assert!(n >= 1, "config/ holds at least one example");
 }
 
-/// Issue 19: the two example mappings for hosts that are not OpenWOP (an AIP-151 operations
-/// API, an Azure-style async-operation API) pass `check-config` as shipped, with nothing left
-/// at risk once the state key their sealed taskIds need is set.
+/// Issue 19: the example mappings for hosts that are not OpenWOP (an AIP-151 operations
+/// API, an Azure-style async-operation API, Kubernetes Jobs) pass `check-config` as shipped,
+/// with nothing left at risk once the state key their sealed taskIds need is set.
 #[test]
 fn the_aip151_and_azure_examples_pass_check_config_without_warnings() {
-    for name in ["aip151", "azure"] {
+    for name in ["aip151", "azure", "kubernetes"] {
         let p = format!("{}/config/{name}.example.yaml", env!("CARGO_MANIFEST_DIR"));
         let out = Command::new(BIN)
             .arg("check-config")
@@ -587,11 +587,11 @@ fn wrong_config_values_name_the_field_what_was_expected_and_where() {
         ),
         (
             "tools:\n  source: [fixtures]\n",
-            "2:11: tools.source: expected one of auto, fixtures, toolCatalog, static, got a list",
+            "2:11: tools.source: expected one of auto, fixtures, toolCatalog, static, file, got a list",
         ),
         (
             "tools:\n  source: catalog\n",
-            "2:11: tools.source: 'catalog' is not one of auto, fixtures, toolCatalog, static",
+            "2:11: tools.source: 'catalog' is not one of auto, fixtures, toolCatalog, static, file",
         ),
         (
             "tools:\n  overrides:\n    greet:\n      task: { always: true }\n",

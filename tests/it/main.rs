@@ -20,6 +20,7 @@ mod host_wire;
 mod http2;
 mod ids;
 mod isolation;
+mod job_names;
 mod legacy;
 mod limits;
 mod mcp_suite;

@@ -62,6 +62,9 @@ pub async fn fault_env(f: impl FnOnce(&mut Config)) -> Env {
 fn ready_on_catalog(c: &mut Config) {
     let path = match flavor() {
         Flavor::Aip151 => "/v1/projects/acme/jobTypes?pageSize=1".to_string(),
+        // No catalog route: the Job list the credential probe reads
+        // (config/kubernetes.example.yaml `host.readiness`).
+        Flavor::K8s => "/apis/batch/v1/namespaces/acme/jobs?limit=1".to_string(),
         _ => format!("/jobTypes?api-version={AZURE_API}&maxpagesize=1"),
     };
     let token = http::HeaderValue::from_str(&format!("Bearer {A}")).unwrap();
@@ -201,6 +204,10 @@ pub fn on_flavor(route: RouteClass) -> RouteClass {
         // classes `other` (devhost/src/aip151.rs, devhost/src/azure.rs; nothing else the
         // sidecar calls there is in that class).
         (Flavor::Aip151 | Flavor::Azure, RouteClass::Discovery) => RouteClass::Other,
+        // The k8s host has neither a discovery document nor a catalog: what the sidecar needs
+        // from it first is the credential probe, its Job list, which its devhost classes
+        // `other` (devhost/src/k8s.rs).
+        (Flavor::K8s, RouteClass::Discovery | RouteClass::ListRuns) => RouteClass::Other,
         // azure has no run list: the suite's run list path is its job type list (`rest_path`).
         (Flavor::Azure, RouteClass::ListRuns) => RouteClass::Other,
         _ => route,
@@ -224,6 +231,9 @@ pub fn route_path(route: RouteClass) -> &'static str {
         }
         (Flavor::Azure, RouteClass::Discovery | RouteClass::ListRuns | RouteClass::Other) => {
             "catalog (GET /jobTypes)"
+        }
+        (Flavor::K8s, RouteClass::Discovery | RouteClass::ListRuns | RouteClass::Other) => {
+            "probe (GET .../jobs?limit=1)"
         }
         _ => route.as_str(),
     }
@@ -253,13 +263,18 @@ pub fn cancel_sample(outcome: &str) -> String {
     )
 }
 
-/// A task of `conformance-approval` waiting on its gate, and the key of its input request.
+/// A task of `conformance-approval` waiting on its gate, and the key of its input request; on
+/// a host without a waiting state ([`waits`]), a running task and a key nothing asked about.
 pub async fn waiting_task(env: &Env) -> (String, String) {
-    let task = tasked(env, A, "conformance-approval", json!({})).await;
-    let b = env
-        .poll_task(A, &task, |r| r["status"] == "input_required", 10)
-        .await;
-    (task, first_input_key(&b["result"]))
+    let task = tasked(env, A, open_tool(), json!({})).await;
+    let want = open_status().0;
+    let b = env.poll_task(A, &task, |r| r["status"] == want, 10).await;
+    let key = if waits() {
+        first_input_key(&b["result"])
+    } else {
+        "acme/i-never-asked".to_string()
+    };
+    (task, key)
 }
 
 pub fn approve(task: &str, key: &str) -> Value {

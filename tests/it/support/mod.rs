@@ -80,6 +80,31 @@ pub fn foreign() -> bool {
     !flavor().is_openwop()
 }
 
+/// Whether the suite's host has a waiting state (an approval, an input request):
+/// Kubernetes Jobs have none, so the tests of answering one skip that flavour.
+pub fn waits() -> bool {
+    flavor() != Flavor::K8s
+}
+
+/// A tool whose task stays open until it is answered or cancelled: the approval gate, or on a
+/// host without a waiting state a 30-second job.
+pub fn open_tool() -> &'static str {
+    if waits() {
+        "conformance-approval"
+    } else {
+        "conformance-cancellable"
+    }
+}
+
+/// The task status of [`open_tool`]'s task once it is open, and its run status.
+pub fn open_status() -> (&'static str, &'static str) {
+    if waits() {
+        ("input_required", "waiting-approval")
+    } else {
+        ("working", "running")
+    }
+}
+
 /// The checked-in example configuration of `flavor` (none for v2: its defaults are the file).
 pub fn example_of(flavor: Flavor) -> Option<std::path::PathBuf> {
     let name = match flavor {
@@ -87,6 +112,7 @@ pub fn example_of(flavor: Flavor) -> Option<std::path::PathBuf> {
         Flavor::Legacy => "legacy-host",
         Flavor::Aip151 => "aip151",
         Flavor::Azure => "azure",
+        Flavor::K8s => "kubernetes",
     };
     Some(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -363,6 +389,16 @@ impl Env {
                 self.host_get(key, &format!("/jobs/{run_id}?api-version={AZURE_API}"))
                     .await,
             ),
+            Flavor::K8s => {
+                let mut v = k8s_as_v2(self.host_get(key, &k8s_job_path(key, run_id)).await);
+                if v["status"] == "gone" {
+                    // A deleted Job (the sidecar cancels by DELETE) is gone from the API: what
+                    // became of its run is the devhost's own record.
+                    v["status"] = json!(gone_status(&self.host.run_events(run_id)));
+                    v["runId"] = json!(run_id);
+                }
+                v
+            }
             Flavor::V2 | Flavor::Legacy => {
                 self.rest_get(key, &format!("/runs/{}", run_id.replace('/', "%2F")))
                     .await
@@ -474,6 +510,8 @@ impl Env {
             Flavor::Legacy => "/approvals/",
             Flavor::Aip151 => ":approve",
             Flavor::Azure => "/approve",
+            // Jobs have no waiting state, so no route answers a gate.
+            Flavor::K8s => "(no approval route)",
         }
     }
 
@@ -512,6 +550,19 @@ impl Env {
                     }
                 }
                 return out;
+            }
+            Flavor::K8s => {
+                // The devhost's record: a Job the sidecar cancelled is deleted, gone from the
+                // API's list, and still the run a test looks for.
+                let tenant = tenant_of(key);
+                return self
+                    .host
+                    .k8s_jobs()
+                    .into_iter()
+                    .rev()
+                    .filter(|j| j.namespace == tenant && j.workflow == workflow)
+                    .map(|j| j.name)
+                    .collect();
             }
             Flavor::V2 | Flavor::Legacy => {}
         }
@@ -589,17 +640,21 @@ impl Env {
             .requests()
             .into_iter()
             .filter(|r| {
-                r.method == "POST"
-                    && match flavor() {
-                        // AIP-151 CancelOperation: the operation's custom method.
-                        Flavor::Aip151 => r.path == aip151,
-                        Flavor::Azure => r.path == format!("/jobs/{run_id}/cancel"),
-                        Flavor::V2 | Flavor::Legacy => {
-                            r.path.ends_with("/cancel")
-                                && (r.path.contains(&wire)
-                                    || r.path.contains(&run_id.replace('/', "%2F")))
+                (flavor() == Flavor::K8s
+                    && r.method == "DELETE"
+                    && r.path.ends_with(&format!("/jobs/{run_id}")))
+                    || r.method == "POST"
+                        && match flavor() {
+                            // AIP-151 CancelOperation: the operation's custom method.
+                            Flavor::Aip151 => r.path == aip151,
+                            Flavor::Azure => r.path == format!("/jobs/{run_id}/cancel"),
+                            Flavor::K8s => false,
+                            Flavor::V2 | Flavor::Legacy => {
+                                r.path.ends_with("/cancel")
+                                    && (r.path.contains(&wire)
+                                        || r.path.contains(&run_id.replace('/', "%2F")))
+                            }
                         }
-                    }
             })
             .collect()
     }
@@ -660,6 +715,15 @@ pub fn run_of(key: &str, task_id: &str) -> String {
     if !foreign() {
         return unproject(task_id);
     }
+    let (ids, caller) = suite_sealed_ids(key);
+    ids.open(&caller, task_id)
+        .unwrap_or_else(|| panic!("{task_id} is a taskId issued to {key}"))
+        .run_id
+}
+
+/// The run a sealed taskId issued to `key`'s caller names (the suite's state key), whatever
+/// the suite's flavour: for a test that runs its own foreign host.
+pub fn sealed_run_of(key: &str, task_id: &str) -> String {
     let (ids, caller) = suite_sealed_ids(key);
     ids.open(&caller, task_id)
         .unwrap_or_else(|| panic!("{task_id} is a taskId issued to {key}"))
@@ -748,6 +812,57 @@ fn azure_as_v2(job: Value) -> Value {
     })
 }
 
+/// How a deleted Job's run ended, from its event log: `cancelled` (the delete stopped it),
+/// `completed`, `failed`, or `gone` (no such run).
+fn gone_status(events: &[Value]) -> &'static str {
+    match events.iter().rev().find_map(|e| e["type"].as_str()) {
+        Some("run.cancelled") => "cancelled",
+        Some("run.completed") => "completed",
+        Some("run.failed") => "failed",
+        _ => "gone",
+    }
+}
+
+/// The path of `key`'s job `name` on the k8s flavour (the namespace is the key's tenant).
+pub fn k8s_job_path(key: &str, name: &str) -> String {
+    format!("/apis/batch/v1/namespaces/{}/jobs/{name}", tenant_of(key))
+}
+
+/// A Kubernetes Job read in v2 names (as config/kubernetes.example.yaml maps it): the
+/// workflow is its image's last path segment; a job that is gone reads as `null` fields.
+pub fn k8s_as_v2(job: Value) -> Value {
+    let st = &job["status"];
+    let cond = st["conditions"][0]["type"].as_str().unwrap_or_default();
+    let status = if job["kind"] != "Job" {
+        "gone"
+    } else if cond == "Complete" {
+        "completed"
+    } else if cond == "Failed" {
+        "failed"
+    } else if !st["startTime"].is_null() {
+        "running"
+    } else {
+        "pending"
+    };
+    let image = job["spec"]["template"]["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap_or_default();
+    let workflow = image
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .split([':', '@'])
+        .next()
+        .unwrap_or_default();
+    json!({
+        "runId": job["metadata"]["name"],
+        "status": status,
+        "workflowId": workflow,
+        "error": st["conditions"][0]["message"],
+        "raw": job,
+    })
+}
+
 /// A sidecar started from a configuration file it can reload (the file lives in a temp dir).
 pub struct FileEnv {
     pub env: Env,
@@ -818,6 +933,11 @@ pub fn rest_path(v2: &str) -> String {
             Some(id) => format!("/jobs/{id}?api-version={AZURE_API}"),
             None => format!("/jobTypes?api-version={AZURE_API}"),
         },
+        // The suites' key is acme's: its namespace.
+        Flavor::K8s => match rest.strip_prefix('/') {
+            Some(id) => format!("/apis/batch/v1/namespaces/acme/jobs/{id}"),
+            None => "/apis/batch/v1/namespaces/acme/jobs".to_string(),
+        },
     }
 }
 
@@ -832,7 +952,8 @@ pub fn as_v2(v: Value) -> Value {
         Flavor::Azure if v.get("jobType").is_some() && v.get("status").is_some() => {
             return azure_as_v2(v)
         }
-        Flavor::Aip151 | Flavor::Azure => return v,
+        Flavor::K8s if v["kind"] == "Job" => return k8s_as_v2(v),
+        Flavor::Aip151 | Flavor::Azure | Flavor::K8s => return v,
         Flavor::Legacy => {}
     }
     fn status(s: &str) -> &str {
