@@ -137,3 +137,24 @@ impl From<BadTarget> for HostError {
         }
     }
 }
+
+/// The `tracing` target of failed host calls (this module's room: `RUST_LOG=openwop_mcp_sidecar::host=debug`).
+pub const HOST_TARGET: &str = "openwop_mcp_sidecar::host";
+
+/// Logs a host call that failed as a host fault (unreachable, timed out, a damaged answer, a
+/// 5xx or an answer the error rules class as internal): the route, its method and the path
+/// without its query (query values may carry what the caller sent), and the error. Refusals
+/// the caller is told about (401, 404, 4xx rules) are not faults and stay at `debug`.
+pub(super) fn host_failure(op: Operation, method: &http::Method, path: &str, e: &HostError) {
+    let fault = match e {
+        HostError::Status { status, .. } => status.is_server_error() || e.class().is_host_fault(),
+        _ => true,
+    };
+    crate::obs::access::in_request(|| {
+        if fault {
+            tracing::warn!(target: HOST_TARGET, route = op.key(), %method, path, error = %e, "host call failed");
+        } else {
+            tracing::debug!(target: HOST_TARGET, route = op.key(), %method, path, error = %e, "host call refused");
+        }
+    })
+}

@@ -100,7 +100,7 @@ impl Live {
         self.digest.store(digest, Ordering::SeqCst);
         match built {
             Ok(next) => {
-                crate::telemetry::set_level(&next.cfg.logging.level);
+                crate::obs::log::set_level(&next.cfg.logging.level);
                 self.current.store(next);
                 old.mcp.metrics.config_reload("success");
                 tracing::info!(path = %src.path.display(), "configuration reloaded");
