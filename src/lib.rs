@@ -12,7 +12,7 @@ pub mod console;
 pub mod demo;
 pub mod discovery;
 pub mod host;
-mod json_scan;
+pub mod json;
 pub mod mcp;
 pub mod obs;
 pub mod ownership;

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::types::RunSnapshot;
 use crate::config::Mapping;
-use crate::json_scan::Scan;
+use crate::json::scan::Scan;
 
 impl RunSnapshot {
     /// A RunSnapshot straight from the host's answer bytes: `Ok(None)` when the body is JSON
@@ -59,7 +59,7 @@ impl RunSnapshot {
         // The whole body checked as UTF-8 once, then read as a `str`: serde_json then skips
         // its per-string check (about 40 strings per document: keys and values; issue 21).
         // A body that is not UTF-8 is read as bytes, so it is refused with the same error.
-        // The strict scanner first (src/json_scan.rs); a document it gives up on (escapes,
+        // The strict scanner first (src/json/scan.rs); a document it gives up on (escapes,
         // exponents, not an object, not JSON) is read by serde_json, which answers refusals.
         // A refusal is reported as the whole document's parse reports it: the raw-value
         // reading of a member places some faults one column off.

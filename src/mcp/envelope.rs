@@ -14,7 +14,7 @@ use super::method::{self, Method};
 use super::{McpError, McpRequest, META_CAPS, META_VERSION};
 use crate::config::Config;
 use crate::host::{Caller, Skip};
-use crate::json_scan::Scan;
+use crate::json::scan::Scan;
 
 // Looked up by pre-parsed names: a `&str` key is parsed and validated on every lookup
 // (issue 21).
@@ -317,7 +317,7 @@ impl<'de> serde::Deserialize<'de> for Body<'de> {
 }
 
 /// The body as the serde visitors read it (a repeated member counts with its last value, a
-/// repeated `_meta` keeps its first place), by [`crate::json_scan`]: `None` when the scanner
+/// repeated `_meta` keeps its first place), by [`crate::json::scan`]: `None` when the scanner
 /// gives up, or when the body is not an object (batches and scalars are refused by the
 /// serde path's answer).
 ///

@@ -362,7 +362,7 @@ impl<'a> DetailedTask<'a> {
     /// byte at a time, about a quarter of a `tasks/get` answer's cost (issue 21). A unit test
     /// compares the two for every status and shape.
     pub fn write_json(&self, out: &mut Vec<u8>) {
-        use crate::json_scan::write_str;
+        use crate::json::scan::write_str;
         // Writing into a Vec cannot fail.
         let value = |out: &mut Vec<u8>, v: &Value| {
             let _ = serde_json::to_writer(&mut *out, v);

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use super::{McpError, META_SERVER_INFO};
 use crate::body::{full, BoxError, Response};
 use crate::config::Config;
-use crate::json_scan::write_str;
+use crate::json::scan::write_str;
 use crate::ownership::{GuardedBody, RunGuard};
 
 /// Adds `_meta.serverInfo` (MCP 2026-07-28 Basic §_meta: servers SHOULD put it in every result).
