@@ -201,7 +201,7 @@ impl HostClient {
 pub fn doc_interrupt(doc: &Value, status: &RunStatus, m: &Mapping) -> Option<OpenInterrupt> {
     let d = m.interrupts.iter().find(|d| &d.status == status)?;
     let text = |p: &Option<String>| -> Option<String> {
-        match super::at(doc, p.as_deref()?)? {
+        match crate::json::at(doc, p.as_deref()?)? {
             Value::String(s) => Some(s.clone()),
             Value::Number(n) => Some(n.to_string()),
             _ => None,
@@ -217,7 +217,7 @@ pub fn doc_interrupt(doc: &Value, status: &RunStatus, m: &Mapping) -> Option<Ope
     let schema = d
         .schema
         .as_deref()
-        .and_then(|p| super::at(doc, p))
+        .and_then(|p| crate::json::at(doc, p))
         .filter(|v| v.is_object())
         .cloned()
         .or_else(|| d.requested_schema.clone());
