@@ -25,6 +25,7 @@ mod schema;
 pub mod task_id;
 mod tasks;
 mod tools;
+mod toolset;
 pub mod watch;
 
 use std::sync::Arc;
