@@ -1,7 +1,9 @@
 //! What a failed host call means: refused, timed out, an error answer (classified by the
 //! configured rules) or a damaged one.
 
-use http::{HeaderValue, StatusCode};
+use std::time::Duration;
+
+use http::{header, HeaderMap, HeaderValue, StatusCode};
 
 use crate::config::{ErrorClass, Operation};
 
@@ -40,7 +42,7 @@ impl HostError {
             HostError::Status {
                 retry_after: Some(v),
                 ..
-            } => super::poll::retry_after_value(v),
+            } => retry_after_value(v),
             _ => None,
         }
     }
@@ -157,4 +159,53 @@ pub(super) fn host_failure(op: Operation, method: &http::Method, path: &str, e: 
             tracing::debug!(target: HOST_TARGET, route = op.key(), %method, path, error = %e, "host call refused");
         }
     })
+}
+
+/// `Retry-After` (RFC 9110 §10.2.3): delay-seconds or an HTTP-date; a date in the past is 0.
+pub fn retry_after(h: &HeaderMap) -> Option<Duration> {
+    retry_after_value(h.get(header::RETRY_AFTER)?)
+}
+
+/// [`retry_after`] of the header's value (a refusal keeps the value it was sent with).
+pub fn retry_after_value(v: &http::HeaderValue) -> Option<Duration> {
+    let v = v.to_str().ok()?.trim();
+    if let Ok(s) = v.parse::<u64>() {
+        return Some(Duration::from_secs(s));
+    }
+    let at = time::OffsetDateTime::parse(v, &time::format_description::well_known::Rfc2822).ok()?;
+    let left = at - time::OffsetDateTime::now_utc();
+    Some(Duration::try_from(left).unwrap_or(Duration::ZERO))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(v: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::RETRY_AFTER, v.parse().unwrap());
+        h
+    }
+
+    #[test]
+    fn retry_after_is_seconds_or_an_http_date() {
+        assert_eq!(retry_after(&with("2")), Some(Duration::from_secs(2)));
+        assert_eq!(retry_after(&with("0")), Some(Duration::ZERO));
+        assert_eq!(
+            retry_after(&with("Sun, 06 Nov 1994 08:49:37 GMT")),
+            Some(Duration::ZERO),
+            "a past date"
+        );
+        let later = time::OffsetDateTime::now_utc() + time::Duration::seconds(30);
+        let text = later
+            .format(&time::format_description::well_known::Rfc2822)
+            .unwrap();
+        let got = retry_after(&with(&text)).unwrap();
+        assert!(
+            got > Duration::from_secs(25) && got <= Duration::from_secs(30),
+            "{got:?}"
+        );
+        assert_eq!(retry_after(&with("soon")), None);
+        assert_eq!(retry_after(&HeaderMap::new()), None);
+    }
 }
