@@ -315,7 +315,7 @@ impl HostClient {
         };
         if hidden {
             let route = self.routes.get(Operation::GetRun);
-            // Inside the request's span, as every host-call line is (src/access.rs).
+            // Inside the request's span, as every host-call line is (src/obs/access.rs).
             crate::access::in_request(|| {
                 tracing::warn!(
                     target: super::error::HOST_TARGET,

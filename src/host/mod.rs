@@ -50,7 +50,7 @@ pub struct Caller {
 }
 
 impl std::fmt::Debug for Caller {
-    // Never print the credential (issue 7: credentials never appear in logs).
+    // Never print the credential (credentials never appear in logs).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Caller")
             .field(

@@ -1,4 +1,4 @@
-//! Reading a run without an event log (issue 19, `host.follow: poll`): the created run from
+//! Reading a run without an event log (`host.follow: poll`): the created run from
 //! the create answer's headers (`host.created`: the id in a `Location`-style URL, a status
 //! monitor in `Operation-Location`), and one status read of the run or its status monitor
 //! with the host's `Retry-After` (RFC 9110 §10.2.3), which paces the next read.

@@ -2,7 +2,7 @@
 //! `ETag`, so the next poll of a task asks the host `If-None-Match` and a `304 Not Modified`
 //! answers it without the document being sent, read or parsed again (OpenWOP v2 §1.4 getRun:
 //! a strong ETag derived from the last persisted sequence, `If-None-Match` → `304`; RFC 9110
-//! §13.1.2, §15.4.5; issue 21: a poll of a task that has not changed is the common one).
+//! §13.1.2, §15.4.5; a poll of a task that has not changed is the common one).
 //!
 //! Nothing here decides what a caller may read. Every poll is still one host call with the
 //! caller's own credential, and the host answers it as it would answer an unconditional one

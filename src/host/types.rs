@@ -213,7 +213,7 @@ pub struct OpenInterrupt {
 
 /// Whether [`open_interrupts`] reads events of this kind: the only events a blocking call
 /// keeps while it waits. The others (logs, node starts, …) are counted, not held, so a call
-/// blocked on a chatty run does not grow with the run's log (issue 9, memory per stream).
+/// blocked on a chatty run does not grow with the run's log (memory per stream).
 pub fn bears_on_interrupts(kind: &str) -> bool {
     matches!(
         kind,

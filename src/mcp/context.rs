@@ -2,8 +2,7 @@
 //!
 //! The server builds it and hands it to [`super::handle`]; nothing in `src/mcp` reaches back
 //! into the server (docs/architecture.md, the module picture). A request keeps the generation
-//! it began with to its end, so a reload never changes a mapping under an in-flight request
-//! (issue 6).
+//! it began with to its end, so a reload never changes a mapping under an in-flight request.
 
 use std::sync::Arc;
 

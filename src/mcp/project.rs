@@ -202,7 +202,7 @@ pub struct Times<'a> {
     pub last_updated_at: Cow<'a, str>,
 }
 
-/// Borrowed from the run where it has the times (every `tasks/get` makes one; issue 21).
+/// Borrowed from the run where it has the times (every `tasks/get` makes one).
 ///
 /// ext-tasks (Task `createdAt`): when the task was created, the same on every read, on every
 /// replica. The creation time its taskId carries when it carries one (`created_ms`, sealed
@@ -329,7 +329,7 @@ struct StatusMessage<'a>(&'a RunStatus);
 impl serde::Serialize for StatusMessage<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         // The known statuses as literals: `collect_str` went through the `fmt` machinery on
-        // every `tasks/get` (issue 21).
+        // every `tasks/get`.
         match self.literal() {
             Ok(text) => s.serialize_str(text),
             Err(other) => s.collect_str(&format_args!("the run is {other}")),
@@ -359,7 +359,7 @@ impl<'a> StatusMessage<'a> {
 impl<'a> DetailedTask<'a> {
     /// Appends the bytes `serde_json::to_writer` writes for this task (the derived
     /// `Serialize`), its plain strings copied as they are: serde_json escapes every string a
-    /// byte at a time, about a quarter of a `tasks/get` answer's cost (issue 21). A unit test
+    /// byte at a time, about a quarter of a `tasks/get` answer's cost. A unit test
     /// compares the two for every status and shape.
     pub fn write_json(&self, out: &mut Vec<u8>) {
         use crate::json::scan::write_str;

@@ -21,7 +21,7 @@ pub const TASKS_EXT: &str = "io.modelcontextprotocol/tasks";
 /// It holds no `HeaderMap` and no `HeaderValue` that shares hyper's read buffer: what the
 /// handlers need from the headers is decided or copied once in `envelope::parse_envelope`, so a
 /// request moved into a long-lived task (a listen loop, an SSE answer) does not keep the
-/// connection's 8 KB request-head buffer alive (docs/benchmarks.md §2, issue 10).
+/// connection's 8 KB request-head buffer alive (docs/benchmarks.md).
 pub struct McpRequest {
     pub id: Value,
     /// The method name as sent (the mount's own name, without a copy, when it knows it).
@@ -29,7 +29,7 @@ pub struct McpRequest {
     /// The method, when the mount knows its name (`None`: answered `-32601`).
     pub known: Option<Method>,
     /// `params` without its `_meta`: what the mount reads of `_meta` is kept apart
-    /// (`progress_token`, `caps`, the trace context in `caller`; src/mcp/envelope.rs).
+    /// (`progress_token`, `caps`, the trace context in `caller`; src/mcp/envelope/).
     pub params: Map<String, Value>,
     /// `params._meta.progressToken` as sent, whatever its type (checked by params.rs).
     pub progress_token: Option<Value>,
@@ -37,11 +37,10 @@ pub struct McpRequest {
     /// one of several misplaced members as it was).
     pub(crate) meta_at: Option<usize>,
     /// `_meta` client capabilities, shared: a client sends the same ones on every request
-    /// (src/mcp/envelope.rs `caps_of`).
+    /// (src/mcp/envelope/read.rs `caps_of`).
     pub caps: Arc<Value>,
     /// Whether `caps` declares the Tasks extension, read once when the request is parsed: a
-    /// task poll asks twice (the dispatch's check and the handler's), two hashed lookups each
-    /// (issue 21).
+    /// task poll asks twice (the dispatch's check and the handler's), two hashed lookups each.
     pub(crate) tasks_declared: bool,
     pub caller: Caller,
     /// The first `Accept` entry is `text/event-stream` (§3.2).

@@ -41,7 +41,7 @@ impl ToolDef {
         }
     }
 
-    /// Applies an operator's per-tool override (issue 6).
+    /// Applies an operator's per-tool override.
     fn apply(&mut self, o: &ToolOverride) {
         if let Some(t) = &o.title {
             self.wire["title"] = json!(t);

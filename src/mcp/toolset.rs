@@ -61,7 +61,7 @@ impl ToolDef {
 pub struct ToolSet {
     pub sorted: Vec<Value>,
     /// Shared, not cloned per call: a blocked call holds its tool for as long as the run
-    /// takes, and the definition carries the whole wire schema (issue 9, memory per stream).
+    /// takes, and the definition carries the whole wire schema (memory per stream).
     pub by_name: HashMap<String, Arc<ToolDef>>,
 }
 

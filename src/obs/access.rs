@@ -156,7 +156,7 @@ pub fn method_name(method: &str) -> std::borrow::Cow<'static, str> {
 }
 
 /// [`method_name`] of the name the envelope read: a name the mount knows is its own text
-/// already (src/mcp/envelope.rs), shared without a search of the list.
+/// already (src/mcp/envelope/), shared without a search of the list.
 #[allow(
     clippy::ptr_arg,
     reason = "whether the name is borrowed (the mount's own) is what is read"

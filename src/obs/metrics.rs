@@ -88,7 +88,7 @@ struct MetricsInner {
     upstream: Family<UpstreamLabels, Histogram>,
     cache: Family<CacheLabels, Counter>,
     /// Handles of the label sets in use, so the per-request path neither allocates label
-    /// strings nor SipHashes them in `Family::get_or_create` (docs/benchmarks.md, finding 1c).
+    /// strings nor SipHashes them in `Family::get_or_create` (docs/benchmarks.md).
     /// The families stay the source of truth for rendering: a cached handle is a clone of
     /// the family's own metric (prometheus-client metrics share their state on clone).
     request_handles: [RwLock<Vec<(&'static str, Counter)>>; MethodLabel::SLOTS],

@@ -87,7 +87,7 @@ impl Server {
         self.live.reload(true)
     }
 
-    /// The lame-duck phase that `serve` runs on SIGTERM before [`Server::shutdown`] (issue 20):
+    /// The lame-duck phase that `serve` runs on SIGTERM before [`Server::shutdown`]:
     /// `/readyz` answers 503 at once, so a balancer that probes it marks this replica down,
     /// while the listener keeps accepting and serving for `shutdown.lameDuckMs`, so a request
     /// the balancer sends before it notices is answered, never refused. Meanwhile HTTP/1.1

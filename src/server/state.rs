@@ -14,14 +14,14 @@ use crate::telemetry::Metrics;
 
 /// Everything a request needs. One `AppState` is one configuration generation: a request
 /// keeps the generation it began with to its end, so a reload never changes a mapping under an
-/// in-flight request (issue 6). The mount's part is [`McpContext`]; the server holds it and
+/// in-flight request. The mount's part is [`McpContext`]; the server holds it and
 /// imports the mount, never the reverse (docs/architecture.md).
 pub struct AppState {
     /// The same configuration as `mcp.cfg`.
     pub cfg: Arc<Config>,
     pub mcp: Arc<McpContext>,
     pub proxy: Passthrough,
-    /// Flips to true on SIGTERM, `shutdown.lameDuckMs` before the shutdown (issue 20).
+    /// Flips to true on SIGTERM, `shutdown.lameDuckMs` before the shutdown.
     pub lame_duck: watch::Receiver<bool>,
     /// The request gate (`limits.maxConcurrentRequests`), sized at start: a reload does not
     /// resize it.

@@ -5,8 +5,7 @@ use std::borrow::Cow;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 
-// Looked up by pre-parsed names: a `&str` key is parsed and validated on every lookup
-// (issue 21).
+// Looked up by pre-parsed names: a `&str` key is parsed and validated on every lookup.
 pub(super) static MCP_PROTOCOL_VERSION: HeaderName =
     HeaderName::from_static("mcp-protocol-version");
 pub(super) static MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
@@ -16,7 +15,7 @@ pub(super) static TRACESTATE: HeaderName = HeaderName::from_static("tracestate")
 
 /// The request headers the envelope reads, found in one pass over the map: a lookup by name
 /// hashes the name and probes the table, about 130 instructions each, and a request was
-/// looked up eight times (issue 21). Each is the first value of its name, as `get` gives.
+/// looked up eight times. Each is the first value of its name, as `get` gives.
 #[derive(Default)]
 pub(super) struct Heads<'a> {
     pub(super) version: Option<&'a HeaderValue>,
@@ -70,8 +69,7 @@ impl<'a> Heads<'a> {
 impl Heads<'_> {
     /// [`accept_sse`], without reading the value again when the request's one `Accept` is
     /// one of the usual spellings (the MCP SDKs send `application/json, text/event-stream`):
-    /// the map lookup and the byte reading cost about 700 instructions of every request
-    /// (issue 21).
+    /// the map lookup and the byte reading cost about 700 instructions of every request.
     pub(super) fn accept_sse(&self, headers: &HeaderMap) -> (bool, bool) {
         if self.accepts == 1 {
             match self.accept.map(HeaderValue::as_bytes) {
@@ -109,7 +107,7 @@ pub(super) fn param_headers_of(headers: &HeaderMap) -> HeaderMap {
 
 /// `(first, any)`: whether the first `Accept` entry is `text/event-stream` (§3.2), and
 /// whether any entry allows it. Read a byte at a time in one pass over the header values: the
-/// `str` splitters cost about 2,500 instructions a request (issue 21).
+/// `str` splitters cost about 2,500 instructions a request.
 pub(super) fn accept_sse(headers: &HeaderMap) -> (bool, bool) {
     let (mut first, mut any, mut seen) = (false, false, false);
     for v in headers.get_all(http::header::ACCEPT) {
@@ -140,7 +138,7 @@ pub(super) fn accept_sse(headers: &HeaderMap) -> (bool, bool) {
 ///
 /// Most of an envelope's bytes are inside strings; their contents are skipped with a SIMD
 /// search for the closing quote or a backslash (`memchr2`) instead of a byte at a time, which
-/// cost about 3,000 instructions of every request (issue 21). An escape skips the byte after
+/// cost about 3,000 instructions of every request. An escape skips the byte after
 /// its backslash; a string that does not end ends the check (the parser refuses the body).
 pub(crate) fn too_deep(bytes: &[u8], limit: usize) -> Option<usize> {
     let mut depth = 0usize;

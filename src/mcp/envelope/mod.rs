@@ -29,7 +29,7 @@ pub(super) enum Parsed {
     TooDeep(usize),
 }
 
-/// The transport checks, in the order that keeps codes unambiguous (issue 3, spec/README.md):
+/// The transport checks, in the order that keeps codes unambiguous (MCP 2026-07-28 Transports):
 /// JSON → request object → `_meta` → headers vs body → revision → notification.
 pub(super) type EnvelopeError = Box<(Value, McpError)>;
 
@@ -64,11 +64,11 @@ fn parse_envelope_inner(
     bytes: &[u8],
     depth_limit: Option<usize>,
 ) -> Result<Parsed, (Value, McpError)> {
-    // Checked as UTF-8 once and read as a `str`, so serde_json skips its check of each string
-    // (issue 21); a body that is not UTF-8 is read as bytes and refused as before.
-    // The common body is read by the strict scanner (issue 21); one it gives up on (escapes,
+    // Checked as UTF-8 once and read as a `str`, so serde_json skips its check of each string;
+    // a body that is not UTF-8 is read as bytes and refused as before.
+    // The common body is read by the strict scanner; one it gives up on (escapes,
     // exponents, anything not JSON) is read by serde_json, which answers every refusal.
-    // A body nested deeper than the limit is refused before any parse (issue 10); the
+    // A body nested deeper than the limit is refused before any parse; the
     // scanner counts the depth of the bodies it reads whole, the others are counted here.
     let text = std::str::from_utf8(bytes).ok();
     if let Some(e) = text.and_then(|t| scan_body(t, depth_limit)) {
@@ -250,7 +250,7 @@ fn finish(
     // keeps owned copies of the header values it holds: a clone would share, and keep alive,
     // the buffer hyper read the request head into (see McpRequest). Every other method is
     // answered within one host exchange and drops them with its answer, so its values share
-    // that buffer, without an allocation each (issue 21).
+    // that buffer, without an allocation each.
     let held = matches!(known, Some(Method::ToolsCall | Method::SubscriptionsListen));
     let keep = |v: &HeaderValue| if held { owned_value(v) } else { v.clone() };
     let caller = Caller {

@@ -16,11 +16,11 @@ use crate::json::scan::Scan;
 /// `Value` tree of the whole message: the top-level members the checks look at are kept
 /// (strings borrowed from the body where they have no escapes), `params` as the map handlers
 /// read, but for its `_meta`, whose few members the mount reads are taken out as they are read
-/// ([`Meta`]; issue 21). Every other member is still parsed and checked as a `Value` would be
+/// ([`Meta`]). Every other member is still parsed and checked as a `Value` would be
 /// and dropped, so exactly the bodies `serde_json::from_slice::<Value>` refuses are a parse
 /// error here too (a `serde::de::IgnoredAny` would let a lone surrogate escape through).
 // A stack value of one parse, moved out of once: boxing the large variant would add an
-// allocation per request, which is what this reading avoids (issue 21).
+// allocation per request, which is what this reading avoids.
 #[allow(clippy::large_enum_variant)]
 pub(super) enum Body<'a> {
     Object(Envelope<'a>),
@@ -346,7 +346,7 @@ pub(super) fn scan_params<'a>(s: &mut Scan<'a>) -> Option<ParamsRead<'a>> {
 
 /// The capabilities a client declares are the same bytes on every request it sends, so the
 /// last ones each worker thread read are kept with their text and shared while the text
-/// repeats: a `Value` tree costs about six allocations a request (issue 21). Only short
+/// repeats: a `Value` tree costs about six allocations a request. Only short
 /// texts are kept, so a thread holds at most [`CAPS_MEMO_MAX`] bytes of them.
 pub(super) fn caps_of(raw: &str) -> Option<Arc<Value>> {
     thread_local! {

@@ -193,7 +193,7 @@ fn every_body_serde_json_refuses_is_a_parse_error_wherever_the_fault_sits() {
 
 /// The scanner's reading of a body is the serde visitors' reading, for every body it
 /// does not give up on: whole requests, repeated members, odd values, every cut and every
-/// one-byte change of a request (issue 21: the scanner is only a faster road to the same
+/// one-byte change of a request (the scanner is only a faster road to the same
 /// envelope).
 #[test]
 fn a_scanned_body_is_the_body_serde_reads() {

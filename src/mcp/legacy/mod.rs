@@ -176,7 +176,7 @@ pub(super) async fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Value)
     let res = match method.as_ref() {
         // Boxed, as the 2026-07-28 dispatch boxes its big handlers: the catalog's lookup is a
         // 4 kB future, and inline it would make every request's future (a task poll's too)
-        // a block above the allocator's per-thread cache (docs/benchmarks.md §4).
+        // a block above the allocator's per-thread cache (docs/benchmarks.md).
         "initialize" => Box::pin(initialize(&ctx, &req)).await,
         "ping" => Ok(result(json!({}))),
         // 2025-11-25 Server Utilities Logging: the level is accepted; the mount has no log
