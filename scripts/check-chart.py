@@ -155,7 +155,7 @@ def check_container(case: Case, pod: dict, c: dict, values: dict, docs, native: 
         p = get.get("port")
         case.eq(ports.get(p, p), port, f"{probe} port")
     case.check("startupProbe" not in c, "no startupProbe (a native sidecar's would gate the host's containers)")
-    # The lame duck (issue 20) outlasts the readiness probe's verdict: a balancer that follows
+    # The lame duck outlasts the readiness probe's verdict: a balancer that follows
     # /readyz at the probe's cadence has stopped sending before the listener closes, with at
     # least a second more for the endpoints change to reach kube-proxy and ingress controllers.
     rp = c.get("readinessProbe") or {}
@@ -237,7 +237,7 @@ def shutdown_of(docs) -> dict:
 
 
 def check_state_secret(case: Case, docs):
-    """The chart's state-key Secret survives upgrades and uninstalls (issue 20): every replica,
+    """The chart's state-key Secret survives upgrades and uninstalls: every replica,
     old and new, verifies the same requestState tokens."""
     for s in of_kind(docs, "Secret"):
         ann = s["metadata"].get("annotations") or {}
@@ -790,7 +790,7 @@ def drift_case() -> Case:
     case.eq(chart["appVersion"], version, "Chart.yaml appVersion = Cargo.toml version")
 
     # The dashboard queries only metrics and labels the sidecar exports.
-    tel = (ROOT / "src" / "telemetry.rs").read_text()
+    tel = (ROOT / "src" / "obs" / "metrics.rs").read_text()
     prefix = re.search(r'Registry::with_prefix\("(\w+)"\)', tel).group(1)
     names = set()
     for n in re.findall(r'\.register\(\s*"(\w+)"', tel):
@@ -801,7 +801,7 @@ def drift_case() -> Case:
     exprs += [v.get("definition", "") for v in dash["templating"]["list"]]
     for e in exprs:
         for metric in re.findall(rf"\b{prefix}_\w+", e):
-            case.check(metric in names, f"dashboard queries {metric}, which src/telemetry.rs does not export")
+            case.check(metric in names, f"dashboard queries {metric}, which src/obs/metrics.rs does not export")
         used = set(re.findall(r"(\w+)\s*(?:=~|!~|!=|=)\s*\"", e))
         for grp in re.findall(r"\bby\s*\(([^)]*)\)", e):
             used |= {x.strip() for x in grp.split(",") if x.strip()}
@@ -1055,7 +1055,7 @@ def dockerfile_case(binary: Path | None) -> Case:
     return case
 
 
-# The issue 7 budget for the image, compressed as a registry stores it.
+# The image budget (docs/packaging.md, "Image size"), compressed as a registry stores it.
 IMAGE_LIMIT = 25 * 1000 * 1000
 
 

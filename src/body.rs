@@ -15,7 +15,7 @@ pub fn full(b: impl Into<Bytes>) -> Body {
 
 /// A whole request body in one `Bytes`. A body that arrives as one frame (a JSON-RPC message
 /// usually does) is that frame as it came; `BodyExt::collect` would first put it in a list of
-/// its own (two allocations a request; issue 21). Trailers are dropped, as `to_bytes` drops
+/// its own (two allocations a request). Trailers are dropped, as `to_bytes` drops
 /// them.
 pub async fn whole<B>(body: B) -> Result<Bytes, B::Error>
 where
@@ -63,7 +63,7 @@ pub fn json(status: http::StatusCode, v: &serde_json::Value) -> Response {
 /// `Content-Type` holds six fields, and an MCP request brings eight or more (`Host`,
 /// `Content-Type`, `Accept`, `Content-Length`, `Authorization`, `MCP-Protocol-Version`,
 /// `Mcp-Method`, …), so every request on a kept-alive connection grew it: two allocations
-/// more per request, one beyond the allocator's per-thread cache (issue 21).
+/// more per request, one beyond the allocator's per-thread cache.
 const HEAD_ROOM: usize = 12;
 
 /// A `200` with `body` as `application/json`, its header map sized by [`HEAD_ROOM`].
@@ -99,7 +99,7 @@ thread_local! {
 /// (the answer's on the MCP connection, the host request's on the host connection), and the
 /// map it parsed into is dropped once its fields are read. Every `tasks/get` therefore made
 /// two maps (two allocations each, beyond the allocator's per-thread cache, and freed on
-/// whichever worker the next message was read) and dropped two (issue 21). Handing each map
+/// whichever worker the next message was read) and dropped two. Handing each map
 /// it drops to the next one it makes keeps those maps in use instead, as a proxy that moves
 /// one message's map into the next does.
 pub fn spare_headers() -> http::HeaderMap {

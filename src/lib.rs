@@ -4,7 +4,6 @@
 //! openwop-mcp-sidecar: an MCP 2026-07-28 server mount with the Tasks extension in front of an
 //! unchanged OpenWOP v2 host. See README.md and docs/architecture.md for the architecture.
 
-pub mod access;
 pub mod auth;
 pub mod body;
 pub mod config;
@@ -13,15 +12,18 @@ pub mod console;
 pub mod demo;
 pub mod discovery;
 pub mod host;
-mod json_scan;
+pub mod json;
 pub mod mcp;
-pub mod otlp;
+pub mod obs;
 pub mod ownership;
 pub mod passthrough;
 pub mod server;
 pub mod sse;
 pub mod stdio;
-pub mod telemetry;
 pub mod tls;
 pub mod wire_id;
 pub mod wop;
+
+// The paths these modules had before they moved into `obs`.
+pub use obs::metrics as telemetry;
+pub use obs::{access, otlp};

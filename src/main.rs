@@ -9,8 +9,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use openwop_mcp_sidecar::config::{Config, Overrides};
+use openwop_mcp_sidecar::console;
+use openwop_mcp_sidecar::obs::{log, otlp};
 use openwop_mcp_sidecar::server::{ConfigSource, Server};
-use openwop_mcp_sidecar::{console, telemetry};
 
 /// EX_CONFIG from sysexits.h: the configuration is unusable.
 const EXIT_CONFIG: u8 = 64;
@@ -152,13 +153,13 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     // Log lines written on the workers are gathered and written when a worker runs out of
-    // work (src/telemetry.rs, `LineWriter`; issue 21). Only the workers park through
+    // work (src/obs/log.rs, `LineWriter`). Only the workers park through
     // `on_thread_park`, so a blocking-pool thread, which can sit idle for seconds, never holds
     // a line back.
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .on_thread_park(telemetry::park_this_thread)
-        .on_thread_stop(telemetry::flush_this_thread)
+        .on_thread_park(log::park_this_thread)
+        .on_thread_stop(log::flush_this_thread)
         .build()
     {
         Ok(rt) => rt,
@@ -194,7 +195,7 @@ fn main() -> ExitCode {
                     Ok(c) => c,
                     Err(code) => return code,
                 };
-                // Logs go to stderr (src/telemetry.rs): stdout is the protocol's alone.
+                // Logs go to stderr (src/obs/log.rs): stdout is the protocol's alone.
                 if let Err(code) = init_telemetry(&cfg) {
                     return code;
                 }
@@ -212,12 +213,7 @@ fn main() -> ExitCode {
 
 /// Installs the log subscriber (stderr) and the OTLP exporter the file asks for.
 fn init_telemetry(cfg: &Config) -> Result<(), ExitCode> {
-    let otlp = match cfg
-        .telemetry
-        .otlp
-        .as_ref()
-        .map(openwop_mcp_sidecar::otlp::provider)
-    {
+    let otlp = match cfg.telemetry.otlp.as_ref().map(otlp::provider) {
         None => None,
         Some(Ok(p)) => Some(p),
         Some(Err(e)) => {
@@ -225,7 +221,7 @@ fn init_telemetry(cfg: &Config) -> Result<(), ExitCode> {
             return Err(ExitCode::from(EXIT_CONFIG));
         }
     };
-    telemetry::init(&cfg.logging.level, cfg.logging.json, otlp);
+    log::init(&cfg.logging.level, cfg.logging.json, otlp);
     Ok(())
 }
 
@@ -237,8 +233,8 @@ async fn stdio(cfg: Config) -> ExitCode {
     }
     let mut signals = Signals::new();
     let res = openwop_mcp_sidecar::stdio::run(cfg, async move { signals.recv().await }).await;
-    if openwop_mcp_sidecar::otlp::enabled() {
-        let _ = tokio::task::spawn_blocking(openwop_mcp_sidecar::otlp::shutdown).await;
+    if otlp::enabled() {
+        let _ = tokio::task::spawn_blocking(otlp::shutdown).await;
     }
     match res {
         Ok(()) => ExitCode::SUCCESS,
@@ -262,7 +258,7 @@ async fn demo(listen: SocketAddr, config: Option<PathBuf>, anonymous: bool) -> E
         Ok(c) => c,
         Err(code) => return code,
     };
-    telemetry::init_logging(&cfg.logging.level, cfg.logging.json);
+    log::init_logging(&cfg.logging.level, cfg.logging.json);
     match openwop_mcp_sidecar::demo::run(cfg, anonymous).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -324,8 +320,8 @@ async fn serve(cfg: Config, source: Option<ConfigSource>) -> ExitCode {
     server.shutdown().await;
     // The spans of the drained requests are still queued: export them before exiting. The
     // flush blocks on the collector (bounded by telemetry.otlp.timeoutMs), so off the workers.
-    if openwop_mcp_sidecar::otlp::enabled() {
-        let _ = tokio::task::spawn_blocking(openwop_mcp_sidecar::otlp::shutdown).await;
+    if otlp::enabled() {
+        let _ = tokio::task::spawn_blocking(otlp::shutdown).await;
     }
     ExitCode::SUCCESS
 }

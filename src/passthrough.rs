@@ -27,7 +27,7 @@ pub struct Passthrough {
 }
 
 /// RFC 9110 §7.6.1 hop-by-hop fields, never forwarded. Names parsed once: a `&str` key is
-/// parsed and validated on every lookup, twice per passthrough request (issue 21).
+/// parsed and validated on every lookup, twice per passthrough request.
 static HOP_BY_HOP: [HeaderName; 8] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
@@ -59,7 +59,7 @@ fn is_hop_by_hop(n: &str) -> bool {
 
 pub fn strip_hop_by_hop(h: &mut HeaderMap) {
     // Most messages carry none of them: one pass over the names instead of nine removals,
-    // each hashing its name (issue 21). A name is hop-by-hop only when `Connection` names
+    // each hashing its name. A name is hop-by-hop only when `Connection` names
     // it, and then `Connection` is there.
     if !h.keys().any(|n| is_hop_by_hop(n.as_str())) {
         return;
@@ -161,7 +161,7 @@ impl Passthrough {
     /// [`Passthrough::forward`], seen by the operator: the request is counted in the
     /// passthrough metrics (by method and status class, its time to the answer's head, the
     /// host's failures) and, when access lines are on, gets one in the mount's format, written
-    /// when its answer's body ends (src/access.rs).
+    /// when its answer's body ends (src/obs/access_body.rs).
     pub async fn forward_observed(
         &self,
         req: Request<Incoming>,
@@ -247,7 +247,7 @@ enum Outcome {
 /// The peer's address as an `X-Forwarded-For` value. Each thread keeps the last one it made:
 /// the requests of a connection (and, behind a load balancer, of most connections) come from
 /// one address, and formatting it was an allocation and about 900 instructions of every
-/// passthrough request (issue 21); a kept value is shared, not copied.
+/// passthrough request; a kept value is shared, not copied.
 fn peer_value(ip: std::net::IpAddr) -> Option<HeaderValue> {
     thread_local! {
         static LAST: std::cell::RefCell<Option<(std::net::IpAddr, HeaderValue)>> =
@@ -284,7 +284,7 @@ pub fn upstream_unavailable(
 /// `prefix` + the original target (origin form), whose bytes are kept as they came. With no
 /// prefix (an `upstream.url` without a path) the path and query hyper parsed are reused as
 /// they are: copying them into a new string and parsing that again cost about 900
-/// instructions and an allocation per forwarded request (issue 21).
+/// instructions and an allocation per forwarded request.
 fn upstream_target(prefix: &str, original: &Uri) -> Result<Uri, http::Error> {
     let pq = match original.path_and_query() {
         Some(pq) if prefix.is_empty() => pq.clone(),

@@ -293,7 +293,7 @@ fn headers_for(
 }
 
 /// `Mcp-Name` for `name`: as it is when it is plain visible ASCII, else in the base64 form
-/// the mount decodes (MCP 2026-07-28 Transports §Request headers; src/mcp/envelope.rs).
+/// the mount decodes (MCP 2026-07-28 Transports §Request headers; src/mcp/envelope/).
 fn name_header(name: &str) -> HeaderValue {
     let sentinel = name.starts_with("=?") && name.ends_with("?=");
     let plain = !name.is_empty()

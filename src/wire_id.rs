@@ -42,10 +42,10 @@ pub fn project(bound: &str) -> String {
     out
 }
 
-/// [`project`], appended to `out` (a host path is built in one buffer; issue 21).
+/// [`project`], appended to `out` (a host path is built in one buffer).
 pub fn project_into(out: &mut String, bound: &str) {
     // Runs of passing bytes are copied whole: every `tasks/get` projects its run id once or
-    // twice, and a char-at-a-time push checked capacity per byte (issue 21).
+    // twice, and a char-at-a-time push checked capacity per byte.
     let bytes = bound.as_bytes();
     let mut plain = 0;
     for (i, &b) in bytes.iter().enumerate() {
@@ -65,7 +65,7 @@ pub fn project_into(out: &mut String, bound: &str) {
 }
 
 /// `project(bound) == wire`, without building the projection: how a tilde taskId is checked
-/// to be exactly the one the mount issued (src/mcp/task_id.rs; issue 21).
+/// to be exactly the one the mount issued (src/mcp/task_id.rs).
 pub fn projects_to(bound: &str, wire: &str) -> bool {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let mut w = wire.bytes();
@@ -96,13 +96,12 @@ fn hex(b: u8) -> Option<u8> {
 /// Decodes `~HH` and the legacy `%HH` form (§2.2: "Also accept the legacy `%2F`").
 pub fn unproject(wire: &str) -> Result<String, WireIdError> {
     let bytes = wire.as_bytes();
-    // An id without escapes (the common taskId of a one-segment host id) is copied as it is
-    // (issue 21).
+    // An id without escapes (the common taskId of a one-segment host id) is copied as it is.
     let Some(first) = memchr::memchr2(b'~', b'%', bytes) else {
         return Ok(wire.to_owned());
     };
     // The bytes between escapes are copied a run at a time (a byte at a time, with a capacity
-    // check each, was most of a `tasks/get`'s id handling; issue 21).
+    // check each, was most of a `tasks/get`'s id handling).
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = first;
     out.extend_from_slice(&bytes[..i]);
@@ -135,8 +134,7 @@ fn escaped(bytes: &[u8], i: usize) -> Result<u8, WireIdError> {
 }
 
 /// The bytes of a tenant-bound id's segments, `[A-Za-z0-9._~-]` (§2.1), as a table: one load
-/// per byte where the class test took several compares (every `tasks/get` checks its id;
-/// issue 21).
+/// per byte where the class test took several compares (every `tasks/get` checks its id).
 const SEG_BYTE: [bool; 256] = {
     let mut t = [false; 256];
     let mut b = 0;

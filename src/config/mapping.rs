@@ -386,7 +386,7 @@ impl Mapping {
         if let Some(r) = self.status_rules.iter().find(|r| r.matches(doc)) {
             return Some(r.status.clone());
         }
-        crate::host::at(doc, &self.fields.status)
+        crate::json::at(doc, &self.fields.status)
             .and_then(Value::as_str)
             .map(|s| self.status(s))
     }

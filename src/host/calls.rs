@@ -401,10 +401,10 @@ impl HostClient {
         };
         if hidden {
             let route = self.routes.get(Operation::GetRun);
-            // Inside the request's span, as every host-call line is (src/access.rs).
+            // Inside the request's span, as every host-call line is (src/obs/access.rs).
             crate::access::in_request(|| {
                 tracing::warn!(
-                    target: crate::access::HOST_TARGET,
+                    target: super::error::HOST_TARGET,
                     route = "getRun",
                     method = %route.method,
                     path = %route.template,
@@ -659,7 +659,7 @@ impl HostClient {
         // The failure path only: the target is built again to name its path.
         let fail = |e: HostError| {
             let again = self.request(Operation::StreamEvents, &vars, &[], Some(caller));
-            crate::access::host_failure(
+            super::error::host_failure(
                 Operation::StreamEvents,
                 &self.routes.get(Operation::StreamEvents).method,
                 again.as_ref().map_or("", |r| r.uri().path()),

@@ -435,7 +435,7 @@ impl HostClient {
                     // The failure path only: the target is built again to name its path.
                     let path = build().ok();
                     let path = path.as_ref().map_or("", |r| r.uri().path());
-                    crate::access::host_failure(op, &self.routes.get(op).method, path, &e);
+                    super::error::host_failure(op, &self.routes.get(op).method, path, &e);
                     return Err(e);
                 }
                 Ok((_, v)) => return Ok(v),

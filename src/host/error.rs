@@ -1,7 +1,9 @@
 //! What a failed host call means: refused, timed out, an error answer (classified by the
 //! configured rules) or a damaged one.
 
-use http::{HeaderValue, StatusCode};
+use std::time::Duration;
+
+use http::{header, HeaderMap, HeaderValue, StatusCode};
 
 use crate::config::{ErrorClass, Operation};
 
@@ -40,7 +42,7 @@ impl HostError {
             HostError::Status {
                 retry_after: Some(v),
                 ..
-            } => super::poll::retry_after_value(v),
+            } => retry_after_value(v),
             _ => None,
         }
     }
@@ -138,5 +140,99 @@ impl From<BadTarget> for HostError {
             }
             BadTarget::Caller(m) => HostError::NotSent(m),
         }
+    }
+}
+
+/// Why a request did not get an answer head.
+#[derive(Debug)]
+pub enum PoolError {
+    /// No connection could be made (refused, TLS failure, no `h2` in ALPN, connect timeout):
+    /// nothing reached the host.
+    Connect(String),
+    /// The request was handed back unsent twice: nothing reached the host.
+    NotSent(String),
+    /// The exchange failed after the request may have reached the host.
+    Broken(String),
+}
+
+impl std::fmt::Display for PoolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PoolError::Connect(why) => write!(f, "cannot connect to the host: {why}"),
+            PoolError::NotSent(why) => write!(f, "the request could not be sent: {why}"),
+            PoolError::Broken(why) => write!(f, "the exchange broke off: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for PoolError {}
+
+/// The `tracing` target of failed host calls (this module's room: `RUST_LOG=openwop_mcp_sidecar::host=debug`).
+pub const HOST_TARGET: &str = "openwop_mcp_sidecar::host";
+
+/// Logs a host call that failed as a host fault (unreachable, timed out, a damaged answer, a
+/// 5xx or an answer the error rules class as internal): the route, its method and the path
+/// without its query (query values may carry what the caller sent), and the error. Refusals
+/// the caller is told about (401, 404, 4xx rules) are not faults and stay at `debug`.
+pub(super) fn host_failure(op: Operation, method: &http::Method, path: &str, e: &HostError) {
+    let fault = match e {
+        HostError::Status { status, .. } => status.is_server_error() || e.class().is_host_fault(),
+        _ => true,
+    };
+    crate::obs::access::in_request(|| {
+        if fault {
+            tracing::warn!(target: HOST_TARGET, route = op.key(), %method, path, error = %e, "host call failed");
+        } else {
+            tracing::debug!(target: HOST_TARGET, route = op.key(), %method, path, error = %e, "host call refused");
+        }
+    })
+}
+
+/// `Retry-After` (RFC 9110 §10.2.3): delay-seconds or an HTTP-date; a date in the past is 0.
+pub fn retry_after(h: &HeaderMap) -> Option<Duration> {
+    retry_after_value(h.get(header::RETRY_AFTER)?)
+}
+
+/// [`retry_after`] of the header's value (a refusal keeps the value it was sent with).
+pub fn retry_after_value(v: &http::HeaderValue) -> Option<Duration> {
+    let v = v.to_str().ok()?.trim();
+    if let Ok(s) = v.parse::<u64>() {
+        return Some(Duration::from_secs(s));
+    }
+    let at = time::OffsetDateTime::parse(v, &time::format_description::well_known::Rfc2822).ok()?;
+    let left = at - time::OffsetDateTime::now_utc();
+    Some(Duration::try_from(left).unwrap_or(Duration::ZERO))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(v: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::RETRY_AFTER, v.parse().unwrap());
+        h
+    }
+
+    #[test]
+    fn retry_after_is_seconds_or_an_http_date() {
+        assert_eq!(retry_after(&with("2")), Some(Duration::from_secs(2)));
+        assert_eq!(retry_after(&with("0")), Some(Duration::ZERO));
+        assert_eq!(
+            retry_after(&with("Sun, 06 Nov 1994 08:49:37 GMT")),
+            Some(Duration::ZERO),
+            "a past date"
+        );
+        let later = time::OffsetDateTime::now_utc() + time::Duration::seconds(30);
+        let text = later
+            .format(&time::format_description::well_known::Rfc2822)
+            .unwrap();
+        let got = retry_after(&with(&text)).unwrap();
+        assert!(
+            got > Duration::from_secs(25) && got <= Duration::from_secs(30),
+            "{got:?}"
+        );
+        assert_eq!(retry_after(&with("soon")), None);
+        assert_eq!(retry_after(&HeaderMap::new()), None);
     }
 }

@@ -35,7 +35,7 @@ impl EventStream {
             if let Some(ev) = self.pending.pop_front() {
                 if self.pending.is_empty() {
                     // A stream spends its life waiting between rare events: do not keep the
-                    // queue's buffer through the wait (one per followed run, issue 9).
+                    // queue's buffer through the wait (one per followed run).
                     self.pending = Default::default();
                 }
                 return Ok(Some(ev));

@@ -108,7 +108,7 @@ pub fn allowed_headers(
     for name in allow {
         if let Some(v) = headers.get(name) {
             // An owned copy: a clone would share, and keep alive, the buffer hyper read the
-            // request head into (src/mcp/mod.rs `McpRequest`; docs/benchmarks.md §2).
+            // request head into (src/mcp/request.rs `McpRequest`; docs/benchmarks.md).
             let mut owned = HeaderValue::from_bytes(v.as_bytes()).unwrap_or_else(|_| v.clone());
             owned.set_sensitive(v.is_sensitive());
             out.insert(name.clone(), owned);

@@ -19,6 +19,7 @@ mod events;
 pub mod fill;
 pub mod h1pool;
 pub mod h2pool;
+mod kept;
 mod link;
 mod poll;
 pub mod revalidate;
@@ -30,10 +31,10 @@ use http::{HeaderValue, Method};
 pub use calls::{ActionAnswer, CreateRequest};
 pub use client::HostClient;
 pub(crate) use error::root_cause;
-pub use error::HostError;
+pub use error::{retry_after, HostError};
 pub use events::EventStream;
 pub use fill::{allowed_headers, Missing, Vars};
-pub use poll::{doc_interrupt, retry_after, StatusRead};
+pub use poll::{doc_interrupt, StatusRead};
 pub(crate) use snapshot::Skip;
 pub use types::*;
 
@@ -49,7 +50,7 @@ pub struct Caller {
 }
 
 impl std::fmt::Debug for Caller {
-    // Never print the credential (issue 7: credentials never appear in logs).
+    // Never print the credential (credentials never appear in logs).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Caller")
             .field(

@@ -1,14 +1,15 @@
-//! Reading a run without an event log (issue 19, `host.follow: poll`): the created run from
+//! Reading a run without an event log (`host.follow: poll`): the created run from
 //! the create answer's headers (`host.created`: the id in a `Location`-style URL, a status
 //! monitor in `Operation-Location`), and one status read of the run or its status monitor
 //! with the host's `Retry-After` (RFC 9110 §10.2.3), which paces the next read.
 
 use std::time::Duration;
 
-use http::{header, HeaderMap};
+use http::HeaderMap;
 use serde_json::{json, Value};
 
 use super::client::json_value;
+use super::error::retry_after;
 use super::fill::Vars;
 use super::{Caller, CreatedRun, HostClient, HostError, OpenInterrupt, RunSnapshot, RunStatus};
 use crate::config::{Mapping, Operation};
@@ -201,7 +202,7 @@ impl HostClient {
 pub fn doc_interrupt(doc: &Value, status: &RunStatus, m: &Mapping) -> Option<OpenInterrupt> {
     let d = m.interrupts.iter().find(|d| &d.status == status)?;
     let text = |p: &Option<String>| -> Option<String> {
-        match super::at(doc, p.as_deref()?)? {
+        match crate::json::at(doc, p.as_deref()?)? {
             Value::String(s) => Some(s.clone()),
             Value::Number(n) => Some(n.to_string()),
             _ => None,
@@ -217,7 +218,7 @@ pub fn doc_interrupt(doc: &Value, status: &RunStatus, m: &Mapping) -> Option<Ope
     let schema = d
         .schema
         .as_deref()
-        .and_then(|p| super::at(doc, p))
+        .and_then(|p| crate::json::at(doc, p))
         .filter(|v| v.is_object())
         .cloned()
         .or_else(|| d.requested_schema.clone());
@@ -244,53 +245,4 @@ pub fn doc_interrupt(doc: &Value, status: &RunStatus, m: &Mapping) -> Option<Ope
         payload,
         key,
     })
-}
-
-/// `Retry-After` (RFC 9110 §10.2.3): delay-seconds or an HTTP-date; a date in the past is 0.
-pub fn retry_after(h: &HeaderMap) -> Option<Duration> {
-    retry_after_value(h.get(header::RETRY_AFTER)?)
-}
-
-/// [`retry_after`] of the header's value (a refusal keeps the value it was sent with).
-pub fn retry_after_value(v: &http::HeaderValue) -> Option<Duration> {
-    let v = v.to_str().ok()?.trim();
-    if let Ok(s) = v.parse::<u64>() {
-        return Some(Duration::from_secs(s));
-    }
-    let at = time::OffsetDateTime::parse(v, &time::format_description::well_known::Rfc2822).ok()?;
-    let left = at - time::OffsetDateTime::now_utc();
-    Some(Duration::try_from(left).unwrap_or(Duration::ZERO))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn with(v: &str) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert(header::RETRY_AFTER, v.parse().unwrap());
-        h
-    }
-
-    #[test]
-    fn retry_after_is_seconds_or_an_http_date() {
-        assert_eq!(retry_after(&with("2")), Some(Duration::from_secs(2)));
-        assert_eq!(retry_after(&with("0")), Some(Duration::ZERO));
-        assert_eq!(
-            retry_after(&with("Sun, 06 Nov 1994 08:49:37 GMT")),
-            Some(Duration::ZERO),
-            "a past date"
-        );
-        let later = time::OffsetDateTime::now_utc() + time::Duration::seconds(30);
-        let text = later
-            .format(&time::format_description::well_known::Rfc2822)
-            .unwrap();
-        let got = retry_after(&with(&text)).unwrap();
-        assert!(
-            got > Duration::from_secs(25) && got <= Duration::from_secs(30),
-            "{got:?}"
-        );
-        assert_eq!(retry_after(&with("soon")), None);
-        assert_eq!(retry_after(&HeaderMap::new()), None);
-    }
 }

@@ -2,7 +2,7 @@
 //! `ETag`, so the next poll of a task asks the host `If-None-Match` and a `304 Not Modified`
 //! answers it without the document being sent, read or parsed again (OpenWOP v2 §1.4 getRun:
 //! a strong ETag derived from the last persisted sequence, `If-None-Match` → `304`; RFC 9110
-//! §13.1.2, §15.4.5; issue 21: a poll of a task that has not changed is the common one).
+//! §13.1.2, §15.4.5; a poll of a task that has not changed is the common one).
 //!
 //! Nothing here decides what a caller may read. Every poll is still one host call with the
 //! caller's own credential, and the host answers it as it would answer an unconditional one
@@ -16,9 +16,7 @@
 //! The cache is this replica's alone and only spares work: a replica that has nothing kept
 //! (a new one, another behind the balancer) reads the whole document, as before.
 
-use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Arc;
-use std::time::Duration;
 
 use http::header::{ETAG, IF_NONE_MATCH};
 use http::{HeaderMap, HeaderValue, StatusCode};
@@ -29,63 +27,8 @@ use super::types::RunSnapshot;
 use super::{Caller, HostError};
 use crate::config::Operation;
 
-/// At most this many run documents are kept (about 0.5 kB each with the cache's own
-/// bookkeeping: 5 MB at most), the least recently polled dropped first.
-pub const MAX_KEPT: u64 = 10_000;
-
-/// A document not polled for this long is dropped: a task is polled every
-/// `tasks.pollIntervalMs` (500 ms by default) while a client still cares about it.
-pub const IDLE: Duration = Duration::from_secs(120);
-
-/// One kept document: whose read it was, its validator, the snapshot read from it.
-struct Kept {
-    caller: u64,
-    etag: HeaderValue,
-    run: Arc<RunSnapshot>,
-}
-
-/// The kept run documents of one host client, by run id.
-#[derive(Clone)]
-pub struct Revalidation {
-    kept: moka::sync::Cache<String, Arc<Kept>>,
-    /// Keys the callers' hashes with a secret of this process, so no caller can aim a hash.
-    keys: Arc<std::collections::hash_map::RandomState>,
-}
-
-impl Revalidation {
-    pub fn new() -> Revalidation {
-        Revalidation {
-            kept: moka::sync::Cache::builder()
-                .max_capacity(MAX_KEPT)
-                .time_to_idle(IDLE)
-                .build(),
-            keys: Arc::new(std::collections::hash_map::RandomState::new()),
-        }
-    }
-
-    /// Who asks, as the host sees it: the credential and every header relayed to the host.
-    fn caller_key(&self, caller: &Caller) -> u64 {
-        let mut h = self.keys.build_hasher();
-        caller
-            .authorization
-            .as_ref()
-            .map(HeaderValue::as_bytes)
-            .hash(&mut h);
-        if let Some(relayed) = &caller.headers {
-            for (k, v) in relayed.iter() {
-                k.as_str().hash(&mut h);
-                v.as_bytes().hash(&mut h);
-            }
-        }
-        h.finish()
-    }
-}
-
-impl Default for Revalidation {
-    fn default() -> Self {
-        Revalidation::new()
-    }
-}
+use super::kept::Kept;
+pub use super::kept::{Revalidation, IDLE, MAX_KEPT};
 
 /// A strong entity tag (RFC 9110 §8.8.3: `"…"`, not `W/"…"`), the only kind kept.
 fn strong_etag(h: &HeaderMap) -> Option<HeaderValue> {

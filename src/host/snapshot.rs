@@ -1,5 +1,5 @@
 //! A RunSnapshot read straight from the host's answer bytes, without a `serde_json::Value`
-//! tree when the mapped fields are top-level members (issue 21: `tasks/get` reads one of these
+//! tree when the mapped fields are top-level members (`tasks/get` reads one of these
 //! per poll). Kept apart from `types.rs`: a hand-written `serde` visitor, and its proof that it
 //! reads exactly what [`RunSnapshot::from_json`] reads.
 
@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::types::RunSnapshot;
 use crate::config::Mapping;
-use crate::json_scan::Scan;
+use crate::json::scan::Scan;
 
 impl RunSnapshot {
     /// A RunSnapshot straight from the host's answer bytes: `Ok(None)` when the body is JSON
@@ -26,7 +26,7 @@ impl RunSnapshot {
     /// Both accept and refuse the same bytes and give the same snapshot: a member counts with
     /// its last value when it is repeated, a string field holds only a string, and a string
     /// `serde_json` refuses (a lone surrogate escape) is refused anywhere in the document
-    /// (issue 21: `tasks/get` reads one of these per poll).
+    /// (`tasks/get` reads one of these per poll).
     pub fn from_slice(bytes: &[u8], m: &Mapping) -> Result<Option<RunSnapshot>, serde_json::Error> {
         if bytes.is_empty() {
             return Ok(None);
@@ -45,7 +45,7 @@ impl RunSnapshot {
         ];
         // Each a top-level member (`/name`, no further step, no escape): read by name. A byte
         // loop: the `str` pattern search and the array iterator cost about 1,500 instructions
-        // of every run read (issue 21).
+        // of every run read.
         let mut names = [""; 9];
         for i in 0..names.len() {
             let p = ptrs[i];
@@ -57,9 +57,9 @@ impl RunSnapshot {
             names[i] = &p[1..];
         }
         // The whole body checked as UTF-8 once, then read as a `str`: serde_json then skips
-        // its per-string check (about 40 strings per document: keys and values; issue 21).
+        // its per-string check (about 40 strings per document: keys and values).
         // A body that is not UTF-8 is read as bytes, so it is refused with the same error.
-        // The strict scanner first (src/json_scan.rs); a document it gives up on (escapes,
+        // The strict scanner first (src/json/scan.rs); a document it gives up on (escapes,
         // exponents, not an object, not JSON) is read by serde_json, which answers refusals.
         // A refusal is reported as the whole document's parse reports it: the raw-value
         // reading of a member places some faults one column off.
@@ -140,7 +140,7 @@ const FIRST_DOC: usize = 6;
 struct Read<'de> {
     /// runId, workflowId, status, currentNodeId, startedAt, completedAt: `Some` only when
     /// the member's (last) value is a string; borrowed from the body unless escaped (the id
-    /// is decoded and the status mapped without a copy of their own; issue 21).
+    /// is decoded and the status mapped without a copy of their own).
     strs: [Option<Cow<'de, str>>; FIRST_DOC],
     /// error, variables, inputs, as they were sent.
     docs: [Option<&'de str>; 3],
@@ -160,7 +160,7 @@ fn scan_members<'de>(text: &'de str, names: &[&str; 9]) -> Option<Read<'de>> {
     s.object(|k, s| {
         // The fields this member fills, one bit each: a length check first, so most names
         // are passed over without a byte compare (an array of nine `bool`s per member, and
-        // its iterator, cost about 1,000 instructions of every run read; issue 21).
+        // its iterator, cost about 1,000 instructions of every run read).
         let mut hits = 0u16;
         for (i, n) in names.iter().enumerate() {
             if n.len() == k.len() && n.as_bytes() == k.as_bytes() {
@@ -342,7 +342,7 @@ impl<'de> serde::Deserialize<'de> for StrOrSkip<'de> {
 /// Any JSON value, parsed and checked exactly as `Value` would be (strings are decoded, so a
 /// lone surrogate escape is refused; numbers are read the same way) but kept nowhere, so
 /// nothing is allocated for it. The envelope skips the members it does not read with it too
-/// (src/mcp/envelope.rs).
+/// (src/mcp/envelope/).
 pub(crate) struct Skip;
 
 struct SkipV;

@@ -3,6 +3,7 @@
 use serde_json::Value;
 
 use crate::config::Mapping;
+use crate::json::pointer::{at, at_mut};
 
 use crate::wop::event::*;
 pub use crate::wop::RunStatus;
@@ -122,54 +123,9 @@ impl RunSnapshot {
     }
 }
 
-/// `Value::pointer` (RFC 6901) without allocating a `String` per path segment: a segment is
-/// unescaped (`~1` → `/`, `~0` → `~`) into a new string only when it contains a `~`.
-pub fn at<'a>(v: &'a Value, ptr: &str) -> Option<&'a Value> {
-    if ptr.is_empty() {
-        return Some(v);
-    }
-    ptr.strip_prefix('/')?
-        .split('/')
-        .try_fold(v, |target, token| match target {
-            Value::Object(map) => map.get(&*unescape(token)),
-            Value::Array(list) => parse_index(token).and_then(|i| list.get(i)),
-            _ => None,
-        })
-}
-
-/// [`at`], mutable (`Value::pointer_mut`).
-fn at_mut<'a>(v: &'a mut Value, ptr: &str) -> Option<&'a mut Value> {
-    if ptr.is_empty() {
-        return Some(v);
-    }
-    ptr.strip_prefix('/')?
-        .split('/')
-        .try_fold(v, |target, token| match target {
-            Value::Object(map) => map.get_mut(&*unescape(token)),
-            Value::Array(list) => parse_index(token).and_then(move |i| list.get_mut(i)),
-            _ => None,
-        })
-}
-
 /// The string at `ptr`, like `Mapping::str_at`.
 fn str_at<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
     at(v, ptr).and_then(Value::as_str)
-}
-
-fn unescape(token: &str) -> std::borrow::Cow<'_, str> {
-    if token.contains('~') {
-        token.replace("~1", "/").replace("~0", "~").into()
-    } else {
-        token.into()
-    }
-}
-
-/// An array index as `Value::pointer` reads one: digits, no sign, no leading zero.
-fn parse_index(s: &str) -> Option<usize> {
-    if s.starts_with('+') || (s.starts_with('0') && s.len() != 1) {
-        return None;
-    }
-    s.parse().ok()
 }
 
 /// Whether one pointer names the other's value or something inside it.
@@ -257,7 +213,7 @@ pub struct OpenInterrupt {
 
 /// Whether [`open_interrupts`] reads events of this kind: the only events a blocking call
 /// keeps while it waits. The others (logs, node starts, …) are counted, not held, so a call
-/// blocked on a chatty run does not grow with the run's log (issue 9, memory per stream).
+/// blocked on a chatty run does not grow with the run's log (memory per stream).
 pub fn bears_on_interrupts(kind: &str) -> bool {
     matches!(
         kind,
@@ -506,31 +462,6 @@ mod tests {
             ),
         ];
         assert!(open_interrupts(&log, &Mapping::default()).is_empty());
-    }
-
-    #[test]
-    fn a_pointer_finds_what_value_pointer_finds() {
-        let v = json!({"a":{"b/c":[1,{"d~e":2}],"":3,"0":4},"l":[5,6]});
-        for p in [
-            "",
-            "/",
-            "/a",
-            "/a/b~1c",
-            "/a/b~1c/1/d~0e",
-            "/a/b~1c/01",
-            "/a/b~1c/+1",
-            "/a/b~1c/2",
-            "/a/",
-            "/a/0",
-            "/l/1",
-            "/l/x",
-            "a",
-            "/zz",
-            "/a/b~1c/0/x",
-            "/a/b~01c",
-        ] {
-            assert_eq!(at(&v, p), v.pointer(p), "{p}");
-        }
     }
 
     #[test]

@@ -7,9 +7,8 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use super::elicit::{input_request, Modes};
+use super::elicit::{input_request, wire_keys, Modes};
 use super::follow::{wait_settled_via, Progress, Via};
-use super::mrtr::wire_keys;
 use super::project::{
     create_task_result, host_fault_error, is_host_fault, pending_result, shaped_result,
     still_running_result, times,

@@ -3,7 +3,7 @@
 //! 2026-07-28 Tools, `Tool`). An entry that cannot be read (no name, a schema that is not an
 //! object, a name seen before) is skipped with a `warn` line naming it and why, and a page
 //! whose entries are not where the mapping says is logged too: a catalog never shrinks
-//! without a word in the log (issue 19).
+//! without a word in the log.
 
 use std::collections::HashMap;
 

@@ -2,14 +2,13 @@
 //!
 //! The server builds it and hands it to [`super::handle`]; nothing in `src/mcp` reaches back
 //! into the server (docs/architecture.md, the module picture). A request keeps the generation
-//! it began with to its end, so a reload never changes a mapping under an in-flight request
-//! (issue 6).
+//! it began with to its end, so a reload never changes a mapping under an in-flight request.
 
 use std::sync::Arc;
 
 use tokio::sync::{watch, Semaphore};
 
-use super::{request_state, task_id::TaskIds, tools, watch::Watchers};
+use super::{request_state, task_id::TaskIds, toolset, watch::Watchers};
 use crate::config::Config;
 use crate::host::HostClient;
 use crate::ownership::CancelDispatcher;
@@ -34,7 +33,7 @@ pub struct McpContext {
     pub cfg: Arc<Config>,
     pub host: HostClient,
     /// The per-caller tool catalog (its cache lives as long as the generation).
-    pub(crate) tools: tools::Catalog,
+    pub(crate) tools: toolset::Catalog,
     /// The requestState keys (sealed MRTR state).
     pub(crate) state_key: Arc<request_state::Keys>,
     /// The taskId codec (`host.ids.taskId`), sealing with a key derived from `state_key`.
@@ -69,7 +68,7 @@ impl McpContext {
             _ => Arc::new(request_state::Keys::new(&cfg)),
         };
         McpContext {
-            tools: tools::Catalog::new(&cfg),
+            tools: toolset::Catalog::new(&cfg),
             task_ids: TaskIds::new(cfg.mapping.task_ids, &state_key),
             state_key,
             cfg,

@@ -7,7 +7,9 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::request_state::stable_json;
+use super::toolset::ToolDef;
 use crate::config::resolve::Action;
+use crate::config::InputRequestKey;
 use crate::host::{OpenInterrupt, RunStatus};
 
 /// The elicitation modes a request declared (`{}` means form only, MCP 2026-07-28 Basic §_meta).
@@ -325,6 +327,26 @@ pub(super) fn resolve_key(interrupt_id: &str, resume: &Value) -> String {
     h.update(b"\0");
     h.update(stable_json(resume).as_bytes());
     B64.encode(h.finalize())
+}
+
+/// The `inputRequests` key of each open interrupt. RFC 0208 mcp.mrtr: "Key = the open
+/// interrupt's interruptId" — the default. A tool configured with `inputRequestKey:
+/// interruptKey` names an interrupt by its own key (the workflow's name for it, e.g. the
+/// fixture-chosen `user_name` SEP-2322's scenarios expect) when that key is unique among the
+/// open interrupts and is no other interrupt's id; otherwise by its interruptId, so the keys
+/// of one round always name exactly one interrupt each.
+pub(super) fn wire_keys(tool: &ToolDef, open: &[OpenInterrupt]) -> Vec<String> {
+    open.iter()
+        .map(|i| match (&tool.input_request_key, &i.key) {
+            (InputRequestKey::InterruptKey, Some(k))
+                if open.iter().filter(|o| o.key.as_ref() == Some(k)).count() == 1
+                    && !open.iter().any(|o| &o.interrupt_id == k) =>
+            {
+                k.clone()
+            }
+            _ => i.interrupt_id.clone(),
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -56,7 +56,7 @@ pub enum McpError {
     /// A Host outside the allow-list while `mount.enforceHost` is on (403).
     ForbiddenHost,
     /// The sidecar is at its configured concurrency (`limits.maxConcurrentRequests`, or
-    /// `limits.maxStreams` for a listen): 503 with `Retry-After: 1` (issue 10). Answered with
+    /// `limits.maxStreams` for a listen): 503 with `Retry-After: 1`. Answered with
     /// `id: null` wherever it is raised (see [`McpError::echoes_id`]).
     Overloaded,
 }

@@ -1,5 +1,5 @@
 //! Following a run to a settled state: the host's event stream drives the wait, long-poll
-//! takes over when it cannot be opened or breaks (issue 3), and `notifications/progress` is
+//! takes over when it cannot be opened or breaks, and `notifications/progress` is
 //! emitted from the events read on the way.
 
 use std::sync::Arc;
@@ -61,7 +61,7 @@ impl Progress {
 
 /// What a blocking wait has read of the run's event log: the events [`open_interrupts`] reads
 /// (the answer is built from them) and the position to resume from. Other events are counted,
-/// not held: a call blocked on a chatty run stays the same size (issue 9).
+/// not held: a call blocked on a chatty run stays the same size.
 #[derive(Default)]
 struct EventLog {
     kept: Vec<RunEvent>,
@@ -98,7 +98,7 @@ pub(super) async fn open_now(
 }
 
 /// `host.follow: poll`: the host has no event log; the open interrupt is read from the run
-/// document where `host.interrupts` says it is (issue 19), else there is none and the run is
+/// document where `host.interrupts` says it is, else there is none and the run is
 /// shown by its status alone rather than failing the read. The document is newer than `run`:
 /// its own status says what is open now.
 pub(super) async fn open_in_document(
@@ -119,7 +119,7 @@ pub(super) async fn open_in_document(
 
 /// Follows the run until it is terminal or waits on something, or `cap` passes. The host's
 /// event stream drives the wait (each lifecycle event is a cue to re-read the run); when the
-/// stream cannot be opened or breaks, the long-poll endpoint takes over (issue 3: "wait on the
+/// stream cannot be opened or breaks, the long-poll endpoint takes over ("wait on the
 /// run's event stream, poll as fallback"). Returns the run and, when it waits on its client,
 /// its open interrupts (from the events read, or under `host.follow: poll` its document).
 pub(super) async fn wait_settled(

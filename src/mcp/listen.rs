@@ -121,8 +121,8 @@ async fn listen_inner(ctx: Arc<McpContext>, req: &McpRequest) -> Result<Response
     if readable.is_empty() {
         // Nothing to follow: the stream carries only keep-alives until the client leaves, and
         // the listen's result when the sidecar shuts down. The body does that by itself, with
-        // no task and no channel, so an idle listen costs as little as it can (issue 10:
-        // 10,000 open listens in ≤ 100 MB).
+        // no task and no channel, so an idle listen costs as little as it can
+        // (10,000 open listens in ≤ 100 MB).
         let body = KeepaliveBody::new(
             ack,
             listen_final_frame(&sub_id),
@@ -148,8 +148,8 @@ fn listen_final_frame(sub_id: &Value) -> bytes::Bytes {
 
 /// A listen that follows tasks: its frames are produced one at a time as the connection asks
 /// for them (the body polls `next_frame`), so a listen costs no task and no channel of its
-/// own, and a client that goes away drops it, with its upstream watches, at once (issue 9:
-/// memory per open stream).
+/// own, and a client that goes away drops it, with its upstream watches, at once
+/// (memory per open stream).
 struct Listen {
     ctx: Arc<McpContext>,
     req: McpRequest,
@@ -167,13 +167,13 @@ struct Listen {
     poll: tokio::time::Interval,
     /// `host.follow: poll` (the host has no event stream): when each task is read next, and
     /// its backoff, as a blocking call paces its reads (src/mcp/follow.rs). Boxed: an
-    /// OpenWOP listen holds only the pointer's room (issue 10: memory per open listen).
+    /// OpenWOP listen holds only the pointer's room (memory per open listen).
     paced: Option<Box<Paced>>,
     keepalive: tokio::time::Interval,
     finished: bool,
 }
 
-/// A listen's reads of a host without an event stream (issue 19, `host.follow: poll`): each
+/// A listen's reads of a host without an event stream (`host.follow: poll`): each
 /// task is read after its backoff's interval, doubling from `host.follow.initialIntervalMs`
 /// to `maxIntervalMs`, and never sooner than the host's last `Retry-After` for it asked
 /// (RFC 9110 §10.2.3); the listen's own poll interval plays no part.
@@ -216,7 +216,7 @@ impl Listen {
         // map, however the listen ends, releases them; the last listen leaving a stream
         // closes it.
         let mut watches = StreamMap::new();
-        // A host followed by polling has no event stream to open (issue 19): its tasks are
+        // A host followed by polling has no event stream to open: its tasks are
         // read on their own schedule ([`Paced`]).
         let paced = ctx.host.mapping().follow.poll.then(|| {
             Box::new(Paced {

@@ -9,36 +9,15 @@ use serde_json::{json, Map, Value};
 use tokio::time::Instant;
 
 use super::answer::{blocking_answer, outcome, task_answer};
-use super::elicit::{effect_of, Effect, Modes};
+use super::elicit::{effect_of, wire_keys, Effect, Modes};
 use super::follow::wait_settled;
 use super::project::{host_fault_error, is_host_fault, shaped_result};
 use super::request_state::Claims;
 use super::tools::ToolDef;
 use super::{McpContext, McpError, McpRequest};
 use crate::body::Response;
-use crate::config::InputRequestKey;
-use crate::host::{HostError, OpenInterrupt, RunStatus};
+use crate::host::{HostError, RunStatus};
 use crate::ownership::RunGuard;
-
-/// The `inputRequests` key of each open interrupt. RFC 0208 mcp.mrtr: "Key = the open
-/// interrupt's interruptId" — the default. A tool configured with `inputRequestKey:
-/// interruptKey` names an interrupt by its own key (the workflow's name for it, e.g. the
-/// fixture-chosen `user_name` SEP-2322's scenarios expect) when that key is unique among the
-/// open interrupts and is no other interrupt's id; otherwise by its interruptId, so the keys
-/// of one round always name exactly one interrupt each.
-pub(super) fn wire_keys(tool: &ToolDef, open: &[OpenInterrupt]) -> Vec<String> {
-    open.iter()
-        .map(|i| match (&tool.input_request_key, &i.key) {
-            (InputRequestKey::InterruptKey, Some(k))
-                if open.iter().filter(|o| o.key.as_ref() == Some(k)).count() == 1
-                    && !open.iter().any(|o| &o.interrupt_id == k) =>
-            {
-                k.clone()
-            }
-            _ => i.interrupt_id.clone(),
-        })
-        .collect()
-}
 
 /// A first call (no requestState) to an `interruptKey` tool may carry `inputResponses` that
 /// already answer an interrupt by its key (SEP-2322: a client that knows the server's input
@@ -327,6 +306,8 @@ pub(super) async fn retry(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::InputRequestKey;
+    use crate::host::OpenInterrupt;
 
     fn open(id: &str, key: Option<&str>) -> OpenInterrupt {
         OpenInterrupt {

@@ -166,7 +166,7 @@ pub fn elicit_result(v: &Value) -> Result<(), String> {
 /// otherwise open a stream that follows nothing, so it is refused with the right place.
 /// `_meta` is left alone: its unknown keys are opaque (MCP 2026-07-28 `_meta`).
 fn listen(params: &Map<String, Value>, meta_at: Option<usize>) -> Result<(), McpError> {
-    // `params` comes without `_meta` (src/mcp/envelope.rs). The members are searched in the
+    // `params` comes without `_meta` (src/mcp/envelope/). The members are searched in the
     // order they had when `_meta` was removed from the whole map by a swap: the last member
     // in `_meta`'s place, so the first misplaced `taskIds` named stays the same.
     let mut members: Vec<(&String, &Value)> = params.iter().collect();
@@ -259,7 +259,7 @@ mod tests {
     use super::*;
     use crate::config::Config;
 
-    /// `params` arrives without `_meta` (src/mcp/envelope.rs); a listen whose params hold
+    /// `params` arrives without `_meta` (src/mcp/envelope/); a listen whose params hold
     /// several misplaced `taskIds` still names the one it named when `_meta` was taken out of
     /// the whole map, wherever `_meta` stood, and `_meta.progressToken` is checked as before.
     #[test]

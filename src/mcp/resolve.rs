@@ -1,6 +1,6 @@
 //! Sending an answered interrupt to the host: through its `host.resolve` route when the
-//! mapping has one for the interrupt's status and the answer's action (src/config/resolve.rs,
-//! issue 19), else through `host.routes.resolveInterrupt` with the resume value (OpenWOP v2,
+//! mapping has one for the interrupt's status and the answer's action (src/config/resolve.rs),
+//! else through `host.routes.resolveInterrupt` with the resume value (OpenWOP v2,
 //! unchanged on the wire). tasks/update, an MRTR retry and answers sent ahead all go through
 //! [`resolve`], so each answer reaches the host the same way whichever asked.
 

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use super::{McpError, META_SERVER_INFO};
 use crate::body::{full, BoxError, Response};
 use crate::config::Config;
-use crate::json_scan::write_str;
+use crate::json::scan::write_str;
 use crate::ownership::{GuardedBody, RunGuard};
 
 /// Adds `_meta.serverInfo` (MCP 2026-07-28 Basic §_meta: servers SHOULD put it in every result).
@@ -84,7 +84,7 @@ pub fn object_result_response_with(
         out.push(b',');
     }
     // The strings as serde_json writes them, without its per-character escaping pass for the
-    // (plain) text of every answer (issue 21).
+    // (plain) text of every answer.
     out.extend_from_slice(br#""_meta":{"#);
     write_str(&mut out, META_SERVER_INFO);
     out.extend_from_slice(br#":{"name":"#);
@@ -203,7 +203,7 @@ impl Notes {
 /// future that follows the run and yields the final frame is polled by the body itself, with
 /// a keep-alive at once and then every `period` while it waits and the progress notes it queues sent first.
 /// No task and no channel per call: a call blocked on a long run costs only this body and its
-/// future (issue 9: 10,000 blocked calls). When the client goes away hyper drops the body,
+/// future (10,000 blocked calls). When the client goes away hyper drops the body,
 /// and with it the future; the [`GuardedBody`] around it then cancels the run it owns
 /// (RFC 0198 §G.12), exactly as for a dropped request.
 pub struct AnswerBody {
@@ -321,7 +321,7 @@ where
 /// keep-alive every `period` until the client goes away; when the sidecar shuts down, `last`
 /// (the listen's result) and the end of the stream. It needs no task and no channel: the
 /// connection polls it, so an idle listen costs only this struct and its two timers
-/// (issue 10: 10,000 open listens in ≤ 100 MB).
+/// (10,000 open listens in ≤ 100 MB).
 pub struct KeepaliveBody {
     _on_close: OnClose,
     first: Option<Bytes>,

@@ -4,15 +4,8 @@
 
 use serde_json::{Map, Value};
 
-use super::tools::{ToolDef, Variable};
-
-/// One `x-mcp-header` annotation (MCP 2026-07-28 Transports §Request headers): the argument at `path` (property names
-/// from the root, through `properties` only) travels as `Mcp-Param-{header}`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ParamHeader {
-    pub path: Vec<String>,
-    pub header: String,
-}
+pub use super::toolset::ParamHeader;
+use super::toolset::{ToolDef, Variable};
 
 /// Variables as a JSON Schema names them (for validation of static or overridden schemas).
 pub(super) fn variables_of_schema(schema: &Value) -> Vec<Variable> {

@@ -161,7 +161,7 @@ impl TaskIds {
             }
         };
         // Only the exact id the mount issued names a task (a tilde one is compared without
-        // being issued again: every `tasks/get` opens one; issue 21).
+        // being issued again: every `tasks/get` opens one).
         let exact = match self.form {
             TaskIdEncoding::Tilde => wire_id::projects_to(&id, task_id),
             _ => self.issue(caller, &id, created_ms) == task_id,

@@ -90,7 +90,7 @@ fn run_id_of(
 
 /// [`read`] with the `Retry-After` the host answered (RFC 9110 §10.2.3), under
 /// `host.follow: poll` only: that read is the one that knows it, and it sets the task's
-/// `pollIntervalMs` (issue 19). Any other mapping reads exactly as [`read`] does, with no
+/// `pollIntervalMs`. Any other mapping reads exactly as [`read`] does, with no
 /// header kept.
 pub(super) async fn read_paced(
     ctx: &McpContext,
@@ -176,7 +176,7 @@ async fn shape_of(
         return Ok(Shape::Run);
     }
     // Boxed: the catalog's cache lookup is a 4 kB future, and inline it would be part of
-    // every `tasks/get`'s state (moved, not only held; issue 21), while only a completed
+    // every `tasks/get`'s state (moved, not only held), while only a completed
     // run's read needs it.
     let tools = Box::pin(ctx.tools.tools_for(ctx, &req.caller)).await?;
     Ok(tools.shape_of_workflow(&run.workflow_id))
@@ -267,7 +267,7 @@ pub async fn get(ctx: &McpContext, req: &McpRequest) -> Result<Response, McpErro
     let run: &RunSnapshot = &read;
     // A poll of a running task needs no more host calls: its parts and shape are had without
     // entering the futures that would make them (each is built, polled and moved once per
-    // `tasks/get` otherwise; issue 21).
+    // `tasks/get` otherwise).
     let (t, requests) = if run.status.awaits_client() {
         task_parts(ctx, req, run, created).await?
     } else {

@@ -11,15 +11,11 @@ use futures_util::future::join_all;
 use serde_json::{json, Map, Value};
 
 use super::catalog::CatalogEntry;
-use super::project::Shape;
-use super::schema::ParamHeader;
 use super::schema::{param_headers_of, variables_of_schema};
+pub use super::toolset::{Catalog, ToolDef, ToolSet, Variable};
 use super::{McpContext, McpError, McpRequest};
 use crate::body::Response;
-use crate::config::{
-    Config, CreateTemplate, InputRequestKey, StaticTool, TaskSupport, ToolOverride, ToolSource,
-    Tools,
-};
+use crate::config::{InputRequestKey, StaticTool, TaskSupport, ToolOverride, ToolSource, Tools};
 use crate::host::{Caller, HostError};
 
 /// Node types that suspend a run on a client-answerable interrupt (§1.2).
@@ -29,36 +25,6 @@ const SUSPENDING: [&str; 4] = [
     "core.interrupt",
     "core.oauth",
 ];
-
-#[derive(Debug, Clone)]
-pub struct Variable {
-    pub name: String,
-    pub ty: Option<String>,
-    pub required: bool,
-    pub has_default: bool,
-}
-
-/// One tool = one workflow.
-#[derive(Debug, Clone)]
-pub struct ToolDef {
-    pub name: String,
-    /// The workflow a call starts (the tool name unless a static tool says otherwise).
-    pub workflow_id: String,
-    pub wire: Value,
-    pub variables: Vec<Variable>,
-    /// Known from the workflow's nodes; a catalog entry without nodes is assumed able to.
-    pub can_suspend: bool,
-    pub task: TaskSupport,
-    pub create_run: Option<CreateTemplate>,
-    /// What names this tool's MRTR input requests (an operator's `tools.overrides` choice).
-    pub input_request_key: InputRequestKey,
-    /// The arguments its inputSchema mirrors into `Mcp-Param-*` headers (`x-mcp-header`),
-    /// filled in once the catalog entry is final (after any operator override).
-    pub param_headers: Vec<ParamHeader>,
-    /// The tool's catalog entry as the host or the catalog file holds it (`None` for a
-    /// workflow or a static tool): createRun templates read it (`{entry./pointer}`).
-    pub entry: Option<Arc<Value>>,
-}
 
 impl ToolDef {
     fn new(name: &str, wire: Value, variables: Vec<Variable>, can_suspend: bool) -> ToolDef {
@@ -76,17 +42,7 @@ impl ToolDef {
         }
     }
 
-    /// What a completed run's `structuredContent` is for this tool: its declared output when
-    /// it publishes an `outputSchema` (MCP 2026-07-28 Tools §Output Schema).
-    pub fn shape(&self) -> Shape {
-        if self.wire.get("outputSchema").is_some_and(Value::is_object) {
-            Shape::Declared
-        } else {
-            Shape::Run
-        }
-    }
-
-    /// Applies an operator's per-tool override (issue 6).
+    /// Applies an operator's per-tool override.
     fn apply(&mut self, o: &ToolOverride) {
         if let Some(t) = &o.title {
             self.wire["title"] = json!(t);
@@ -110,48 +66,7 @@ impl ToolDef {
     }
 }
 
-#[derive(Debug, Default)]
-pub struct ToolSet {
-    pub sorted: Vec<Value>,
-    /// Shared, not cloned per call: a blocked call holds its tool for as long as the run
-    /// takes, and the definition carries the whole wire schema (issue 9, memory per stream).
-    pub by_name: HashMap<String, Arc<ToolDef>>,
-}
-
-impl ToolSet {
-    /// The [`Shape`] of a run of `workflow_id`, for answers that know the run but not the call
-    /// that started it (a task's inlined result). Several tools may start one workflow: if any
-    /// of them declares an `outputSchema`, its runs answer with the declared output, so a
-    /// client of that tool always gets content its schema describes.
-    pub fn shape_of_workflow(&self, workflow_id: &str) -> Shape {
-        let declared = self
-            .by_name
-            .values()
-            .any(|t| t.workflow_id == workflow_id && t.shape() == Shape::Declared);
-        if declared {
-            Shape::Declared
-        } else {
-            Shape::Run
-        }
-    }
-}
-
-pub struct Catalog {
-    cache: moka::future::Cache<String, Arc<ToolSet>>,
-    tools: Tools,
-}
-
 impl Catalog {
-    pub fn new(cfg: &Config) -> Catalog {
-        Catalog {
-            cache: moka::future::Cache::builder()
-                .max_capacity(10_000)
-                .time_to_live(cfg.mcp.tools_list_ttl)
-                .build(),
-            tools: cfg.tools.clone(),
-        }
-    }
-
     /// The caller's tools (cached per credential, coalesced).
     pub async fn tools_for(
         &self,

@@ -2,8 +2,8 @@
 //! that run (RFC 0208, subscriptions/listen: listens are driven by the host's event stream).
 //!
 //! Before this, each `subscriptions/listen` naming a task opened its own event stream to the
-//! host: 10,000 listens on one task held 10,000 identical host connections (issue 9,
-//! docs/benchmarks.md §2). The stream only carries wake-ups — every listen still re-reads and
+//! host: 10,000 listens on one task held 10,000 identical host connections
+//! (docs/benchmarks.md). The stream only carries wake-ups — every listen still re-reads and
 //! re-projects the task with its own caller's credential — but it is shared only between
 //! callers presenting the *same* credential bytes: a taskId is never a credential (§3.8), and a
 //! stream opened with one caller's credential must not keep serving another caller whose own

@@ -30,7 +30,7 @@ type RouteFuture =
 /// A peer that vanished without FIN or RST is noticed when data it never acknowledges (an SSE
 /// keep-alive, the answer) has waited `dead_peer` (TCP_USER_TIMEOUT), or by TCP keepalive
 /// probes on an idle connection; either way the connection errors, the response body is
-/// dropped and an owned run is cancelled (RFC 0198 §G.12, issue 5 "silent peer").
+/// dropped and an owned run is cancelled (RFC 0198 §G.12: a silent peer).
 fn tune_socket(stream: &TcpStream, dead_peer: Duration) {
     let sock = socket2::SockRef::from(stream);
     let ka = socket2::TcpKeepalive::new()
@@ -52,7 +52,7 @@ fn tune_socket(stream: &TcpStream, dead_peer: Duration) {
 /// The three signals reach the connection as one [`Phase`] channel: the connection's future
 /// is polled on every wake-up (each request reads and writes on it), and so was each branch
 /// of its `select!`; three `watch` receivers polled per wake-up were about 1,000 instructions
-/// of every request (issue 21).
+/// of every request.
 macro_rules! drive_connection {
     ($conn:expr, $h2:expr, $phase:expr) => {{
         let conn = $conn;
@@ -144,7 +144,7 @@ async fn fold_phase(
 /// Waits for the connection's first byte, bounded by `limit`. The protocol sniffing of the
 /// auto builder reads the first bytes with no timer, and hyper's header read timeout only
 /// starts after it: a client that connects and never sends a byte would hold its connection
-/// for ever. It gets the same time as a slow head (limits.headerReadTimeoutMs; issue 10).
+/// for ever. It gets the same time as a slow head (limits.headerReadTimeoutMs).
 /// `peek` (not `readable`, which may report readiness spuriously) waits for an actual byte or
 /// the end of the stream. `false`: close the connection (silent, failed, or draining: a
 /// connection that has not asked for anything yet is simply closed).
@@ -259,7 +259,7 @@ pub(super) async fn accept_loop(
         cut_rx,
     ));
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    // A client that trickles its request head cannot pin a connection (issue 10).
+    // A client that trickles its request head cannot pin a connection.
     builder
         .http1()
         .timer(TokioTimer::new())
@@ -358,7 +358,7 @@ fn service(
         // Boxed: hyper keeps room for the service future in every HTTP/1.1 connection and
         // every HTTP/2 stream task for their whole life, so an inline `route` future
         // (kilobytes) would cost that much per idle connection and per open stream
-        // (docs/benchmarks.md §2, issue 10).
+        // (docs/benchmarks.md).
         Box::pin(async move {
             let mut resp = route(st, req, peer).await;
             // Lame duck: this answer is the connection's last (RFC 9112 §9.6), so the peer's

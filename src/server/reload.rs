@@ -105,7 +105,7 @@ impl Live {
                 // The new generation may name other data files than the old one did.
                 self.digest
                     .store(self::digest(&bytes, &next.cfg), Ordering::SeqCst);
-                crate::telemetry::set_level(&next.cfg.logging.level);
+                crate::obs::log::set_level(&next.cfg.logging.level);
                 self.current.store(next);
                 old.mcp.metrics.config_reload("success");
                 tracing::info!(path = %src.path.display(), "configuration reloaded");

@@ -1,7 +1,7 @@
 // The official TypeScript client's OAuth flow (@modelcontextprotocol/client 2.4.0 OAuthClientProvider
 // via the transport's `authProvider`, default options) against `demo`, whose devhost is also a demo
 // authorization server: from the mount's 401 to a completed tool call and a task, headless, with no
-// token handed in by the test (issue 18).
+// token handed in by the test.
 
 import { test, describe } from "node:test";
 import assert from "node:assert/strict";

@@ -328,7 +328,7 @@ async fn a_failed_host_call_logs_its_route_method_and_path() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_task_poll_logs_its_warning_inside_the_request_span() {
-    // A task poll runs without entering its span at the default level (issue 21); its warning
+    // A task poll runs without entering its span at the default level; its warning
     // must still name the request it belongs to, as every request's warning does.
     use openwop_devhost::{Fault, FaultKind, RouteClass};
     let host = devhost().await;
@@ -374,7 +374,7 @@ async fn a_failed_task_poll_logs_its_warning_inside_the_request_span() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_request_under_load_gets_one_whole_access_line() {
-    // A busy worker gathers its lines and writes several at once (src/telemetry.rs): none may
+    // A busy worker gathers its lines and writes several at once (src/obs/log.rs): none may
     // be lost, doubled or cut, and all are out once the load stops.
     let host = devhost().await;
     let sc = Arc::new(spawn(&host.base_url()).await);

@@ -579,7 +579,7 @@ async fn aip151_a_listen_follows_operations_by_reading_them_with_backoff() {
 
 /// A blocking call whose operation stops for a person is answered with the MRTR input request
 /// read from the operation (`host.interrupts`), as `tasks/get` shows it: without an event log
-/// the call was answered "still waiting" instead (issue 19).
+/// the call was answered "still waiting" instead.
 #[tokio::test]
 async fn aip151_a_blocking_call_that_suspends_is_answered_with_the_input_request_of_its_operation()
 {

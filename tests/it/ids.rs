@@ -17,8 +17,7 @@ const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
 
 /// The AIP-151 flavour behind the mount with `taskId` as its taskId form. The run is read
 /// from its Operation (`name`, `metadata.state`); the tool is static and listRuns points at
-/// the devhost's fault switches, as in tests/it/templates.rs (the flavour's catalog is
-/// another part of issue 19).
+/// the devhost's fault switches, as in tests/it/templates.rs.
 fn aip151(task_id: &str) -> String {
     format!(
         "host:

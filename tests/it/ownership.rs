@@ -391,7 +391,7 @@ impl Drop for SilentNet {
 async fn a_silent_peer_is_noticed_at_the_next_keepalive_and_its_run_cancelled() {
     // The client's host vanishes (no FIN, no RST): the SSE keep-alive the sidecar writes is
     // never acknowledged, TCP_USER_TIMEOUT (mount.deadPeerTimeoutMs) aborts the connection,
-    // the answer is dropped before its end, and the run is cancelled (issue 5).
+    // the answer is dropped before its end, and the run is cancelled.
     let Some(net) = SilentNet::create(std::process::id() % 10_000) else {
         eprintln!("SKIPPED: a_silent_peer_…: network namespaces are not available here (needs root and iproute2)");
         return;

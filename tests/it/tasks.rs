@@ -261,7 +261,7 @@ async fn get_only_reads_upstream() {
 
 #[tokio::test]
 async fn unreadable_tasks_are_indistinguishable_from_missing_ones() {
-    // T8 (+ issue 10 id shapes)
+    // T8 (+ the id shapes of docs/hardening.md)
     let env = env().await;
     let task = tasked(&env, A, open_tool(), json!({})).await;
     until_open(&env, &task).await;
@@ -395,7 +395,7 @@ async fn listen_acknowledges_only_readable_tasks_and_notifies_until_the_end() {
 }
 
 /// Listens following one task with the same credential share one host event stream; a
-/// listen with another credential never rides on it (issue 9: 10,000 listens on one task
+/// listen with another credential never rides on it (10,000 listens on one task
 /// held 10,000 host connections; RFC 0208, subscriptions/listen: a taskId is never a credential).
 #[tokio::test]
 async fn listens_share_one_host_event_stream_per_credential_and_run() {
@@ -530,7 +530,7 @@ async fn listen_without_the_extension_or_with_too_many_ids_is_refused() {
     env.shutdown().await;
 }
 
-/// A listen that names no task holds no task of its own in the sidecar (issue 10); it must
+/// A listen that names no task holds no task of its own in the sidecar; it must
 /// still send keep-alives while open and end with its result, not a cut, on shutdown
 /// (RFC 0198 §G.14).
 #[tokio::test]
@@ -547,7 +547,7 @@ async fn listen_without_tasks_keeps_alive_and_ends_with_its_result_on_shutdown()
 }
 
 /// A listen that follows a task is produced by its response body as the connection polls
-/// it (issue 9): it sends the task's state, keep-alives while the task waits, and, when the
+/// it: it sends the task's state, keep-alives while the task waits, and, when the
 /// sidecar shuts down, its result — never a cut, never notifications/cancelled.
 #[tokio::test]
 async fn listen_following_a_task_keeps_alive_and_ends_with_its_result_on_shutdown() {

@@ -111,8 +111,8 @@ async fn azure_api_version_survives_the_sidecar_query_and_a_call_id_names_the_pu
 /// `/v1/{runId}:cancel`; creates are deduped by AIP-155 `requestId`.
 const AIP151: &str = "host:\n  ids: { path: raw }\n  idempotency: { bodyField: /requestId }\n  fields: { createdRunId: /name, createdStatus: /metadata/state }\n  routes:\n    createRun: { path: '/v1/projects/acme/jobTypes/{tool}:run', timeoutMs: 300 }\n    cancelRun: { path: '/v1/{runId}:cancel' }\n  bodies:\n    createRun: { parameters: '{arguments}' }\n";
 
-/// [`AIP151`] behind the mount, with a static tool. Its catalog and status reading are later
-/// parts of issue 19, so the tool is static; the static catalog's credential probe sends
+/// [`AIP151`] behind the mount, with a static tool. Its catalog and status reading are tested
+/// elsewhere (tests/it/catalog.rs), so the tool is static; the static catalog's credential probe sends
 /// `limit=1`, which this strict host refuses on every route, so listRuns points at the
 /// devhost's own fault switches (a read that takes any query) for these tests only.
 fn aip151_mount() -> String {

@@ -1,6 +1,6 @@
 """The Python SDK's OAuth helper (`mcp.client.auth.OAuthClientProvider`, default options) against
 `demo`, whose devhost is also a demo authorization server: from the mount's 401 to a completed
-tool call and a task, headless, with no token handed in by the test (issue 18)."""
+tool call and a task, headless, with no token handed in by the test."""
 
 from __future__ import annotations
 

@@ -13,6 +13,8 @@
 //! credential, and a task is the same run, under the same taskId, in either era.
 
 mod call;
+mod era;
+mod follow;
 mod inflight;
 mod session;
 mod tasks;
@@ -30,17 +32,11 @@ use super::{McpContext, McpError, McpRequest};
 use crate::body::{empty, Response};
 use crate::config::Config;
 
+use era::{answer_error, tasks_served, TASKS_REVISION, UNNAMED_REVISION};
 pub use inflight::InFlight;
 
 static MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 static MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
-
-/// The revision a request without `MCP-Protocol-Version` and without a session is served under
-/// (2025-06-18 Basic Transports §Protocol Version Header).
-const UNNAMED_REVISION: &str = "2025-03-26";
-
-/// The revision that has Tasks, `execution.taskSupport` and URL-mode elicitation.
-const TASKS_REVISION: &str = "2025-11-25";
 
 /// The body of a POST the initialize era claims, parsed; `None` for one the 2026-07-28 path
 /// answers (also every body that is not JSON, or nests too deep: the modern path refuses it
@@ -180,7 +176,7 @@ pub(super) async fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Value)
     let res = match method.as_ref() {
         // Boxed, as the 2026-07-28 dispatch boxes its big handlers: the catalog's lookup is a
         // 4 kB future, and inline it would make every request's future (a task poll's too)
-        // a block above the allocator's per-thread cache (docs/benchmarks.md §4).
+        // a block above the allocator's per-thread cache (docs/benchmarks.md).
         "initialize" => Box::pin(initialize(&ctx, &req)).await,
         "ping" => Ok(result(json!({}))),
         // 2025-11-25 Server Utilities Logging: the level is accepted; the mount has no log
@@ -216,11 +212,6 @@ pub(super) async fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Value)
 fn no_capabilities() -> Arc<Value> {
     static NONE: std::sync::OnceLock<Arc<Value>> = std::sync::OnceLock::new();
     NONE.get_or_init(|| Arc::new(json!({}))).clone()
-}
-
-/// Whether 2025-11-25 Tasks are served to a client of `revision`.
-fn tasks_served(ctx: &McpContext, revision: &str) -> bool {
-    ctx.cfg.tasks.enabled && revision == TASKS_REVISION
 }
 
 /// A result, and the session id to send with it (only `initialize` mints one).
@@ -408,22 +399,6 @@ async fn answer_interrupt(
 fn accepted() -> Response {
     let mut r = http::Response::new(empty());
     *r.status_mut() = StatusCode::ACCEPTED;
-    r
-}
-
-/// A JSON-RPC error answer. The initialize-era transports give JSON-RPC errors no HTTP status
-/// of their own, and the Python SDK 1.x ends its whole transport on any non-2xx answer to a
-/// POST, so a method's error goes out as HTTP 200; what HTTP itself decides (401 and 403
-/// challenges, 429, 503) keeps its status and headers.
-fn answer_error(id: &Value, e: &McpError) -> Response {
-    let status = match e.http_status() {
-        StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND => StatusCode::OK,
-        s => s,
-    };
-    let mut r = crate::body::json(status, &super::respond::envelope_error(id, e));
-    for (k, v) in e.headers() {
-        r.headers_mut().insert(k, v);
-    }
     r
 }
 

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use super::call::{follow, legacy_result, modes_of, Asking, Followed, RELATED_TASK};
-use super::{answer_error, TASKS_REVISION};
+use super::era::{answer_error, TASKS_REVISION};
+use super::follow::{follow, legacy_result, modes_of, Asking, Followed, RELATED_TASK};
 use crate::body::Response;
 use crate::host::{CreatedRun, RunSnapshot};
 use crate::mcp::follow::{poll_interval_ms, Via};

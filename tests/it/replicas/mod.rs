@@ -455,7 +455,7 @@ async fn a_request_state_sealed_with_another_key_is_refused_by_every_replica() {
     s.stop().await;
 }
 
-/// A rolling restart under load (issue 20): while clients keep up tasked calls, tasks/get,
+/// A rolling restart under load: while clients keep up tasked calls, tasks/get,
 /// short blocking calls and open listens through the balancer, each replica in turn gets
 /// SIGTERM, exits, starts again and becomes ready. No client sees a failure, no run is
 /// cancelled, every listen a replica ends ends with its result, and the whole restart of three

@@ -1,4 +1,4 @@
-//! The multi-replica harness (issue 20): the real demo host, N real sidecar processes sharing
+//! The multi-replica harness: the real demo host, N real sidecar processes sharing
 //! one requestState key, and a real HAProxy in front of them, health-checking `/readyz` and
 //! balancing round-robin, all on loopback ports.
 //!

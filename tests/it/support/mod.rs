@@ -57,9 +57,9 @@ pub async fn env() -> Env {
 }
 
 /// Which host the suites run against (`OPENWOP_TEST_FLAVOR`, default `v2`): `legacy` fronts the
-/// devhost's legacy job API through `config/legacy-host.example.yaml` (issue 6), `aip151` and
+/// devhost's legacy job API through `config/legacy-host.example.yaml`, `aip151` and
 /// `azure` its operation-style APIs through `config/aip151.example.yaml` and
-/// `config/azure.example.yaml` (issue 19): the same tests, every flavour, configured by YAML.
+/// `config/azure.example.yaml`: the same tests, every flavour, configured by YAML.
 pub fn flavor() -> Flavor {
     match std::env::var("OPENWOP_TEST_FLAVOR") {
         Ok(v) if !v.is_empty() => v
@@ -217,7 +217,7 @@ pub async fn sidecar_with_yaml(host: &DevHost, yaml: &str, f: impl FnOnce(&mut C
 }
 
 /// The devhost in `flavor` and the in-process sidecar in front of it, configured by `yaml`
-/// then adjusted by `f` (issue 19: the flavours that are not OpenWOP are configured by YAML).
+/// then adjusted by `f` (the flavours that are not OpenWOP are configured by YAML).
 pub async fn env_with_yaml(
     flavor: openwop_devhost::Flavor,
     yaml: &str,

@@ -1,5 +1,5 @@
 //! A strict scanner for the JSON the hot paths read on every request: the MCP request envelope
-//! (src/mcp/envelope.rs) and the host's run document (src/host/snapshot.rs); issue 21.
+//! (src/mcp/envelope/) and the host's run document (src/host/snapshot.rs).
 //!
 //! It reads a subset of JSON (RFC 8259) and gives up (`None`) on anything outside it: a string
 //! with an escape or a control character, a number with an exponent or more than 18 integer

@@ -1,5 +1,5 @@
-//! Optional OTLP/HTTP (protobuf) export of the request spans (issue 7: "follow a trace from the
-//! MCP client into the host").
+//! Optional OTLP/HTTP (protobuf) export of the request spans (to follow a trace from the MCP
+//! client into the host).
 //!
 //! Off unless the file has `telemetry.otlp`. When on, every `mcp` span joins the caller's W3C
 //! trace (`_meta.traceparent` or the HTTP `traceparent` header, RFC 0207) and the traceparent
@@ -189,7 +189,7 @@ pub fn continue_trace(
 pub fn shutdown() {
     if let Some(p) = PROVIDER.get() {
         if let Err(e) = p.shutdown() {
-            tracing::warn!(error = %e, "OTLP export: the last spans were not delivered");
+            tracing::warn!(target: "openwop_mcp_sidecar::otlp", error = %e, "OTLP export: the last spans were not delivered");
         }
     }
 }
