@@ -10,6 +10,7 @@ pub mod catalog;
 mod ctx;
 mod env;
 mod explain;
+pub mod expr;
 pub mod follow;
 mod host;
 mod limits;

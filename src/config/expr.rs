@@ -1,0 +1,565 @@
+//! jq expressions where a JSON pointer cannot say it: the long form of every mapping key that
+//! reads or builds JSON (`{ jq: "<expr>" }`), compiled once per configuration generation with
+//! jaq (a jq implementation in safe Rust) and run against one `serde_json::Value` at a time.
+//!
+//! An expression's input `.` is the document the key reads (a run document, a catalog entry,
+//! a call's values); it must yield at most one value (none: the key has no value, like a
+//! pointer to nothing; two or more: an error, since a key holds one value and silently taking
+//! the first would hide a search that matched more than meant: write `first(…)`).
+//!
+//! Bounds. jaq has no fuel of its own, so the evaluation carries one: every term jaq evaluates
+//! asks for the compiled program through [`Fuel`], which counts steps ([`MAX_STEPS`]) and
+//! measures how deep the stack has grown ([`MAX_STACK`]); past either, the evaluation is
+//! unwound (`resume_unwind`, which runs no panic hook) and reported as an error naming the
+//! key. `range` is redefined in jq so its items are counted too. The value an expression
+//! yields is bounded in size ([`MAX_OUTPUT_BYTES`]) while it is converted back to JSON.
+//! Only the pure built-ins are available: no `env`/`$ENV` (the sidecar's environment holds
+//! secrets), no `input`, `now`, `debug`, `halt` or regular expressions.
+
+use std::cell::Cell;
+use std::fmt;
+use std::sync::Arc;
+
+use jaq_core::data::HasLut;
+use jaq_core::load::{Arena, File, Loader};
+use jaq_core::{Ctx, DataT, Lut, Vars};
+use jaq_json::Val;
+use serde_json::Value;
+
+/// Terms one evaluation may run: about 10–50 ms of CPU at most (a status rule searching a
+/// map of a few hundred steps takes a few thousand).
+pub const MAX_STEPS: u64 = 1_000_000;
+
+/// Stack one evaluation may grow by: a quarter of a tokio worker's 2 MiB, so a recursion
+/// that does not end is an error, not a stack overflow that ends the process.
+pub const MAX_STACK: usize = 512 * 1024;
+
+/// Largest value (as compact JSON, about) an expression may yield: a generated
+/// `inputSchema` or a createRun body is a few KiB.
+pub const MAX_OUTPUT_BYTES: usize = 1024 * 1024;
+
+/// The data kind the sidecar's programs run with: the values are jaq-json's, the global data
+/// is the program plus the evaluation's fuel.
+pub struct Metered;
+
+impl DataT for Metered {
+    type V<'a> = Val;
+    type Data<'a> = Fuel<'a>;
+}
+
+/// The compiled program and what is left of one evaluation's budget.
+#[derive(Clone)]
+pub struct Fuel<'a> {
+    lut: &'a Lut<Metered>,
+    left: &'a Cell<u64>,
+    /// Where the stack was when the evaluation began (an address, compared only).
+    base: usize,
+}
+
+/// Why an evaluation was unwound.
+enum Exhausted {
+    Steps,
+    Stack,
+}
+
+impl<'a> HasLut<'a, Metered> for Fuel<'a> {
+    // jaq asks for the program once per term it runs: the one place a step can be counted.
+    fn lut(&self) -> &'a Lut<Metered> {
+        let left = self.left.get();
+        if left == 0 {
+            std::panic::resume_unwind(Box::new(Exhausted::Steps));
+        }
+        self.left.set(left - 1);
+        if stack_depth(self.base) > MAX_STACK {
+            std::panic::resume_unwind(Box::new(Exhausted::Stack));
+        }
+        self.lut
+    }
+}
+
+/// The address of a local: how far the stack has grown since `base` (either direction).
+#[inline(never)]
+fn stack_here() -> usize {
+    let marker = 0u8;
+    std::hint::black_box(std::ptr::addr_of!(marker)) as usize
+}
+
+fn stack_depth(base: usize) -> usize {
+    base.abs_diff(stack_here())
+}
+
+/// `range/3` in jq instead of jaq's native loop, so each item it yields runs a term (and is
+/// counted): `[range(1e12)]` ends at the step bound instead of filling memory.
+/// (It comes before jaq's own definitions, whose `range/2` calls it, so it uses none of them:
+/// `[][]` is `empty`.)
+const DEFS: &str = r#"
+def range($from; $upto; $by):
+  def rec: if ($by > 0 and . < $upto) or ($by < 0 and . > $upto)
+    then ., (. + $by | rec) else [][] end;
+  $from | rec;
+"#;
+
+/// Natives jaq's standard definitions call that the sidecar leaves out (logging, maths,
+/// regular expressions, dates, formats): defined so the definitions compile, an error when
+/// run.
+const LEFT_OUT: &[(&str, usize)] = &[
+    ("stderr_empty", 0),
+    ("debug_empty", 0),
+    ("ilogb", 0),
+    ("scalbln", 2),
+    ("pow", 2),
+    ("remainder", 2),
+    ("copysign", 2),
+    ("nextafter", 2),
+    ("tgamma", 0),
+    ("matches", 2),
+    ("split_", 2),
+    ("split_matches", 2),
+    ("todateiso8601", 0),
+    ("fromdateiso8601", 0),
+    ("escape_html", 0),
+    ("unescape_html", 0),
+    ("encode_uri", 0),
+    ("decode_uri", 0),
+    ("encode_base64", 0),
+    ("decode_base64", 0),
+];
+
+fn left_out<'a>(_: jaq_core::Cv<'a, Metered>) -> jaq_core::ValXs<'a, <Metered as DataT>::V<'a>> {
+    jaq_core::box_iter::box_once(Err(jaq_core::Exn::from(jaq_core::Error::str(
+        "not available in the sidecar's jq (no dates, regular expressions, maths or formats)",
+    ))))
+}
+
+/// The native built-ins an expression may call: the pure ones.
+fn funs() -> impl Iterator<Item = jaq_core::native::Fun<Metered>> {
+    jaq_core::funs::<Metered>()
+        .filter(|(name, _, _)| *name != "range")
+        .chain(jaq_std::base_funs::<Metered>())
+        .chain(jaq_json::funs::<Metered>())
+        .chain(LEFT_OUT.iter().map(|(name, arity)| {
+            let args = vec![jaq_core::Bind::Var(()); *arity].into_boxed_slice();
+            jaq_core::native::run::<Metered>((*name, args, left_out))
+        }))
+}
+
+/// A compiled expression and where it was written.
+#[derive(Clone)]
+pub struct Expr(Arc<Inner>);
+
+struct Inner {
+    /// The key it is the value of (`host.fields.status`).
+    key: String,
+    /// `file:line:column` where it was written (or the file alone).
+    origin: String,
+    code: String,
+    filter: Arc<jaq_core::Filter<Metered>>,
+}
+
+impl fmt::Debug for Expr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "jq({:?} at {})", self.0.code, self.0.origin)
+    }
+}
+
+impl PartialEq for Expr {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.code == other.0.code && self.0.key == other.0.key
+    }
+}
+
+/// An evaluation that failed: the key, where it was written, and what went wrong (jaq's own
+/// text for an error the expression raised).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExprError {
+    pub key: String,
+    pub origin: String,
+    pub message: String,
+}
+
+impl fmt::Display for ExprError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}): {}", self.key, self.origin, self.message)
+    }
+}
+
+impl std::error::Error for ExprError {}
+
+impl Expr {
+    /// Compiles `code`; the error is jaq's, with the column in the expression it points at.
+    pub fn compile(code: &str, key: &str, origin: &str) -> Result<Expr, String> {
+        let defs = jaq_core::load::parse(DEFS, |p| p.defs())
+            .unwrap_or_default()
+            .into_iter()
+            .chain(jaq_core::defs())
+            .chain(jaq_std::defs())
+            .chain(jaq_json::defs());
+        let loader = Loader::new(defs);
+        let arena = Arena::default();
+        let at = |s: &str| {
+            let off = (s.as_ptr() as usize).wrapping_sub(code.as_ptr() as usize);
+            if off <= code.len() {
+                format!(" at column {}", code[..off].chars().count() + 1)
+            } else {
+                String::new()
+            }
+        };
+        let modules = loader
+            .load(&arena, File { code, path: () })
+            .map_err(|errs| {
+                let mut out = Vec::new();
+                for (_, e) in errs {
+                    match e {
+                        jaq_core::load::Error::Io(v) => {
+                            out.extend(v.into_iter().map(|(s, m)| format!("{m}{}", at(s))))
+                        }
+                        jaq_core::load::Error::Lex(v) => out.extend(
+                            v.into_iter()
+                                .map(|(exp, s)| format!("expected {}{}", exp.as_str(), at(s))),
+                        ),
+                        jaq_core::load::Error::Parse(v) => {
+                            out.extend(v.into_iter().map(|(exp, s)| {
+                                let found = if s.is_empty() {
+                                    "the end".to_string()
+                                } else {
+                                    format!("'{s}'")
+                                };
+                                format!("expected {}, found {found}{}", exp.as_str(), at(s))
+                            }))
+                        }
+                    }
+                }
+                format!("jq: {}", out.join("; "))
+            })?;
+        let filter = jaq_core::Compiler::default()
+            .with_funs(funs())
+            .compile(modules)
+            .map_err(|errs| {
+                let out: Vec<String> = errs
+                    .into_iter()
+                    .flat_map(|(_, v)| v)
+                    .map(|(name, u)| {
+                        let what = match u {
+                            jaq_core::compile::Undefined::Filter(arity) => {
+                                format!("filter {name}/{arity}")
+                            }
+                            other => format!("{} {name}", other.as_str()),
+                        };
+                        format!("undefined {what}{}", at(name))
+                    })
+                    .collect();
+                format!("jq: {}", out.join("; "))
+            })?;
+        Ok(Expr(Arc::new(Inner {
+            key: key.to_string(),
+            origin: origin.to_string(),
+            code: code.to_string(),
+            filter: Arc::new(filter),
+        })))
+    }
+
+    /// The expression as written.
+    pub fn code(&self) -> &str {
+        &self.0.code
+    }
+
+    /// The key it is the value of.
+    pub fn key(&self) -> &str {
+        &self.0.key
+    }
+
+    /// Where it was written.
+    pub fn origin(&self) -> &str {
+        &self.0.origin
+    }
+
+    /// The same program, located again (a value a profile merged under the file: its lines
+    /// are the merged text's until they are put back, src/config/profile.rs).
+    #[allow(
+        dead_code,
+        reason = "used by the profile merge once keys take expressions"
+    )]
+    pub(super) fn relocated(&self, origin: String) -> Expr {
+        let i = &self.0;
+        Expr(Arc::new(Inner {
+            key: i.key.clone(),
+            origin,
+            code: i.code.clone(),
+            filter: i.filter.clone(),
+        }))
+    }
+
+    fn error(&self, message: impl Into<String>) -> ExprError {
+        ExprError {
+            key: self.0.key.clone(),
+            origin: self.0.origin.clone(),
+            message: message.into(),
+        }
+    }
+
+    /// The value of the expression over `input`: `None` when it yields nothing.
+    pub fn eval(&self, input: &Value) -> Result<Option<Value>, ExprError> {
+        self.eval_val(to_val(input))
+    }
+
+    /// [`Expr::eval`] over a value already converted ([`to_val`]): several expressions over
+    /// one document convert it once.
+    pub fn eval_val(&self, input: Val) -> Result<Option<Value>, ExprError> {
+        let left = Cell::new(MAX_STEPS);
+        let fuel = Fuel {
+            lut: &self.0.filter.lut,
+            left: &left,
+            base: stack_here(),
+        };
+        let run = std::panic::AssertUnwindSafe(|| -> Result<Option<Val>, String> {
+            let ctx = Ctx::<Metered>::new(fuel, Vars::new([]));
+            let mut out = self.0.filter.id.run((ctx, input));
+            let first = match out.next() {
+                None => return Ok(None),
+                Some(r) => r.map_err(exn_text)?,
+            };
+            match out.next() {
+                None => Ok(Some(first)),
+                Some(Err(e)) => Err(exn_text(e)),
+                Some(Ok(_)) => Err("yields more than one value (a key holds one: wrap the \
+                                    search in first(…), or collect it with [ … ])"
+                    .into()),
+            }
+        });
+        let got = match std::panic::catch_unwind(run) {
+            Ok(r) => r.map_err(|m| self.error(m))?,
+            Err(payload) => {
+                return Err(self.error(match payload.downcast_ref::<Exhausted>() {
+                    Some(Exhausted::Steps) => {
+                        format!(
+                            "stopped after {MAX_STEPS} steps (an expression that does not end?)"
+                        )
+                    }
+                    Some(Exhausted::Stack) => {
+                        "stopped: it recursed too deep (a definition that does not end?)".into()
+                    }
+                    None => "jq failed".into(),
+                }))
+            }
+        };
+        match got {
+            None => Ok(None),
+            Some(v) => {
+                let mut budget = MAX_OUTPUT_BYTES;
+                from_val(&v, &mut budget)
+                    .map(Some)
+                    .map_err(|m| self.error(m))
+            }
+        }
+    }
+
+    /// Whether the expression holds over `input`: it yields `true` (not merely a truthy
+    /// value, so a rule that yields a string by mistake is noticed, not taken as true).
+    pub fn holds(&self, input: &Value) -> Result<bool, ExprError> {
+        match self.eval(input)? {
+            None | Some(Value::Bool(false)) | Some(Value::Null) => Ok(false),
+            Some(Value::Bool(true)) => Ok(true),
+            Some(other) => Err(self.error(format!("yields {}, not true or false", kind(&other)))),
+        }
+    }
+}
+
+fn exn_text(e: jaq_core::Exn<'_, Val>) -> String {
+    match e.get_err() {
+        Ok(err) => format!("jq: {err}"),
+        Err(_) => "jq: halted".into(),
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A JSON value as jaq's.
+pub fn to_val(v: &Value) -> Val {
+    use serde::Deserialize;
+    // `&Value` is a serde Deserializer that cannot fail on a value it holds.
+    Val::deserialize(v).unwrap_or_default()
+}
+
+/// jaq's value as JSON, spending `budget` (bytes, about) as it goes: a value past it is an
+/// error. Byte strings become strings (lossily), non-string keys their JSON text, numbers
+/// that JSON cannot hold (NaN, infinities) null, as jq prints them.
+fn from_val(v: &Val, budget: &mut usize) -> Result<Value, String> {
+    fn spend(budget: &mut usize, n: usize) -> Result<(), String> {
+        *budget = budget
+            .checked_sub(n)
+            .ok_or_else(|| format!("yields a value larger than {MAX_OUTPUT_BYTES} bytes"))?;
+        Ok(())
+    }
+    Ok(match v {
+        Val::Null => {
+            spend(budget, 4)?;
+            Value::Null
+        }
+        Val::Bool(b) => {
+            spend(budget, 5)?;
+            Value::Bool(*b)
+        }
+        Val::Num(_) => {
+            spend(budget, 8)?;
+            // jaq prints numbers as JSON does (integers, floats, big integers, decimals as
+            // written); reading that text back keeps each exact where JSON can.
+            serde_json::from_str(&v.to_string()).unwrap_or(Value::Null)
+        }
+        Val::TStr(b) | Val::BStr(b) => {
+            spend(budget, b.len() + 2)?;
+            Value::String(String::from_utf8_lossy(b).into_owned())
+        }
+        Val::Arr(a) => {
+            spend(budget, 2)?;
+            let mut out = Vec::with_capacity(a.len());
+            for x in a.iter() {
+                out.push(from_val(x, budget)?);
+            }
+            Value::Array(out)
+        }
+        Val::Obj(o) => {
+            spend(budget, 2)?;
+            let mut out = serde_json::Map::with_capacity(o.len());
+            for (k, x) in o.iter() {
+                let key = match k {
+                    Val::TStr(b) | Val::BStr(b) => String::from_utf8_lossy(b).into_owned(),
+                    other => other.to_string(),
+                };
+                spend(budget, key.len() + 3)?;
+                let x = from_val(x, budget)?;
+                out.insert(key, x);
+            }
+            Value::Object(out)
+        }
+    })
+}
+
+/// Expressions live in the shared mapping (`Arc<Mapping>`), read by every request's task.
+const _: () = {
+    const fn shared<T: Send + Sync>() {}
+    shared::<Expr>();
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ex(code: &str) -> Expr {
+        Expr::compile(code, "host.fields.status", "sidecar.yaml:7:13").unwrap()
+    }
+
+    #[test]
+    fn an_expression_reshapes_what_a_pointer_cannot() {
+        let params = json!([{"name": "region", "enum": ["eu", "us"]}, {"name": "n", "value": 3}]);
+        let schema = ex(r#"{type: "object",
+              properties: (map({key: .name, value: ({type: "string"} + (if .enum then {enum} else {} end))}) | from_entries),
+              required: [.[] | select(has("value") | not) | .name]}"#)
+        .eval(&params)
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            schema,
+            json!({"type": "object",
+                   "properties": {"region": {"type": "string", "enum": ["eu", "us"]},
+                                  "n": {"type": "string"}},
+                   "required": ["region"]})
+        );
+        let args = ex(r#".arguments | to_entries | map("\(.key)=\(.value)")"#)
+            .eval(&json!({"arguments": {"a": 1, "b": "x"}}))
+            .unwrap();
+        assert_eq!(args, Some(json!(["a=1", "b=x"])));
+        let waiting = ex(r#".status.nodes | any(.[]; .type == "Suspend" and .phase == "Running")"#);
+        assert!(waiting
+            .holds(&json!({"status": {"nodes": {"a": {"type": "Pod"}, "b": {"type": "Suspend", "phase": "Running"}}}}))
+            .unwrap());
+        assert!(!waiting.holds(&json!({"status": {"nodes": {}}})).unwrap());
+    }
+
+    #[test]
+    fn no_value_is_none_and_numbers_keep_their_kind() {
+        assert_eq!(ex("empty").eval(&json!({})).unwrap(), None);
+        assert_eq!(ex(".a").eval(&json!({"a": 7})).unwrap(), Some(json!(7)));
+        assert_eq!(ex(".a").eval(&json!({"a": 1.5})).unwrap(), Some(json!(1.5)));
+    }
+
+    #[test]
+    fn a_compile_error_carries_jaqs_text_and_column() {
+        let e = Expr::compile(".a | ", "k", "f:1:1").unwrap_err();
+        assert!(e.starts_with("jq: expected"), "{e}");
+        let e = Expr::compile(".a | nosuch(1)", "k", "f:1:1").unwrap_err();
+        assert_eq!(e, "jq: undefined filter nosuch/1 at column 6");
+    }
+
+    #[test]
+    fn the_environment_and_io_are_not_reachable() {
+        for code in ["env", "$ENV", "input", "now"] {
+            assert!(Expr::compile(code, "k", "f").is_err(), "{code} compiles");
+        }
+        for code in ["debug", "test(\"a\")", "@base64", "todate"] {
+            let e = ex(code).eval(&json!("a")).unwrap_err();
+            assert!(e.message.contains("not available"), "{code}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_runtime_error_names_the_key_and_where_it_was_written() {
+        let e = ex(".a | keys").eval(&json!({"a": 1})).unwrap_err();
+        assert_eq!(e.key, "host.fields.status");
+        assert_eq!(e.origin, "sidecar.yaml:7:13");
+        let text = e.to_string();
+        assert!(
+            text.starts_with("host.fields.status (sidecar.yaml:7:13): jq: "),
+            "{text}"
+        );
+        let e = ex(".[]").eval(&json!([1, 2])).unwrap_err();
+        assert!(e.message.contains("more than one value"), "{e}");
+        let e = ex(".a").holds(&json!({"a": "yes"})).unwrap_err();
+        assert!(e.message.contains("a string, not true or false"), "{e}");
+    }
+
+    #[test]
+    fn a_loop_that_does_not_end_is_stopped_by_the_step_bound() {
+        for code in [
+            "[range(1e12)] | length",
+            "until(false; .)",
+            "[repeat(1)] | length",
+            "last(range(1e12))",
+        ] {
+            let e = ex(code).eval(&json!(0)).unwrap_err();
+            assert!(e.message.contains("steps"), "{code}: {e}");
+        }
+        // the bound leaves room for real work
+        assert_eq!(
+            ex("[range(10000)] | add").eval(&json!(null)).unwrap(),
+            Some(json!(49995000))
+        );
+    }
+
+    #[test]
+    fn recursion_that_does_not_end_is_an_error_not_a_crash() {
+        let e = ex("def f: 1 + f; f").eval(&json!(0)).unwrap_err();
+        assert!(
+            e.message.contains("recursed too deep") || e.message.contains("steps"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_output_past_the_size_bound_is_refused() {
+        let big = json!("a".repeat(600_000));
+        let e = ex("[., .]").eval(&big).unwrap_err();
+        assert!(e.message.contains("larger than"), "{e}");
+        let e = ex(r#""x" * 2000000"#).eval(&json!(null));
+        assert!(e.is_err_and(|e| e.message.contains("larger than")));
+    }
+}
