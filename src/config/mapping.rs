@@ -11,6 +11,7 @@ use serde_saphyr::Spanned;
 
 use super::catalog::JsonPointer;
 use super::ctx::word;
+use super::expr::{Expr, RawRead};
 use super::host::RawHost;
 use super::routes::Operation;
 use super::template::{BodyTemplate, Idempotency, Place, Scope, Var};
@@ -276,6 +277,62 @@ pub struct Fields {
     pub interrupt_key: String,
     pub error_code: String,
     pub error_message: String,
+    /// The keys written as expressions (`None`, the default and OpenWOP's: every key is a
+    /// pointer, and a run is read by the one-pass reader of src/host/snapshot.rs).
+    pub jq: Option<Box<FieldJq>>,
+}
+
+/// The `host.fields` keys that take `{ jq: "…" }`: those of a run document and a create
+/// answer. An expression reads the whole document, so a mapping with one reads runs as a
+/// `Value`; the pointer keys beside it keep their meaning.
+pub const JQ_FIELDS: &[&str] = &[
+    "runId",
+    "workflowId",
+    "status",
+    "currentNodeId",
+    "startedAt",
+    "completedAt",
+    "error",
+    "variables",
+    "inputs",
+    "createdRunId",
+    "createdStatus",
+];
+
+/// The `host.fields` keys written as expressions, each over the run document (the create
+/// answer for `createdRunId` and `createdStatus`).
+#[derive(Debug, Clone, Default)]
+pub struct FieldJq {
+    pub run_id: Option<Expr>,
+    pub workflow_id: Option<Expr>,
+    pub status: Option<Expr>,
+    pub current_node_id: Option<Expr>,
+    pub started_at: Option<Expr>,
+    pub completed_at: Option<Expr>,
+    pub error: Option<Expr>,
+    pub variables: Option<Expr>,
+    pub inputs: Option<Expr>,
+    pub created_run_id: Option<Expr>,
+    pub created_status: Option<Expr>,
+}
+
+impl FieldJq {
+    /// Each expression with its key, for the places that visit them all.
+    pub fn all_mut(&mut self) -> [&mut Option<Expr>; 11] {
+        [
+            &mut self.run_id,
+            &mut self.workflow_id,
+            &mut self.status,
+            &mut self.current_node_id,
+            &mut self.started_at,
+            &mut self.completed_at,
+            &mut self.error,
+            &mut self.variables,
+            &mut self.inputs,
+            &mut self.created_run_id,
+            &mut self.created_status,
+        ]
+    }
 }
 
 /// The request bodies, compiled templates (src/config/template.rs).
@@ -349,9 +406,21 @@ impl Mapping {
         if let Some(r) = self.status_rules.iter().find(|r| r.matches(doc)) {
             return Some(r.status.clone());
         }
+        if let Some(e) = self.fields.jq.as_ref().and_then(|j| j.status.as_ref()) {
+            return match jq_value(e, doc)? {
+                Value::String(s) => Some(self.status(&s)),
+                _ => None,
+            };
+        }
         crate::host::at(doc, &self.fields.status)
             .and_then(Value::as_str)
             .map(|s| self.status(s))
+    }
+
+    /// Whether runs must be read as a whole document (status rules or field expressions read
+    /// more than the one-pass reader of src/host/snapshot.rs knows).
+    pub fn reads_whole_document(&self) -> bool {
+        !self.status_rules.is_empty() || self.fields.jq.is_some()
     }
 
     /// The host's status value for a canonical status (for list filters), if mapped.
@@ -430,40 +499,41 @@ impl Mapping {
     }
 }
 
-/// JSON pointers, each optional (the v2 default applies); unknown keys are refused.
+/// JSON pointers, each optional (the v2 default applies); unknown keys are refused. The keys
+/// of [`JQ_FIELDS`] also take `{ jq: "…" }` over the document they read.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawFields {
-    pub run_id: Option<String>,
-    pub workflow_id: Option<String>,
-    pub status: Option<String>,
-    pub current_node_id: Option<String>,
-    pub started_at: Option<String>,
-    pub completed_at: Option<String>,
-    pub error: Option<String>,
-    pub variables: Option<String>,
-    pub inputs: Option<String>,
-    pub created_run_id: Option<String>,
-    pub created_status: Option<String>,
-    pub poll_events: Option<String>,
-    pub poll_status: Option<String>,
-    pub poll_is_terminal: Option<String>,
-    pub event_sequence: Option<String>,
-    pub event_type: Option<String>,
-    pub event_payload: Option<String>,
-    pub event_timestamp: Option<String>,
-    pub event_node_id: Option<String>,
-    pub list_runs: Option<String>,
-    pub interrupt_id: Option<String>,
-    pub interrupt_node_id: Option<String>,
-    pub interrupt_kind: Option<String>,
-    pub interrupt_key: Option<String>,
-    pub error_code: Option<String>,
-    pub error_message: Option<String>,
+    pub run_id: Option<RawRead>,
+    pub workflow_id: Option<RawRead>,
+    pub status: Option<RawRead>,
+    pub current_node_id: Option<RawRead>,
+    pub started_at: Option<RawRead>,
+    pub completed_at: Option<RawRead>,
+    pub error: Option<RawRead>,
+    pub variables: Option<RawRead>,
+    pub inputs: Option<RawRead>,
+    pub created_run_id: Option<RawRead>,
+    pub created_status: Option<RawRead>,
+    pub poll_events: Option<RawRead>,
+    pub poll_status: Option<RawRead>,
+    pub poll_is_terminal: Option<RawRead>,
+    pub event_sequence: Option<RawRead>,
+    pub event_type: Option<RawRead>,
+    pub event_payload: Option<RawRead>,
+    pub event_timestamp: Option<RawRead>,
+    pub event_node_id: Option<RawRead>,
+    pub list_runs: Option<RawRead>,
+    pub interrupt_id: Option<RawRead>,
+    pub interrupt_node_id: Option<RawRead>,
+    pub interrupt_kind: Option<RawRead>,
+    pub interrupt_key: Option<RawRead>,
+    pub error_code: Option<RawRead>,
+    pub error_message: Option<RawRead>,
 }
 
 impl RawFields {
-    fn pairs(&self) -> Vec<(&'static str, &Option<String>)> {
+    fn pairs(&self) -> Vec<(&'static str, &Option<RawRead>)> {
         vec![
             ("runId", &self.run_id),
             ("workflowId", &self.workflow_id),
@@ -651,11 +721,48 @@ impl RawHost {
                 .map_err(|m| (loc(v), format!("host.ids.taskId: {m}")))?,
         };
 
-        let given: HashMap<&str, &String> = self
+        let mut jq = FieldJq::default();
+        let mut any_jq = false;
+        for (k, v) in self.fields.pairs() {
+            let Some(e) = v
+                .as_ref()
+                .map(|r| r.expr(&format!("host.fields.{k}")))
+                .transpose()
+                .map_err(|m| (None, m))?
+                .flatten()
+            else {
+                continue;
+            };
+            let slot = match k {
+                "runId" => &mut jq.run_id,
+                "workflowId" => &mut jq.workflow_id,
+                "status" => &mut jq.status,
+                "currentNodeId" => &mut jq.current_node_id,
+                "startedAt" => &mut jq.started_at,
+                "completedAt" => &mut jq.completed_at,
+                "error" => &mut jq.error,
+                "variables" => &mut jq.variables,
+                "inputs" => &mut jq.inputs,
+                "createdRunId" => &mut jq.created_run_id,
+                "createdStatus" => &mut jq.created_status,
+                _ => {
+                    return Err((
+                        None,
+                        format!(
+                            "host.fields.{k}: a JSON pointer only (jq is taken by {})",
+                            JQ_FIELDS.join(", ")
+                        ),
+                    ))
+                }
+            };
+            *slot = Some(e);
+            any_jq = true;
+        }
+        let given: HashMap<&str, &str> = self
             .fields
             .pairs()
             .into_iter()
-            .filter_map(|(k, v)| v.as_ref().map(|v| (k, v)))
+            .filter_map(|(k, v)| v.as_ref().and_then(RawRead::pointer).map(|v| (k, v)))
             .collect();
         for (k, v) in &given {
             if !(v.is_empty() || v.starts_with('/')) {
@@ -701,6 +808,7 @@ impl RawHost {
             interrupt_key: f("interruptKey"),
             error_code: f("errorCode"),
             error_message: f("errorMessage"),
+            jq: any_jq.then(|| Box::new(jq)),
         };
 
         let mut statuses: HashMap<String, RunStatus> = CANONICAL
@@ -897,6 +1005,19 @@ impl RawHost {
             interrupts,
             resolve,
         })
+    }
+}
+
+/// The value of a field expression over a host document; a failure is logged (naming the
+/// key, where it was written and jq's error) and reads as no value, as a pointer to
+/// nothing does.
+pub fn jq_value(e: &Expr, doc: &Value) -> Option<Value> {
+    match e.eval(doc) {
+        Ok(v) => v,
+        Err(err) => {
+            tracing::warn!(target: crate::access::HOST_TARGET, "mapping expression failed: {err}");
+            None
+        }
     }
 }
 

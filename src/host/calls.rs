@@ -337,7 +337,7 @@ impl HostClient {
         &self,
         b: &[u8],
     ) -> Result<Option<RunSnapshot>, serde_json::Error> {
-        if self.mapping.status_rules.is_empty() {
+        if !self.mapping.reads_whole_document() {
             RunSnapshot::from_slice(b, &self.mapping)
         } else {
             Ok(RunSnapshot::from_json(json_value(b)?, &self.mapping))
