@@ -417,6 +417,31 @@ impl Mapping {
             .map(|s| self.status(s))
     }
 
+    /// Every expression of the mapping (to locate them once the file is read).
+    pub fn exprs_mut(&mut self) -> Vec<&mut Expr> {
+        let mut out = Vec::new();
+        if let Some(j) = &mut self.fields.jq {
+            out.extend(j.all_mut().into_iter().filter_map(Option::as_mut));
+        }
+        out.extend(self.status_rules.iter_mut().filter_map(|r| r.jq.as_mut()));
+        for d in &mut self.interrupts {
+            for r in [
+                &mut d.id,
+                &mut d.node,
+                &mut d.key,
+                &mut d.message,
+                &mut d.schema,
+            ] {
+                out.extend(r.as_mut().and_then(|r| r.as_expr_mut()));
+            }
+        }
+        self.bodies.create_run.exprs_mut(&mut out);
+        self.bodies.cancel_run.exprs_mut(&mut out);
+        self.bodies.resolve_interrupt.exprs_mut(&mut out);
+        self.resolve.exprs_mut(&mut out);
+        out
+    }
+
     /// Whether runs must be read as a whole document (status rules or field expressions read
     /// more than the one-pass reader of src/host/snapshot.rs knows).
     pub fn reads_whole_document(&self) -> bool {
@@ -1031,7 +1056,7 @@ fn pointer_under_var(t: &BodyTemplate, pointer: &str) -> bool {
                 Some((_, n)) => node = n,
                 None => return false,
             },
-            BodyTemplate::Var(_) => return true,
+            BodyTemplate::Var(_) | BodyTemplate::Jq(_) => return true,
             _ => return false,
         }
     }

@@ -170,12 +170,37 @@ impl HostClient {
         templates: &[&CreateTemplate],
         call_id: &str,
     ) -> Result<CreateRequest, Missing> {
+        let call = super::fill::CallMode {
+            blocking: true,
+            answer_cap_ms: None,
+        };
+        self.prepare_call_create(
+            caller,
+            from_host,
+            (workflow_id, inputs),
+            templates,
+            (call_id, call),
+        )
+    }
+
+    /// [`HostClient::prepare_create`] for an MCP call, whose way of waiting
+    /// (`{call.blocking}`, `{call.answerCapMs}`) the templates may use.
+    pub fn prepare_call_create(
+        &self,
+        caller: &Caller,
+        from_host: Option<std::sync::Arc<crate::config::callers::HostValues>>,
+        (workflow_id, inputs): (&str, &Value),
+        templates: &[&CreateTemplate],
+        (call_id, call): (&str, super::fill::CallMode),
+    ) -> Result<CreateRequest, Missing> {
         let op = Operation::CreateRun;
         let vars = Vars {
             tool: Some(workflow_id),
             args: Some(inputs),
             call_id: Some(call_id),
             from_host: from_host.as_deref(),
+            call: Some(call),
+            caller_values: &self.routes.caller_values,
             ..Vars::default()
         };
         // Every placeholder of the target and headers must fill (the request is built again,
@@ -408,6 +433,7 @@ impl HostClient {
             node_id: Some(node_id),
             value: Some(resume_value),
             from_host: hv.as_deref(),
+            caller_values: &self.routes.caller_values,
             ..Vars::default()
         };
         let body = fill::body(&self.mapping.bodies.resolve_interrupt, &vars, Some(caller))
@@ -451,6 +477,7 @@ impl HostClient {
             value: Some(answer.resume),
             content: answer.content,
             from_host: hv.as_deref(),
+            caller_values: &self.routes.caller_values,
             ..Vars::default()
         };
         // A caller's missing value is named to it (-32602), anything else is a warning.
