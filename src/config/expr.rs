@@ -542,6 +542,54 @@ impl fmt::Display for Read {
 
 impl Eq for Expr {}
 
+/// `check-config --explain --sample FILE [--key KEY]`: every expression of the file (or the
+/// one of `key`) evaluated against the sample document, one line each: the key, where it is
+/// written, and its value as compact JSON (`(no value)` when it yields none) or its error.
+/// `Ok((text, all_ok))`; `Err` when the sample cannot be read or no expression is at `key`.
+pub fn explain_sample(
+    cfg: &mut super::Config,
+    sample: &std::path::Path,
+    key: Option<&str>,
+) -> Result<(String, bool), String> {
+    let text = std::fs::read_to_string(sample)
+        .map_err(|e| format!("{}: cannot read the sample: {e}", sample.display()))?;
+    let doc: Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(_) => serde_saphyr::from_str(&text).map_err(|e| {
+            format!(
+                "{}: the sample is neither JSON nor YAML: {}",
+                sample.display(),
+                e.to_string().lines().next().unwrap_or_default()
+            )
+        })?,
+    };
+    let mut out = format!("# jq expressions over {}\n", sample.display());
+    let mut ok = true;
+    let mut seen = 0;
+    for e in cfg.exprs_mut() {
+        if key.is_some_and(|k| k != e.key() && format!("{k}.jq") != e.key()) {
+            continue;
+        }
+        seen += 1;
+        let line = match e.eval(&doc) {
+            Ok(Some(v)) => v.to_string(),
+            Ok(None) => "(no value)".into(),
+            Err(err) => {
+                ok = false;
+                format!("error: {}", err.message)
+            }
+        };
+        out.push_str(&format!("{} ({}): {line}\n", e.key(), e.origin()));
+    }
+    if seen == 0 {
+        return Err(match key {
+            Some(k) => format!("no jq expression at {k} in the file"),
+            None => "the file has no jq expression".into(),
+        });
+    }
+    Ok((out, ok))
+}
+
 /// Expressions live in the shared mapping (`Arc<Mapping>`), read by every request's task.
 const _: () = {
     const fn shared<T: Send + Sync>() {}
