@@ -1,0 +1,181 @@
+//! jq expressions where pointers stop (src/config/expr.rs): the real sidecar, configured by a
+//! file written here, in front of the real devhost. Each test uses an expression where no
+//! pointer or equality rule can say it: a schema built from a list, arguments as `key=value`
+//! strings, a status found by searching a map.
+
+use std::time::Duration;
+
+use openwop_devhost::Flavor;
+use serde_json::{json, Value};
+
+use crate::support::*;
+use crate::templates::recorded;
+
+/// The createRun bodies the devhost received, parsed.
+fn create_bodies(env: &Env) -> Vec<Value> {
+    recorded(&env.host, "POST", "/runs")
+        .into_iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_catalog_input_schema_is_built_from_a_parameter_list_by_an_expression() {
+    // The entry's parameters as a host with a parameter list would give them
+    // (`[{name, description}]`, none with a value: all required), made into a JSON Schema.
+    let yaml = r#"
+tools:
+  catalog:
+    inputSchema:
+      jq: >-
+        [.inputSchema.properties // {} | to_entries[] | {name: .key, description: "param \(.key)"}]
+        | {type: "object",
+           properties: (map({key: .name, value: {type: "string", description: .description}}) | from_entries),
+           required: map(select(has("value") | not) | .name)}
+"#;
+    let env = env_with_yaml(Flavor::V2, yaml, |_| {}).await;
+    let r = env.rpc(Some(A), "tools/list", json!({}), json!({})).await;
+    let tools = r.result()["tools"].as_array().expect("tools").clone();
+    let greet = tools
+        .iter()
+        .find(|t| t["name"] == "greet")
+        .unwrap_or_else(|| panic!("greet listed: {}", r.text));
+    assert_eq!(
+        greet["inputSchema"],
+        json!({"type": "object",
+               "properties": {"name": {"type": "string", "description": "param name"}},
+               "required": ["name"]}),
+        "{}",
+        r.text
+    );
+    // The schema the expression made is the one calls are checked against.
+    let missing = env.call(A, "greet", json!({}), json!({})).await;
+    assert!(
+        missing.error_code() == Some(-32602) || missing.result()["isError"] == true,
+        "a required parameter is required: {}",
+        missing.text
+    );
+    let ok = env
+        .call(A, "greet", json!({"name": "Ada"}), json!({}))
+        .await;
+    assert!(ok.text.contains("Hello, Ada!"), "{}", ok.text);
+}
+
+#[tokio::test]
+async fn a_create_body_carries_key_value_arguments_and_the_blocking_calls_deadline() {
+    let yaml = r#"
+mcp:
+  sseAnswerCapMs: 7000
+host:
+  bodies:
+    createRun:
+      workflowId: "{tool}"
+      inputs: "{arguments}"
+      configurable:
+        args: { jq: '.arguments | to_entries | map("\(.key)=\(.value)")' }
+        blocking: "{call.blocking}"
+        deadlineMs: "{call.answerCapMs}"
+        deadline: "PT{call.answerCapMs}MS"
+"#;
+    let env = env_with_yaml(Flavor::V2, yaml, |_| {}).await;
+    let r = env
+        .call(A, "conformance-delay", json!({"delayMs": 1}), json!({}))
+        .await;
+    assert!(r.body.get("error").is_none(), "{}", r.text);
+    let bodies = create_bodies(&env);
+    assert_eq!(bodies.len(), 1, "{bodies:?}");
+    assert_eq!(
+        bodies[0]["configurable"],
+        json!({"args": ["delayMs=1"], "blocking": true, "deadlineMs": 7000, "deadline": "PT7000MS"}),
+        "a blocking call the client takes over SSE waits up to mcp.sseAnswerCapMs"
+    );
+    // A task's run has no deadline from the call (even one answered within its immediate
+    // window): the typed value is left out, the text holds nothing.
+    let t = env
+        .call(A, "conformance-delay", json!({"delayMs": 1}), task_caps())
+        .await;
+    assert!(t.body.get("error").is_none(), "{}", t.text);
+    let bodies = create_bodies(&env);
+    assert_eq!(
+        bodies[1]["configurable"],
+        json!({"args": ["delayMs=1"], "blocking": false, "deadline": "PTMS"})
+    );
+}
+
+#[tokio::test]
+async fn a_status_rule_that_searches_the_run_document_decides_the_status() {
+    // No pointer names "some input whose value is 0": the rule searches the inputs map.
+    let yaml = r#"
+host:
+  statusRules:
+    - when: { jq: 'any(.inputs // {} | .[]; . == 0)' }
+      status: failed
+"#;
+    let env = env_with_yaml(Flavor::V2, yaml, |_| {}).await;
+    // A task answered within its immediate window carries the run's status inline; one
+    // still working is read with tasks/get (getRun, read through the rules).
+    let status_of = |delay: u64| {
+        let env = &env;
+        async move {
+            let r = env
+                .call(
+                    A,
+                    "conformance-delay",
+                    json!({"delayMs": delay}),
+                    task_caps(),
+                )
+                .await;
+            let res = r.result();
+            if res["resultType"] != "task" {
+                return res["structuredContent"]["status"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("a status: {}", r.text))
+                    .to_string();
+            }
+            let task = res["taskId"].as_str().unwrap().to_string();
+            let done = env
+                .poll_task(
+                    A,
+                    &task,
+                    |g| {
+                        ["completed", "failed", "cancelled"]
+                            .contains(&g["status"].as_str().unwrap_or(""))
+                    },
+                    10,
+                )
+                .await;
+            done["result"]["status"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        }
+    };
+    assert_eq!(status_of(0).await, "failed", "the rule holds");
+    assert_eq!(status_of(1).await, "completed", "the status field decides");
+}
+
+#[tokio::test]
+async fn a_failing_create_expression_is_a_host_fault_not_the_callers() {
+    // `.arguments.n | keys` fails on a number: the call is refused before anything reaches
+    // the host, answered -32603 without the mapping's text.
+    let yaml = r#"
+host:
+  bodies:
+    createRun:
+      workflowId: "{tool}"
+      inputs: "{arguments}"
+      configurable: { jq: '{k: (.arguments.delayMs | keys)}' }
+"#;
+    let env = env_with_yaml(Flavor::V2, yaml, |_| {}).await;
+    let r = env
+        .call(A, "conformance-delay", json!({"delayMs": 1}), json!({}))
+        .await;
+    assert_eq!(r.error_code(), Some(-32603), "{}", r.text);
+    assert!(
+        !r.text.contains("jq"),
+        "the mapping stays private: {}",
+        r.text
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(create_bodies(&env).is_empty(), "nothing was sent");
+}
