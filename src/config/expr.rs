@@ -741,11 +741,9 @@ mod config_tests {
             e.contains("host.bodies.createRun.a.jq: a jq expression"),
             "{e}"
         );
+        // The event log's keys stay pointers: the file is refused at the value.
         let e = load("host:\n  fields:\n    pollEvents: { jq: '.events' }\n").unwrap_err();
-        assert!(
-            e.contains("host.fields.pollEvents: a JSON pointer only"),
-            "{e}"
-        );
+        assert!(e.starts_with("t.yaml:3:"), "{e}");
     }
 
     #[test]

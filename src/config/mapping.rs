@@ -529,6 +529,9 @@ impl Mapping {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawFields {
+    /// The keys up to `createdStatus` take a JSON pointer or `{ jq: "…" }` over the
+    /// document (the run, or the create answer); the event log's and the error's keys take a
+    /// pointer.
     pub run_id: Option<RawRead>,
     pub workflow_id: Option<RawRead>,
     pub status: Option<RawRead>,
@@ -540,52 +543,53 @@ pub struct RawFields {
     pub inputs: Option<RawRead>,
     pub created_run_id: Option<RawRead>,
     pub created_status: Option<RawRead>,
-    pub poll_events: Option<RawRead>,
-    pub poll_status: Option<RawRead>,
-    pub poll_is_terminal: Option<RawRead>,
-    pub event_sequence: Option<RawRead>,
-    pub event_type: Option<RawRead>,
-    pub event_payload: Option<RawRead>,
-    pub event_timestamp: Option<RawRead>,
-    pub event_node_id: Option<RawRead>,
-    pub list_runs: Option<RawRead>,
-    pub interrupt_id: Option<RawRead>,
-    pub interrupt_node_id: Option<RawRead>,
-    pub interrupt_kind: Option<RawRead>,
-    pub interrupt_key: Option<RawRead>,
-    pub error_code: Option<RawRead>,
-    pub error_message: Option<RawRead>,
+    pub poll_events: Option<String>,
+    pub poll_status: Option<String>,
+    pub poll_is_terminal: Option<String>,
+    pub event_sequence: Option<String>,
+    pub event_type: Option<String>,
+    pub event_payload: Option<String>,
+    pub event_timestamp: Option<String>,
+    pub event_node_id: Option<String>,
+    pub list_runs: Option<String>,
+    pub interrupt_id: Option<String>,
+    pub interrupt_node_id: Option<String>,
+    pub interrupt_kind: Option<String>,
+    pub interrupt_key: Option<String>,
+    pub error_code: Option<String>,
+    pub error_message: Option<String>,
 }
 
 impl RawFields {
-    fn pairs(&self) -> Vec<(&'static str, &Option<RawRead>)> {
+    fn pairs(&self) -> Vec<(&'static str, Option<RawRead>)> {
+        let p = |v: &Option<String>| v.clone().map(RawRead::Pointer);
         vec![
-            ("runId", &self.run_id),
-            ("workflowId", &self.workflow_id),
-            ("status", &self.status),
-            ("currentNodeId", &self.current_node_id),
-            ("startedAt", &self.started_at),
-            ("completedAt", &self.completed_at),
-            ("error", &self.error),
-            ("variables", &self.variables),
-            ("inputs", &self.inputs),
-            ("createdRunId", &self.created_run_id),
-            ("createdStatus", &self.created_status),
-            ("pollEvents", &self.poll_events),
-            ("pollStatus", &self.poll_status),
-            ("pollIsTerminal", &self.poll_is_terminal),
-            ("eventSequence", &self.event_sequence),
-            ("eventType", &self.event_type),
-            ("eventPayload", &self.event_payload),
-            ("eventTimestamp", &self.event_timestamp),
-            ("eventNodeId", &self.event_node_id),
-            ("listRuns", &self.list_runs),
-            ("interruptId", &self.interrupt_id),
-            ("interruptNodeId", &self.interrupt_node_id),
-            ("interruptKind", &self.interrupt_kind),
-            ("interruptKey", &self.interrupt_key),
-            ("errorCode", &self.error_code),
-            ("errorMessage", &self.error_message),
+            ("runId", self.run_id.clone()),
+            ("workflowId", self.workflow_id.clone()),
+            ("status", self.status.clone()),
+            ("currentNodeId", self.current_node_id.clone()),
+            ("startedAt", self.started_at.clone()),
+            ("completedAt", self.completed_at.clone()),
+            ("error", self.error.clone()),
+            ("variables", self.variables.clone()),
+            ("inputs", self.inputs.clone()),
+            ("createdRunId", self.created_run_id.clone()),
+            ("createdStatus", self.created_status.clone()),
+            ("pollEvents", p(&self.poll_events)),
+            ("pollStatus", p(&self.poll_status)),
+            ("pollIsTerminal", p(&self.poll_is_terminal)),
+            ("eventSequence", p(&self.event_sequence)),
+            ("eventType", p(&self.event_type)),
+            ("eventPayload", p(&self.event_payload)),
+            ("eventTimestamp", p(&self.event_timestamp)),
+            ("eventNodeId", p(&self.event_node_id)),
+            ("listRuns", p(&self.list_runs)),
+            ("interruptId", p(&self.interrupt_id)),
+            ("interruptNodeId", p(&self.interrupt_node_id)),
+            ("interruptKind", p(&self.interrupt_kind)),
+            ("interruptKey", p(&self.interrupt_key)),
+            ("errorCode", p(&self.error_code)),
+            ("errorMessage", p(&self.error_message)),
         ]
     }
 }
@@ -748,7 +752,8 @@ impl RawHost {
 
         let mut jq = FieldJq::default();
         let mut any_jq = false;
-        for (k, v) in self.fields.pairs() {
+        let pairs = self.fields.pairs();
+        for (k, v) in &pairs {
             let Some(e) = v
                 .as_ref()
                 .map(|r| r.expr(&format!("host.fields.{k}")))
@@ -758,7 +763,7 @@ impl RawHost {
             else {
                 continue;
             };
-            let slot = match k {
+            let slot = match *k {
                 "runId" => &mut jq.run_id,
                 "workflowId" => &mut jq.workflow_id,
                 "status" => &mut jq.status,
@@ -783,11 +788,9 @@ impl RawHost {
             *slot = Some(e);
             any_jq = true;
         }
-        let given: HashMap<&str, &str> = self
-            .fields
-            .pairs()
-            .into_iter()
-            .filter_map(|(k, v)| v.as_ref().and_then(RawRead::pointer).map(|v| (k, v)))
+        let given: HashMap<&str, &str> = pairs
+            .iter()
+            .filter_map(|(k, v)| v.as_ref().and_then(RawRead::pointer).map(|v| (*k, v)))
             .collect();
         for (k, v) in &given {
             if !(v.is_empty() || v.starts_with('/')) {
