@@ -122,7 +122,8 @@ pub struct CatalogMapping {
     pub description: Read,
     pub input_schema: Read,
     pub output_schema: Read,
-    pub annotations: JsonPointer,
+    /// Always a pointer (the file takes no expression for it).
+    pub annotations: Read,
     /// What a run of the tool is created with (the createRun `workflowId` today). `None`: the
     /// whole value at `name`, before `nameLastSegment`.
     pub target: Option<JsonPointer>,
@@ -146,7 +147,7 @@ impl Default for CatalogMapping {
             description: r("/description"),
             input_schema: r("/inputSchema"),
             output_schema: r("/outputSchema"),
-            annotations: p("/annotations"),
+            annotations: r("/annotations"),
             target: None,
             next: None,
             max_pages: DEFAULT_MAX_PAGES,
@@ -213,12 +214,6 @@ impl RawCatalog {
                 .read(&format!("tools.catalog.{key}"))
                 .map_err(|m| cx.err(None, m)),
         };
-        let pointer = |v: &Option<String>, key: &str, default: &JsonPointer| match v {
-            None => Ok(default.clone()),
-            Some(s) => {
-                JsonPointer::parse(s).map_err(|m| cx.err(None, format!("tools.catalog.{key}: {m}")))
-            }
-        };
         let one = |s: &str, key: &str| {
             JsonPointer::parse(s).map_err(|m| cx.err(None, format!("tools.catalog.{key}: {m}")))
         };
@@ -271,7 +266,10 @@ impl RawCatalog {
             description: ptr(&self.description, "description", &d.description)?,
             input_schema: ptr(&self.input_schema, "inputSchema", &d.input_schema)?,
             output_schema: ptr(&self.output_schema, "outputSchema", &d.output_schema)?,
-            annotations: pointer(&self.annotations, "annotations", &d.annotations)?,
+            annotations: match &self.annotations {
+                None => d.annotations.clone(),
+                Some(s) => Read::Pointer(one(s, "annotations")?),
+            },
             target: opt(&self.target, "target")?,
             next,
             max_pages: self.max_pages.unwrap_or(DEFAULT_MAX_PAGES),

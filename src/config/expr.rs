@@ -12,7 +12,11 @@
 //! measures how deep the stack has grown ([`MAX_STACK`]); past either, the evaluation is
 //! unwound (`resume_unwind`, which runs no panic hook) and reported as an error naming the
 //! key. `range` is redefined in jq so its items are counted too. The value an expression
-//! yields is bounded in size ([`MAX_OUTPUT_BYTES`]) while it is converted back to JSON.
+//! yields is bounded in size ([`MAX_OUTPUT_BYTES`]) and nesting ([`MAX_OUTPUT_DEPTH`]) while
+//! it is converted back to JSON. An evaluation runs on a thread of its own with a large
+//! stack, so neither a deep recursion nor the drop of a deeply nested value can overflow a
+//! tokio worker's. What the bounds do not cover: one built-in that makes a large value in a
+//! single step (`"x" * 100000000`) takes its time and memory before the size bound refuses it.
 //! Only the pure built-ins are available: no `env`/`$ENV` (the sidecar's environment holds
 //! secrets), no `input`, `now`, `debug`, `halt` or regular expressions.
 
@@ -26,13 +30,23 @@ use jaq_core::{Ctx, DataT, Lut, Vars};
 use jaq_json::Val;
 use serde_json::Value;
 
-/// Terms one evaluation may run: about 10–50 ms of CPU at most (a status rule searching a
-/// map of a few hundred steps takes a few thousand).
-pub const MAX_STEPS: u64 = 1_000_000;
+/// Terms one evaluation may run: a few ms of CPU at most (a status rule searching a map of a
+/// few hundred steps takes a few thousand; a schema from a list of 50 parameters, about as
+/// many). It also bounds how deep a value can be nested (each level costs steps).
+pub const MAX_STEPS: u64 = 200_000;
 
-/// Stack one evaluation may grow by: a quarter of a tokio worker's 2 MiB, so a recursion
-/// that does not end is an error, not a stack overflow that ends the process.
-pub const MAX_STACK: usize = 512 * 1024;
+/// The stack of the thread an evaluation runs on: room for [`MAX_STACK`] of recursion and
+/// for dropping the deepest value [`MAX_STEPS`] can build. Reserved, not committed: only the
+/// pages used are memory.
+const EVAL_STACK: usize = 64 * 1024 * 1024;
+
+/// Stack one evaluation may grow by: a recursion that does not end is an error, not a stack
+/// overflow that ends the process.
+pub const MAX_STACK: usize = 16 * 1024 * 1024;
+
+/// How deep the value an expression yields may be nested: serde_json's own reading limit, so
+/// what an expression builds is as deep as a host document may be.
+pub const MAX_OUTPUT_DEPTH: usize = 128;
 
 /// Largest value (as compact JSON, about) an expression may yield: a generated
 /// `inputSchema` or a createRun body is a few KiB.
@@ -298,19 +312,32 @@ impl Expr {
     }
 
     /// The value of the expression over `input`: `None` when it yields nothing.
+    ///
+    /// Run on a thread of its own with a large stack ([`EVAL_STACK`]): a value nested as deep
+    /// as the step bound allows is built, converted and dropped there, never on the caller's
+    /// (a tokio worker's 2 MiB). Only mappings with expressions pay the thread (tens of
+    /// microseconds); the pointer path never comes here.
     pub fn eval(&self, input: &Value) -> Result<Option<Value>, ExprError> {
-        self.eval_val(to_val(input))
+        std::thread::scope(|s| {
+            let worker = std::thread::Builder::new()
+                .name("jq".into())
+                .stack_size(EVAL_STACK)
+                .spawn_scoped(s, || self.eval_here(input))
+                .map_err(|e| self.error(format!("the evaluation could not start: {e}")))?;
+            worker
+                .join()
+                .unwrap_or_else(|_| Err(self.error("jq failed")))
+        })
     }
 
-    /// [`Expr::eval`] over a value already converted ([`to_val`]): several expressions over
-    /// one document convert it once.
-    pub fn eval_val(&self, input: Val) -> Result<Option<Value>, ExprError> {
+    fn eval_here(&self, input: &Value) -> Result<Option<Value>, ExprError> {
         let left = Cell::new(MAX_STEPS);
         let fuel = Fuel {
             lut: &self.0.filter.lut,
             left: &left,
             base: stack_here(),
         };
+        let input = to_val(input);
         let run = std::panic::AssertUnwindSafe(|| -> Result<Option<Val>, String> {
             let ctx = Ctx::<Metered>::new(fuel, Vars::new([]));
             let mut out = self.0.filter.id.run((ctx, input));
@@ -346,9 +373,11 @@ impl Expr {
             None => Ok(None),
             Some(v) => {
                 let mut budget = MAX_OUTPUT_BYTES;
-                from_val(&v, &mut budget)
+                let out = from_val(&v, &mut budget, 0)
                     .map(Some)
-                    .map_err(|m| self.error(m))
+                    .map_err(|m| self.error(m));
+                drop_flat(v);
+                out
             }
         }
     }
@@ -382,8 +411,33 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
+/// Drops a value without recursing: a deeply nested one would otherwise be dropped one
+/// stack frame per level.
+fn drop_flat(v: Val) {
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        match v {
+            Val::Arr(a) => {
+                // Shared: dropping the handle only counts down.
+                if let Ok(items) = jaq_json::Rc::try_unwrap(a) {
+                    stack.extend(items);
+                }
+            }
+            Val::Obj(o) => {
+                if let Ok(map) = jaq_json::Rc::try_unwrap(o) {
+                    for (k, x) in map {
+                        stack.push(k);
+                        stack.push(x);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// A JSON value as jaq's.
-pub fn to_val(v: &Value) -> Val {
+fn to_val(v: &Value) -> Val {
     use serde::Deserialize;
     // `&Value` is a serde Deserializer that cannot fail on a value it holds.
     Val::deserialize(v).unwrap_or_default()
@@ -392,7 +446,12 @@ pub fn to_val(v: &Value) -> Val {
 /// jaq's value as JSON, spending `budget` (bytes, about) as it goes: a value past it is an
 /// error. Byte strings become strings (lossily), non-string keys their JSON text, numbers
 /// that JSON cannot hold (NaN, infinities) null, as jq prints them.
-fn from_val(v: &Val, budget: &mut usize) -> Result<Value, String> {
+fn from_val(v: &Val, budget: &mut usize, depth: usize) -> Result<Value, String> {
+    if depth > MAX_OUTPUT_DEPTH {
+        return Err(format!(
+            "yields a value nested deeper than {MAX_OUTPUT_DEPTH} levels"
+        ));
+    }
     fn spend(budget: &mut usize, n: usize) -> Result<(), String> {
         *budget = budget
             .checked_sub(n)
@@ -422,7 +481,7 @@ fn from_val(v: &Val, budget: &mut usize) -> Result<Value, String> {
             spend(budget, 2)?;
             let mut out = Vec::with_capacity(a.len());
             for x in a.iter() {
-                out.push(from_val(x, budget)?);
+                out.push(from_val(x, budget, depth + 1)?);
             }
             Value::Array(out)
         }
@@ -435,7 +494,7 @@ fn from_val(v: &Val, budget: &mut usize) -> Result<Value, String> {
                     other => other.to_string(),
                 };
                 spend(budget, key.len() + 3)?;
-                let x = from_val(x, budget)?;
+                let x = from_val(x, budget, depth + 1)?;
                 out.insert(key, x);
             }
             Value::Object(out)
@@ -647,6 +706,29 @@ mod tests {
         assert_eq!(e, "jq: undefined filter nosuch/1 at column 6");
     }
 
+    /// The file is the operator's, but a mistake in it must be a located error: whatever the
+    /// text, compiling it answers (and running what compiles answers too).
+    #[test]
+    fn any_text_compiles_or_is_refused_without_a_panic() {
+        let alphabet: Vec<char> = ".[]{}()|,:;$@\"\\ abcdefxyz019+-*/%<>=!?#~_\n"
+            .chars()
+            .collect();
+        let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..3000 {
+            let mut code = String::new();
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            for i in 0..(seed % 24) {
+                let x = seed.rotate_left(i as u32 * 5) % alphabet.len() as u64;
+                code.push(alphabet[x as usize]);
+            }
+            if let Ok(e) = Expr::compile(&code, "k", "f") {
+                let _ = e.eval(&json!({"a": [1, {"b": "c"}], "d": null}));
+            }
+        }
+    }
+
     #[test]
     fn the_environment_and_io_are_not_reachable() {
         for code in ["env", "$ENV", "input", "now"] {
@@ -699,6 +781,27 @@ mod tests {
             e.message.contains("recursed too deep") || e.message.contains("steps"),
             "{e}"
         );
+    }
+
+    /// On a thread with a tokio worker's stack: a value nested as deep as the step bound
+    /// allows is refused, and dropped, without overflowing it.
+    #[test]
+    fn a_deeply_nested_value_is_refused_without_overflowing_the_stack() {
+        let t = std::thread::Builder::new()
+            .stack_size(2 * 1024 * 1024)
+            .spawn(|| {
+                let deep = ex("reduce range(10000) as $i (null; [.])").eval(&json!(null));
+                // Stopped by the step bound while holding the deepest value it can build:
+                // unwound and dropped on the evaluation's own stack.
+                let deeper = ex("reduce range(1000000) as $i (null; [.])").eval(&json!(null));
+                (deep.map(|_| ()), deeper.map(|_| ()))
+            })
+            .unwrap();
+        let (deep, deeper) = t.join().expect("no stack overflow");
+        let e = deep.unwrap_err();
+        assert!(e.message.contains("deeper than 128"), "{e}");
+        let e = deeper.unwrap_err();
+        assert!(e.message.contains("steps"), "{e}");
     }
 
     #[test]

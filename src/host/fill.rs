@@ -306,7 +306,7 @@ pub fn body(
 ) -> Result<Option<Value>, Missing> {
     let s = |x: &str| Some(Value::String(x.to_string()));
     // Built once, on the first expression: a body without one never builds it.
-    let mut input: Option<jaq_json::Val> = None;
+    let mut input: Option<Value> = None;
     t.render(
         &mut |var| {
             Ok(match var {
@@ -349,9 +349,8 @@ pub fn body(
             v => fill_var(out, v, vars, caller, IdEncoding::Raw, Dest::Header),
         },
         &mut |e| {
-            let doc =
-                input.get_or_insert_with(|| crate::config::expr::to_val(&expr_input(vars, caller)));
-            e.eval_val(doc.clone()).map_err(Missing::Expr)
+            let doc = input.get_or_insert_with(|| expr_input(vars, caller));
+            e.eval(doc).map_err(Missing::Expr)
         },
     )
 }

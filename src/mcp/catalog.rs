@@ -154,13 +154,12 @@ pub(super) fn read_entry(
     };
     let mut fields = Map::new();
     let mut notes = Vec::new();
-    let annotations = Read::Pointer(m.annotations.clone());
     for (key, p, schema) in [
         ("title", &m.title, false),
         ("description", &m.description, false),
         ("inputSchema", &m.input_schema, true),
         ("outputSchema", &m.output_schema, true),
-        ("annotations", &annotations, false),
+        ("annotations", &m.annotations, false),
     ] {
         let want_object = schema || key == "annotations";
         // An expression that fails leaves the tool out, as a wrong shape does: a tool
