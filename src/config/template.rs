@@ -26,7 +26,7 @@
 //! `{header.NAME}`.
 //!
 //! A body value may also be `{ jq: "<expression>" }` (src/config/expr.rs): its input is an
-//! object of the values the operation has (`tool`, `arguments`, `callId`, `call`, `caller`,
+//! object of the values the operation has (`tool`, `arguments`, `entry`, `callId`, `call`, `caller`,
 //! `header`, `runId`, `nodeId`, `reason`, `value`, `interruptId`, `content`), its one value
 //! replaces it (none: the key is left out).
 

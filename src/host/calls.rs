@@ -180,6 +180,7 @@ impl HostClient {
             (workflow_id, inputs),
             templates,
             (call_id, call),
+            None,
         )
     }
 
@@ -192,6 +193,7 @@ impl HostClient {
         (workflow_id, inputs): (&str, &Value),
         templates: &[&CreateTemplate],
         (call_id, call): (&str, super::fill::CallMode),
+        entry: Option<&Value>,
     ) -> Result<CreateRequest, Missing> {
         let op = Operation::CreateRun;
         let vars = Vars {
@@ -200,6 +202,7 @@ impl HostClient {
             call_id: Some(call_id),
             from_host: from_host.as_deref(),
             call: Some(call),
+            entry,
             caller_values: &self.routes.caller_values,
             ..Vars::default()
         };

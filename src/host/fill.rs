@@ -30,6 +30,8 @@ pub struct Vars<'a> {
     pub from_host: Option<&'a HostValues>,
     /// createRun: how the call waits for its run (`{call.blocking}`, `{call.answerCapMs}`).
     pub call: Option<CallMode>,
+    /// createRun: the called tool's catalog entry as the host wrote it (body expressions).
+    pub entry: Option<&'a Value>,
     /// The caller values a body expression's `caller` object offers (every name the
     /// mapping binds; a name without a value for this caller is left out).
     pub caller_values: &'a [std::sync::Arc<CallerValues>],
@@ -266,6 +268,7 @@ pub fn expr_input(vars: &Vars, caller: Option<&Caller>) -> Value {
     put("value", vars.value.cloned());
     put("interruptId", s(vars.interrupt_id));
     put("content", vars.content.cloned());
+    put("entry", vars.entry.cloned());
     put(
         "call",
         vars.call

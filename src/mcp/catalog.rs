@@ -24,6 +24,9 @@ pub(super) struct CatalogEntry {
     /// What a run of the tool is created with (the createRun workflow id).
     pub target: String,
     pub fields: Fields,
+    /// The entry as the catalog wrote it, kept only when a createRun body expression may
+    /// read it (`entry` in its input; src/host/fill.rs `expr_input`).
+    pub raw: Option<std::sync::Arc<Value>>,
 }
 
 /// Every readable entry of the catalog, read under the caller's credential (the catalog is
@@ -38,9 +41,15 @@ pub(super) async fn read(
     let mut asked = Vec::new();
     let mut out = Vec::new();
     let mut seen = HashMap::new();
+    // Only a createRun body with an expression reads the entry: otherwise none is kept.
+    let keep = ctx.host.mapping().bodies.create_run.has_jq();
     for page in 1..=m.max_pages {
         let v = ctx.host.list_tools(caller, &target).await?;
+        let from = out.len();
         read_page(m, &v, page, &mut seen, &mut out);
+        if keep {
+            keep_entries(m, &v, &mut out[from..]);
+        }
         let Some(next) = m
             .next
             .as_ref()
@@ -66,6 +75,18 @@ pub(super) async fn read(
         }
     }
     Ok(out)
+}
+
+/// The page's entries as written, beside the tools read from them (matched by name).
+fn keep_entries(m: &CatalogMapping, v: &Value, entries: &mut [CatalogEntry]) {
+    let Ok(items) = items(m, v) else { return };
+    for e in items {
+        if let Ok((read, _)) = read_entry(m, e) {
+            if let Some(t) = entries.iter_mut().find(|t| t.name == read.name) {
+                t.raw.get_or_insert_with(|| std::sync::Arc::new(e.clone()));
+            }
+        }
+    }
 }
 
 /// The entries of one page: the readable ones appended to `out`, the others logged.
@@ -194,6 +215,7 @@ pub(super) fn read_entry(
             name: name.to_string(),
             target,
             fields,
+            raw: None,
         },
         notes,
     ))

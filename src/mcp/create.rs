@@ -69,6 +69,7 @@ pub(super) async fn create_run(
             (&tool.workflow_id, args),
             &templates,
             (&call_id, call),
+            tool.entry.as_deref(),
         )
         .map_err(|m| McpError::from_missing(&m))?;
     let create = Arc::new(create);

@@ -55,6 +55,8 @@ pub struct ToolDef {
     /// The arguments its inputSchema mirrors into `Mcp-Param-*` headers (`x-mcp-header`),
     /// filled in once the catalog entry is final (after any operator override).
     pub param_headers: Vec<ParamHeader>,
+    /// Its catalog entry as the host wrote it, when a createRun body expression reads it.
+    pub entry: Option<std::sync::Arc<Value>>,
 }
 
 impl ToolDef {
@@ -69,6 +71,7 @@ impl ToolDef {
             create_run: None,
             input_request_key: InputRequestKey::InterruptId,
             param_headers: Vec::new(),
+            entry: None,
         }
     }
 
@@ -327,6 +330,7 @@ fn merge(catalog: Vec<CatalogEntry>, fixtures: Vec<ToolDef>) -> Vec<ToolDef> {
                     def.wire[k] = v;
                 }
                 def.workflow_id = entry.target;
+                def.entry = entry.raw;
                 out.push(def);
             }
             None => out.push(from_descriptor(entry)),
@@ -457,6 +461,7 @@ fn from_descriptor(entry: CatalogEntry) -> ToolDef {
         name,
         target,
         fields,
+        raw,
     } = entry;
     let name = name.as_str();
     let mut wire = json!({
@@ -476,6 +481,7 @@ fn from_descriptor(entry: CatalogEntry) -> ToolDef {
     // resolve it, and the run waits (answer.rs `outcome`, the "cannot be carried" case).
     let mut def = ToolDef::new(name, wire, variables, false);
     def.workflow_id = target;
+    def.entry = raw;
     def
 }
 

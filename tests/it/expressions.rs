@@ -62,7 +62,8 @@ tools:
 }
 
 #[tokio::test]
-async fn a_create_body_carries_key_value_arguments_and_the_blocking_calls_deadline() {
+async fn a_create_body_carries_key_value_arguments_the_catalog_entry_and_the_blocking_calls_deadline(
+) {
     let yaml = r#"
 mcp:
   sseAnswerCapMs: 7000
@@ -76,6 +77,7 @@ host:
         blocking: "{call.blocking}"
         deadlineMs: "{call.answerCapMs}"
         deadline: "PT{call.answerCapMs}MS"
+        entry: { jq: '.entry.toolId' }
 "#;
     let env = env_with_yaml(Flavor::V2, yaml, |_| {}).await;
     let r = env
@@ -86,7 +88,7 @@ host:
     assert_eq!(bodies.len(), 1, "{bodies:?}");
     assert_eq!(
         bodies[0]["configurable"],
-        json!({"args": ["delayMs=1"], "blocking": true, "deadlineMs": 7000, "deadline": "PT7000MS"}),
+        json!({"args": ["delayMs=1"], "blocking": true, "deadlineMs": 7000, "deadline": "PT7000MS", "entry": "conformance-delay"}),
         "a blocking call the client takes over SSE waits up to mcp.sseAnswerCapMs"
     );
     // A task's run has no deadline from the call (even one answered within its immediate
@@ -98,7 +100,7 @@ host:
     let bodies = create_bodies(&env);
     assert_eq!(
         bodies[1]["configurable"],
-        json!({"args": ["delayMs=1"], "blocking": false, "deadline": "PTMS"})
+        json!({"args": ["delayMs=1"], "blocking": false, "deadline": "PTMS", "entry": "conformance-delay"})
     );
 }
 
@@ -178,4 +180,24 @@ host:
     );
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(create_bodies(&env).is_empty(), "nothing was sent");
+}
+
+#[tokio::test]
+async fn outputs_given_as_name_value_pairs_are_flattened_by_a_field_expression() {
+    // The run's variables made into `[{name, value}]` pairs (as a host with an outputs list
+    // writes them) and flattened back under new names: the result shows what the
+    // expression made, not what the pointer would have read.
+    let yaml = r#"
+host:
+  fields:
+    variables:
+      jq: '.variables | to_entries | map({name: .key, value}) | map({("out_" + .name): .value}) | add'
+"#;
+    let env = env_with_yaml(Flavor::V2, yaml, |_| {}).await;
+    let r = env
+        .call(A, "greet", json!({"name": "Ada"}), json!({}))
+        .await;
+    let vars = &r.result()["structuredContent"]["variables"];
+    assert_eq!(vars["out_name"], "Ada", "{}", r.text);
+    assert!(vars.get("name").is_none(), "{}", r.text);
 }
