@@ -201,3 +201,42 @@ host:
     assert_eq!(vars["out_name"], "Ada", "{}", r.text);
     assert!(vars.get("name").is_none(), "{}", r.text);
 }
+
+#[tokio::test]
+async fn an_open_interrupt_read_by_expressions_is_shown_to_the_client() {
+    // The Azure-style example, its approval gate read by expressions instead of pointers:
+    // the message is composed from the job, which no pointer can do.
+    let example = std::fs::read_to_string(example_of(Flavor::Azure).unwrap()).unwrap();
+    let pointers = "    waiting-approval: { id: /pendingApproval/id, node: /pendingApproval/step, message: /pendingApproval/title }\n";
+    assert!(
+        example.contains(pointers),
+        "the example still reads the gate by pointers"
+    );
+    let yaml = example.replace(
+        pointers,
+        "    waiting-approval:\n      id: { jq: '.pendingApproval.id' }\n      node: { jq: '.pendingApproval.step' }\n      message: { jq: '\"Approve: \" + .pendingApproval.title' }\n",
+    );
+    let env = env_with_yaml(Flavor::Azure, &yaml, |c| {
+        c.mcp.request_state_key = Some(openwop_mcp_sidecar::config::Secret::new(
+            SUITE_STATE_KEY.to_vec(),
+        ));
+        c.mcp.task_immediate_window = Duration::ZERO;
+    })
+    .await;
+    let r = env
+        .call(A, "conformance-approval", json!({}), task_caps())
+        .await;
+    let task = r.result()["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {}", r.text))
+        .to_string();
+    let b = env
+        .poll_task(A, &task, |g| g["status"] == "input_required", 10)
+        .await;
+    let requests = b["result"]["inputRequests"]
+        .as_object()
+        .unwrap_or_else(|| panic!("input requests: {b}"));
+    assert_eq!(requests.len(), 1, "{b}");
+    let text = serde_json::to_string(requests.values().next().unwrap()).unwrap();
+    assert!(text.contains("Approve: "), "{text}");
+}
