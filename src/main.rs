@@ -81,6 +81,15 @@ enum Cmd {
         /// secrets are not.
         #[arg(long)]
         allow_missing_env: bool,
+        /// With --explain: evaluate the file's jq expressions against this sample document
+        /// (JSON or YAML: a run document, a catalog entry, a body's input object) and print
+        /// each one's value or its error (exit 64 when one fails).
+        #[arg(long, requires = "explain", value_name = "FILE")]
+        sample: Option<PathBuf>,
+        /// With --sample: only the expression of this key (`host.fields.status`,
+        /// `host.statusRules[0].when.jq`, `tools.catalog.inputSchema`, …).
+        #[arg(long, requires = "sample", value_name = "KEY")]
+        key: Option<String>,
     },
     /// Print the configuration file's JSON Schema (config/sidecar.schema.json).
     ConfigSchema,
@@ -103,6 +112,8 @@ fn main() -> ExitCode {
         file,
         explain,
         allow_missing_env,
+        sample,
+        key,
     } = &cli.cmd
     {
         let loaded = if *allow_missing_env {
@@ -134,6 +145,28 @@ fn main() -> ExitCode {
                     if let Ok(Some(text)) = Config::explain(file) {
                         let _ = console::line(text.trim_end());
                     }
+                }
+                if let Some(sample) = sample {
+                    let mut cfg = cfg;
+                    return match openwop_mcp_sidecar::config::expr::explain_sample(
+                        &mut cfg,
+                        sample,
+                        key.as_deref(),
+                    ) {
+                        Ok((text, true)) => {
+                            let _ = console::line(text.trim_end());
+                            let _ = console::line(format_args!("{}: ok", file.display()));
+                            ExitCode::SUCCESS
+                        }
+                        Ok((text, false)) => {
+                            let _ = console::line(text.trim_end());
+                            ExitCode::from(EXIT_CONFIG)
+                        }
+                        Err(e) => {
+                            console::error_line(format_args!("error: {e}"));
+                            ExitCode::from(EXIT_CONFIG)
+                        }
+                    };
                 }
                 let _ = console::line(format_args!("{}: ok", file.display()));
                 ExitCode::SUCCESS

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::ctx::Ctx;
+use super::expr::{RawRead, Read};
 use super::ConfigError;
 
 /// Pages read for one catalog when `maxPages` is not given.
@@ -121,15 +122,16 @@ pub struct CatalogMapping {
     /// Where the entries are. `None` (the default): the answer itself when it is an array,
     /// else its `tools` member, as OpenWOP v2 hosts answer either.
     pub items: Option<JsonPointer>,
-    pub name: JsonPointer,
+    pub name: Read,
     /// The tool name is the value's last `/`-separated segment (AIP-122 resource names:
     /// `projects/p/jobTypes/greet` → `greet`).
     pub name_last_segment: bool,
-    pub title: JsonPointer,
-    pub description: JsonPointer,
-    pub input_schema: JsonPointer,
-    pub output_schema: JsonPointer,
-    pub annotations: JsonPointer,
+    pub title: Read,
+    pub description: Read,
+    pub input_schema: Read,
+    pub output_schema: Read,
+    /// Always a pointer (the file takes no expression for it).
+    pub annotations: Read,
     /// What a run of the tool is created with (the createRun `workflowId` today). `None`: the
     /// whole value at `name`, before `nameLastSegment`.
     pub target: Option<JsonPointer>,
@@ -144,15 +146,16 @@ impl Default for CatalogMapping {
             reason = "constant pointers, checked by the tests"
         )]
         let p = |s: &str| JsonPointer::parse(s).expect("a valid default pointer");
+        let r = |s: &str| Read::Pointer(p(s));
         CatalogMapping {
             items: None,
-            name: p("/toolId"),
+            name: r("/toolId"),
             name_last_segment: false,
-            title: p("/title"),
-            description: p("/description"),
-            input_schema: p("/inputSchema"),
-            output_schema: p("/outputSchema"),
-            annotations: p("/annotations"),
+            title: r("/title"),
+            description: r("/description"),
+            input_schema: r("/inputSchema"),
+            output_schema: r("/outputSchema"),
+            annotations: r("/annotations"),
             target: None,
             next: None,
             max_pages: DEFAULT_MAX_PAGES,
@@ -169,19 +172,20 @@ pub struct RawCatalog {
     /// Pointer to the array of entries, e.g. `/value` or `/jobTypes`. Default: the answer
     /// itself when it is an array, else `/tools`.
     pub items: Option<String>,
-    /// Pointer, inside an entry, to the tool's name (a string). Default `/toolId`.
-    pub name: Option<String>,
+    /// Pointer, inside an entry, to the tool's name (a string), or `{ jq: "…" }` over the
+    /// entry. Default `/toolId`.
+    pub name: Option<RawRead>,
     /// Take the last `/`-separated segment of the name as the tool name (resource names
     /// like `projects/p/jobTypes/greet` → `greet`). Default false.
     pub name_last_segment: Option<bool>,
-    /// Pointer to the tool's title (a string). Default `/title`.
-    pub title: Option<String>,
-    /// Pointer to the tool's description (a string). Default `/description`.
-    pub description: Option<String>,
-    /// Pointer to the tool's input JSON Schema (an object). Default `/inputSchema`.
-    pub input_schema: Option<String>,
-    /// Pointer to the tool's output JSON Schema (an object). Default `/outputSchema`.
-    pub output_schema: Option<String>,
+    /// Pointer to the tool's title (a string), or `{ jq: "…" }` over the entry. Default `/title`.
+    pub title: Option<RawRead>,
+    /// Pointer to the tool's description (a string), or `{ jq: "…" }` over the entry. Default `/description`.
+    pub description: Option<RawRead>,
+    /// Pointer to the tool's input JSON Schema (an object), or `{ jq: "…" }` over the entry. Default `/inputSchema`.
+    pub input_schema: Option<RawRead>,
+    /// Pointer to the tool's output JSON Schema (an object), or `{ jq: "…" }` over the entry. Default `/outputSchema`.
+    pub output_schema: Option<RawRead>,
     /// Pointer to the tool's MCP annotations (an object). Default `/annotations`.
     pub annotations: Option<String>,
     /// Pointer to the value a run of the tool is created with (the createRun workflow id).
@@ -212,11 +216,11 @@ pub struct RawNext {
 impl RawCatalog {
     pub(super) fn normalise(&self, cx: &Ctx) -> Result<CatalogMapping, ConfigError> {
         let d = CatalogMapping::default();
-        let ptr = |v: &Option<String>, key: &str, default: &JsonPointer| match v {
+        let ptr = |v: &Option<RawRead>, key: &str, default: &Read| match v {
             None => Ok(default.clone()),
-            Some(s) => {
-                JsonPointer::parse(s).map_err(|m| cx.err(None, format!("tools.catalog.{key}: {m}")))
-            }
+            Some(r) => r
+                .read(&format!("tools.catalog.{key}"))
+                .map_err(|m| cx.err(None, m)),
         };
         let one = |s: &str, key: &str| {
             JsonPointer::parse(s).map_err(|m| cx.err(None, format!("tools.catalog.{key}: {m}")))
@@ -270,7 +274,10 @@ impl RawCatalog {
             description: ptr(&self.description, "description", &d.description)?,
             input_schema: ptr(&self.input_schema, "inputSchema", &d.input_schema)?,
             output_schema: ptr(&self.output_schema, "outputSchema", &d.output_schema)?,
-            annotations: ptr(&self.annotations, "annotations", &d.annotations)?,
+            annotations: match &self.annotations {
+                None => d.annotations.clone(),
+                Some(s) => Read::Pointer(one(s, "annotations")?),
+            },
             target: opt(&self.target, "target")?,
             next,
             max_pages: self.max_pages.unwrap_or(DEFAULT_MAX_PAGES),
@@ -314,7 +321,10 @@ mod tests {
     fn the_default_catalog_mapping_reads_openwop_get_tools_in_one_page() {
         let c = parse("").unwrap();
         assert_eq!(*c.tools.catalog, CatalogMapping::default());
-        assert_eq!(c.tools.catalog.name.as_str(), "/toolId");
+        assert_eq!(
+            c.tools.catalog.name.as_pointer().unwrap().as_str(),
+            "/toolId"
+        );
         assert!(c.tools.catalog.items.is_none() && c.tools.catalog.next.is_none());
     }
 

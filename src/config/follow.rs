@@ -67,6 +67,8 @@ pub struct StatusRule {
     pub present: Option<String>,
     /// A JSON pointer whose value must equal `equals` (strings, numbers and booleans).
     pub field: Option<(String, Value)>,
+    /// A jq expression over the run document that must yield `true`.
+    pub jq: Option<super::expr::Expr>,
     pub status: RunStatus,
 }
 
@@ -80,7 +82,20 @@ impl StatusRule {
             .field
             .as_ref()
             .is_none_or(|(p, want)| doc.pointer(p).is_some_and(|v| same(v, want)));
-        present && equals
+        present
+            && equals
+            && self.jq.as_ref().is_none_or(|e| match e.holds(doc) {
+                Ok(b) => b,
+                Err(err) => {
+                    // A rule that cannot be decided does not hold: the next rule, or the status
+                    // field, decides; the operator sees why.
+                    tracing::warn!(
+                        target: crate::obs::HOST_TARGET,
+                        "mapping expression failed: {err}"
+                    );
+                    false
+                }
+            })
     }
 }
 
@@ -141,12 +156,13 @@ impl IdPattern {
 pub struct DocInterrupt {
     /// `waiting-approval` or `waiting-input`.
     pub status: RunStatus,
-    /// Pointers into the run document; `id` given and absent: no interrupt is open yet.
-    pub id: Option<String>,
-    pub node: Option<String>,
-    pub key: Option<String>,
-    pub message: Option<String>,
-    pub schema: Option<String>,
+    /// Pointers into the run document, or expressions over it; `id` given and absent: no
+    /// interrupt is open yet.
+    pub id: Option<super::expr::Read>,
+    pub node: Option<super::expr::Read>,
+    pub key: Option<super::expr::Read>,
+    pub message: Option<super::expr::Read>,
+    pub schema: Option<super::expr::Read>,
     /// The message when no pointer gives one.
     pub text: Option<String>,
     /// The requested schema when no pointer gives one.
@@ -217,6 +233,9 @@ pub struct RawWhen {
     pub field: Option<String>,
     /// A string, number or boolean the `field` must equal.
     pub equals: Option<Value>,
+    /// A jq expression over the run document that must yield `true` (a search through a
+    /// list or map of steps: `any(.steps[]; .type == "Suspend")`).
+    pub jq: Option<String>,
 }
 
 /// `host.created`: where the created run's id is, and the status monitor header.
@@ -241,16 +260,17 @@ pub struct RawCreated {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawDocInterrupt {
     /// The interrupt's id (when given and absent from the document, nothing is open yet;
-    /// default: the status name).
-    pub id: Option<String>,
-    /// The step or node it waits at (default: the id).
-    pub node: Option<String>,
-    /// The interrupt's own stable key, if the host has one.
-    pub key: Option<String>,
-    /// The message shown to the user.
-    pub message: Option<String>,
-    /// The JSON Schema of the input it asks for (`waiting-input`).
-    pub schema: Option<String>,
+    /// default: the status name). A pointer, or `{ jq: "…" }` over the run document.
+    pub id: Option<super::expr::RawRead>,
+    /// The step or node it waits at (default: the id). A pointer, or `{ jq: "…" }`.
+    pub node: Option<super::expr::RawRead>,
+    /// The interrupt's own stable key, if the host has one. A pointer, or `{ jq: "…" }`.
+    pub key: Option<super::expr::RawRead>,
+    /// The message shown to the user. A pointer, or `{ jq: "…" }`.
+    pub message: Option<super::expr::RawRead>,
+    /// The JSON Schema of the input it asks for (`waiting-input`). A pointer, or
+    /// `{ jq: "…" }`.
+    pub schema: Option<super::expr::RawRead>,
     /// A fixed message, when no pointer gives one.
     pub text: Option<String>,
     /// A fixed requested schema, when no pointer gives one.
@@ -286,13 +306,23 @@ pub(super) fn interrupts(
                 ("message", &r.message),
                 ("schema", &r.schema),
             ] {
-                if let Some(p) = p.as_deref().filter(|p| !p.starts_with('/')) {
+                if let Some(p) = p
+                    .as_ref()
+                    .and_then(|p| p.pointer())
+                    .filter(|p| !p.starts_with('/'))
+                {
                     return Err((
                         None,
                         format!("{what}.{k}: '{p}' is not a JSON pointer (like /approval/id)"),
                     ));
                 }
             }
+            let read = |p: &Option<super::expr::RawRead>, k: &str| {
+                p.as_ref()
+                    .map(|p| p.read(&format!("{what}.{k}")))
+                    .transpose()
+                    .map_err(|m| (None, m))
+            };
             if r.requested_schema.as_ref().is_some_and(|v| !v.is_object()) {
                 return Err((
                     None,
@@ -301,11 +331,11 @@ pub(super) fn interrupts(
             }
             Ok(DocInterrupt {
                 status,
-                id: r.id.clone(),
-                node: r.node.clone(),
-                key: r.key.clone(),
-                message: r.message.clone(),
-                schema: r.schema.clone(),
+                id: read(&r.id, "id")?,
+                node: read(&r.node, "node")?,
+                key: read(&r.key, "key")?,
+                message: read(&r.message, "message")?,
+                schema: read(&r.schema, "schema")?,
                 text: r.text.clone(),
                 requested_schema: r.requested_schema.clone(),
             })
@@ -410,15 +440,26 @@ pub(super) fn status_rules(raw: &[RawStatusRule]) -> Result<Vec<StatusRule>, Err
                     ))
                 }
             };
-            if present.is_none() && field.is_none() {
+            let jq = r
+                .when
+                .jq
+                .as_deref()
+                .map(|code| {
+                    let key = format!("host.statusRules[{i}].when.jq");
+                    super::expr::Expr::compile(code, &key, "")
+                        .map_err(|m| (None, format!("{key}: {m}")))
+                })
+                .transpose()?;
+            if present.is_none() && field.is_none() && jq.is_none() {
                 return Err((
                     None,
-                    format!("host.statusRules[{i}].when: give present, or field and equals"),
+                    format!("host.statusRules[{i}].when: give present, field and equals, or jq"),
                 ));
             }
             Ok(StatusRule {
                 present,
                 field,
+                jq,
                 status: RunStatus::parse(&r.status.value),
             })
         })
@@ -513,6 +554,7 @@ mod tests {
     #[test]
     fn rules_compare_numbers_and_booleans_by_value_and_presence_ignores_null() {
         let rule = StatusRule {
+            jq: None,
             present: Some("/error".into()),
             field: Some(("/done".into(), json!(true))),
             status: RunStatus::Failed,
@@ -521,6 +563,7 @@ mod tests {
         assert!(!rule.matches(&json!({"done": true, "error": null})));
         assert!(!rule.matches(&json!({"done": false, "error": {}})));
         let code = StatusRule {
+            jq: None,
             present: None,
             field: Some(("/error/code".into(), json!(1))),
             status: RunStatus::Cancelled,
@@ -555,7 +598,7 @@ mod tests {
             load("  statusRules:\n    - { when: { field: /x }, status: failed }\n").unwrap_err();
         assert!(e.contains("field and equals go together"), "{e}");
         let e = load("  statusRules:\n    - { when: {}, status: failed }\n").unwrap_err();
-        assert!(e.contains("give present, or field and equals"), "{e}");
+        assert!(e.contains("give present, field and equals, or jq"), "{e}");
         let e = load("  created: { idFrom: header, idPattern: '/jobs/' }\n").unwrap_err();
         assert!(e.contains("has no {id}"), "{e}");
         let e = load("  created: { header: Location }\n").unwrap_err();

@@ -11,6 +11,7 @@ use serde_saphyr::Spanned;
 
 use super::catalog::JsonPointer;
 use super::ctx::word;
+use super::expr::{Expr, RawRead};
 use super::host::RawHost;
 use super::routes::Operation;
 use super::template::{BodyTemplate, Idempotency, Place, Scope, Var};
@@ -311,6 +312,62 @@ pub struct Fields {
     pub interrupt_key: String,
     pub error_code: String,
     pub error_message: String,
+    /// The keys written as expressions (`None`, the default and OpenWOP's: every key is a
+    /// pointer, and a run is read by the one-pass reader of src/host/snapshot.rs).
+    pub jq: Option<Box<FieldJq>>,
+}
+
+/// The `host.fields` keys that take `{ jq: "…" }`: those of a run document and a create
+/// answer. An expression reads the whole document, so a mapping with one reads runs as a
+/// `Value`; the pointer keys beside it keep their meaning.
+pub const JQ_FIELDS: &[&str] = &[
+    "runId",
+    "workflowId",
+    "status",
+    "currentNodeId",
+    "startedAt",
+    "completedAt",
+    "error",
+    "variables",
+    "inputs",
+    "createdRunId",
+    "createdStatus",
+];
+
+/// The `host.fields` keys written as expressions, each over the run document (the create
+/// answer for `createdRunId` and `createdStatus`).
+#[derive(Debug, Clone, Default)]
+pub struct FieldJq {
+    pub run_id: Option<Expr>,
+    pub workflow_id: Option<Expr>,
+    pub status: Option<Expr>,
+    pub current_node_id: Option<Expr>,
+    pub started_at: Option<Expr>,
+    pub completed_at: Option<Expr>,
+    pub error: Option<Expr>,
+    pub variables: Option<Expr>,
+    pub inputs: Option<Expr>,
+    pub created_run_id: Option<Expr>,
+    pub created_status: Option<Expr>,
+}
+
+impl FieldJq {
+    /// Each expression with its key, for the places that visit them all.
+    pub fn all_mut(&mut self) -> [&mut Option<Expr>; 11] {
+        [
+            &mut self.run_id,
+            &mut self.workflow_id,
+            &mut self.status,
+            &mut self.current_node_id,
+            &mut self.started_at,
+            &mut self.completed_at,
+            &mut self.error,
+            &mut self.variables,
+            &mut self.inputs,
+            &mut self.created_run_id,
+            &mut self.created_status,
+        ]
+    }
 }
 
 /// The request bodies, compiled templates (src/config/template.rs).
@@ -386,9 +443,46 @@ impl Mapping {
         if let Some(r) = self.status_rules.iter().find(|r| r.matches(doc)) {
             return Some(r.status.clone());
         }
+        if let Some(e) = self.fields.jq.as_ref().and_then(|j| j.status.as_ref()) {
+            return match jq_value(e, doc)? {
+                Value::String(s) => Some(self.status(&s)),
+                _ => None,
+            };
+        }
         crate::json::at(doc, &self.fields.status)
             .and_then(Value::as_str)
             .map(|s| self.status(s))
+    }
+
+    /// Every expression of the mapping (to locate them once the file is read).
+    pub fn exprs_mut(&mut self) -> Vec<&mut Expr> {
+        let mut out = Vec::new();
+        if let Some(j) = &mut self.fields.jq {
+            out.extend(j.all_mut().into_iter().filter_map(Option::as_mut));
+        }
+        out.extend(self.status_rules.iter_mut().filter_map(|r| r.jq.as_mut()));
+        for d in &mut self.interrupts {
+            for r in [
+                &mut d.id,
+                &mut d.node,
+                &mut d.key,
+                &mut d.message,
+                &mut d.schema,
+            ] {
+                out.extend(r.as_mut().and_then(|r| r.as_expr_mut()));
+            }
+        }
+        self.bodies.create_run.exprs_mut(&mut out);
+        self.bodies.cancel_run.exprs_mut(&mut out);
+        self.bodies.resolve_interrupt.exprs_mut(&mut out);
+        self.resolve.exprs_mut(&mut out);
+        out
+    }
+
+    /// Whether runs must be read as a whole document (status rules or field expressions read
+    /// more than the one-pass reader of src/host/snapshot.rs knows).
+    pub fn reads_whole_document(&self) -> bool {
+        !self.status_rules.is_empty() || self.fields.jq.is_some()
     }
 
     /// The host's status value for a canonical status (for list filters), if mapped.
@@ -454,21 +548,25 @@ impl Mapping {
     }
 }
 
-/// JSON pointers, each optional (the v2 default applies); unknown keys are refused.
+/// JSON pointers, each optional (the v2 default applies); unknown keys are refused. The keys
+/// of [`JQ_FIELDS`] also take `{ jq: "…" }` over the document they read.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawFields {
-    pub run_id: Option<String>,
-    pub workflow_id: Option<String>,
-    pub status: Option<String>,
-    pub current_node_id: Option<String>,
-    pub started_at: Option<String>,
-    pub completed_at: Option<String>,
-    pub error: Option<String>,
-    pub variables: Option<String>,
-    pub inputs: Option<String>,
-    pub created_run_id: Option<String>,
-    pub created_status: Option<String>,
+    /// The keys up to `createdStatus` take a JSON pointer or `{ jq: "…" }` over the
+    /// document (the run, or the create answer); the event log's and the error's keys take a
+    /// pointer.
+    pub run_id: Option<RawRead>,
+    pub workflow_id: Option<RawRead>,
+    pub status: Option<RawRead>,
+    pub current_node_id: Option<RawRead>,
+    pub started_at: Option<RawRead>,
+    pub completed_at: Option<RawRead>,
+    pub error: Option<RawRead>,
+    pub variables: Option<RawRead>,
+    pub inputs: Option<RawRead>,
+    pub created_run_id: Option<RawRead>,
+    pub created_status: Option<RawRead>,
     pub poll_events: Option<String>,
     pub poll_status: Option<String>,
     pub poll_is_terminal: Option<String>,
@@ -487,34 +585,35 @@ pub struct RawFields {
 }
 
 impl RawFields {
-    fn pairs(&self) -> Vec<(&'static str, &Option<String>)> {
+    fn pairs(&self) -> Vec<(&'static str, Option<RawRead>)> {
+        let p = |v: &Option<String>| v.clone().map(RawRead::Pointer);
         vec![
-            ("runId", &self.run_id),
-            ("workflowId", &self.workflow_id),
-            ("status", &self.status),
-            ("currentNodeId", &self.current_node_id),
-            ("startedAt", &self.started_at),
-            ("completedAt", &self.completed_at),
-            ("error", &self.error),
-            ("variables", &self.variables),
-            ("inputs", &self.inputs),
-            ("createdRunId", &self.created_run_id),
-            ("createdStatus", &self.created_status),
-            ("pollEvents", &self.poll_events),
-            ("pollStatus", &self.poll_status),
-            ("pollIsTerminal", &self.poll_is_terminal),
-            ("eventSequence", &self.event_sequence),
-            ("eventType", &self.event_type),
-            ("eventPayload", &self.event_payload),
-            ("eventTimestamp", &self.event_timestamp),
-            ("eventNodeId", &self.event_node_id),
-            ("listRuns", &self.list_runs),
-            ("interruptId", &self.interrupt_id),
-            ("interruptNodeId", &self.interrupt_node_id),
-            ("interruptKind", &self.interrupt_kind),
-            ("interruptKey", &self.interrupt_key),
-            ("errorCode", &self.error_code),
-            ("errorMessage", &self.error_message),
+            ("runId", self.run_id.clone()),
+            ("workflowId", self.workflow_id.clone()),
+            ("status", self.status.clone()),
+            ("currentNodeId", self.current_node_id.clone()),
+            ("startedAt", self.started_at.clone()),
+            ("completedAt", self.completed_at.clone()),
+            ("error", self.error.clone()),
+            ("variables", self.variables.clone()),
+            ("inputs", self.inputs.clone()),
+            ("createdRunId", self.created_run_id.clone()),
+            ("createdStatus", self.created_status.clone()),
+            ("pollEvents", p(&self.poll_events)),
+            ("pollStatus", p(&self.poll_status)),
+            ("pollIsTerminal", p(&self.poll_is_terminal)),
+            ("eventSequence", p(&self.event_sequence)),
+            ("eventType", p(&self.event_type)),
+            ("eventPayload", p(&self.event_payload)),
+            ("eventTimestamp", p(&self.event_timestamp)),
+            ("eventNodeId", p(&self.event_node_id)),
+            ("listRuns", p(&self.list_runs)),
+            ("interruptId", p(&self.interrupt_id)),
+            ("interruptNodeId", p(&self.interrupt_node_id)),
+            ("interruptKind", p(&self.interrupt_kind)),
+            ("interruptKey", p(&self.interrupt_key)),
+            ("errorCode", p(&self.error_code)),
+            ("errorMessage", p(&self.error_message)),
         ]
     }
 }
@@ -675,11 +774,47 @@ impl RawHost {
                 .map_err(|m| (loc(v), format!("host.ids.taskId: {m}")))?,
         };
 
-        let given: HashMap<&str, &String> = self
-            .fields
-            .pairs()
-            .into_iter()
-            .filter_map(|(k, v)| v.as_ref().map(|v| (k, v)))
+        let mut jq = FieldJq::default();
+        let mut any_jq = false;
+        let pairs = self.fields.pairs();
+        for (k, v) in &pairs {
+            let Some(e) = v
+                .as_ref()
+                .map(|r| r.expr(&format!("host.fields.{k}")))
+                .transpose()
+                .map_err(|m| (None, m))?
+                .flatten()
+            else {
+                continue;
+            };
+            let slot = match *k {
+                "runId" => &mut jq.run_id,
+                "workflowId" => &mut jq.workflow_id,
+                "status" => &mut jq.status,
+                "currentNodeId" => &mut jq.current_node_id,
+                "startedAt" => &mut jq.started_at,
+                "completedAt" => &mut jq.completed_at,
+                "error" => &mut jq.error,
+                "variables" => &mut jq.variables,
+                "inputs" => &mut jq.inputs,
+                "createdRunId" => &mut jq.created_run_id,
+                "createdStatus" => &mut jq.created_status,
+                _ => {
+                    return Err((
+                        None,
+                        format!(
+                            "host.fields.{k}: a JSON pointer only (jq is taken by {})",
+                            JQ_FIELDS.join(", ")
+                        ),
+                    ))
+                }
+            };
+            *slot = Some(e);
+            any_jq = true;
+        }
+        let given: HashMap<&str, &str> = pairs
+            .iter()
+            .filter_map(|(k, v)| v.as_ref().and_then(RawRead::pointer).map(|v| (*k, v)))
             .collect();
         for (k, v) in &given {
             if !(v.is_empty() || v.starts_with('/')) {
@@ -725,6 +860,7 @@ impl RawHost {
             interrupt_key: f("interruptKey"),
             error_code: f("errorCode"),
             error_message: f("errorMessage"),
+            jq: any_jq.then(|| Box::new(jq)),
         };
 
         let mut statuses: HashMap<String, RunStatus> = CANONICAL
@@ -927,6 +1063,19 @@ impl RawHost {
     }
 }
 
+/// The value of a field expression over a host document; a failure is logged (naming the
+/// key, where it was written and jq's error) and reads as no value, as a pointer to
+/// nothing does.
+pub fn jq_value(e: &Expr, doc: &Value) -> Option<Value> {
+    match e.eval(doc) {
+        Ok(v) => v,
+        Err(err) => {
+            tracing::warn!(target: crate::obs::HOST_TARGET, "mapping expression failed: {err}");
+            None
+        }
+    }
+}
+
 /// Whether a JSON pointer into a rendered body passes through a placeholder's value.
 fn pointer_under_var(t: &BodyTemplate, pointer: &str) -> bool {
     let mut node = t;
@@ -937,7 +1086,7 @@ fn pointer_under_var(t: &BodyTemplate, pointer: &str) -> bool {
                 Some((_, n)) => node = n,
                 None => return false,
             },
-            BodyTemplate::Var(_) => return true,
+            BodyTemplate::Var(_) | BodyTemplate::Jq(_) => return true,
             _ => return false,
         }
     }

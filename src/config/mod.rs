@@ -13,6 +13,7 @@ pub mod create_name;
 mod ctx;
 mod env;
 mod explain;
+pub mod expr;
 pub mod follow;
 mod host;
 mod limits;
@@ -215,9 +216,55 @@ impl Config {
         base: Option<&Path>,
     ) -> Result<Config, ConfigError> {
         match profile::merge(text, source_name)? {
-            None => Self::parse(text, source_name, overrides, base),
+            None => {
+                let mut c = Self::parse(text, source_name, overrides, base)?;
+                c.place_exprs(text, &|l, col| format!("{source_name}:{l}:{col}"));
+                Ok(c)
+            }
             Some(m) => {
-                Self::parse(&m.text, source_name, overrides, base).map_err(|e| m.relocate(e))
+                let mut c = Self::parse(&m.text, source_name, overrides, base)
+                    .map_err(|e| m.relocate(e))?;
+                c.place_exprs(&m.text, &|l, col| m.origin_text(source_name, l, col));
+                Ok(c)
+            }
+        }
+    }
+
+    /// Every expression of the configuration (the mapping's and the catalog's).
+    pub fn exprs_mut(&mut self) -> Vec<&mut expr::Expr> {
+        let mut out = Vec::new();
+        if let Some(m) = Arc::get_mut(&mut self.mapping) {
+            out.extend(m.exprs_mut());
+        }
+        if let Some(c) = Arc::get_mut(&mut self.tools.catalog) {
+            for r in [
+                &mut c.name,
+                &mut c.title,
+                &mut c.description,
+                &mut c.input_schema,
+                &mut c.output_schema,
+            ] {
+                out.extend(r.as_expr_mut());
+            }
+        }
+        out
+    }
+
+    /// Writes where each expression was written into it (`file:line:column`, found by the
+    /// key it is the value of), so an evaluation error names the line; `at` turns a line of
+    /// `text` into the place it came from (the file's own, or a profile's).
+    fn place_exprs(&mut self, text: &str, at: &dyn Fn(u64, u64) -> String) {
+        let Some(root) = explain::tree(text) else {
+            return;
+        };
+        for e in self.exprs_mut() {
+            let key = if e.key().ends_with(".jq") {
+                e.key().to_string()
+            } else {
+                format!("{}.jq", e.key())
+            };
+            if let Some((l, c)) = explain::locate_path(&root, &key) {
+                *e = e.relocated(at(l, c));
             }
         }
     }

@@ -180,6 +180,16 @@ pub struct Merged {
 }
 
 impl Merged {
+    /// Where line `l`, column `c` of the merged text was written, as `file:line:column`: the
+    /// file's own place, or the profile's file.
+    pub fn origin_text(&self, source_name: &str, l: u64, c: u64) -> String {
+        match self.lines.get((l as usize).wrapping_sub(1)) {
+            Some(Origin::File(l, c)) => format!("{source_name}:{l}:{c}"),
+            Some(Origin::Profile(_, l, c)) => format!("{}:{l}:{c}", self.profile.file),
+            None => format!("{source_name}:{l}:{c}"),
+        }
+    }
+
     /// An error located in the merged text, located again where its value was written: the
     /// file's line, or (for a value the profile gave) the file with the profile's line named.
     pub fn relocate(&self, mut e: ConfigError) -> ConfigError {

@@ -66,6 +66,13 @@ pub struct Resolve {
 }
 
 impl Resolve {
+    /// Every body expression of the routes.
+    pub fn exprs_mut<'a>(&'a mut self, out: &mut Vec<&'a mut super::expr::Expr>) {
+        for (_, _, r) in &mut self.routes {
+            r.body.exprs_mut(out);
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.routes.is_empty()
     }

@@ -11,6 +11,8 @@
 //! | `{tool}` (alias `{workflowId}`) | the workflow (catalog target) the tool runs | getWorkflow, createRun |
 //! | `{arg.NAME}` | the tool argument `NAME` (a string, number or boolean) | createRun |
 //! | `{callId}` | a value generated once per MCP call, the same on every retry and replay | createRun |
+//! | `{call.blocking}` | `true` when the call waits for its run, `false` when it answers with a task | createRun |
+//! | `{call.answerCapMs}` | how long a blocking call waits for its run (ms; absent for a task): a host-side deadline | createRun |
 //! | `{header.NAME}` | the MCP request's header `NAME`, if `host.templates.allowHeaders` lists it | every route but discovery |
 //! | `{caller.NAME}` | the value `host.templates.callerValues.NAME` binds to the caller's credential (src/config/callers.rs) | every route but discovery |
 //! | `{arguments}` | the arguments object | createRun body |
@@ -23,6 +25,11 @@
 //!
 //! `host.resolve` routes (src/config/resolve.rs) also take `{runId}`, `{nodeId}` and
 //! `{header.NAME}`.
+//!
+//! A body value may also be `{ jq: "<expression>" }` (src/config/expr.rs): its input is an
+//! object of the values the operation has (`tool`, `arguments`, `entry`, `callId`, `call`, `caller`,
+//! `header`, `runId`, `nodeId`, `reason`, `value`, `interruptId`, `content`), its one value
+//! replaces it (none: the key is left out).
 
 use std::sync::Arc;
 
@@ -60,6 +67,11 @@ pub enum Var {
     ContentField(String),
     /// createRun only: the value at a pointer in the called tool's catalog entry.
     Entry(super::catalog::JsonPointer),
+    /// createRun only: whether the call waits for the run (`true`) or answers with a task.
+    CallBlocking,
+    /// createRun only: how long a blocking call waits for its run before it answers, in
+    /// milliseconds (absent for a task): a host-enforced deadline can be set from it.
+    CallAnswerCapMs,
 }
 
 impl Var {
@@ -80,6 +92,8 @@ impl Var {
             Var::Content => "content",
             Var::ContentField(f) => f,
             Var::Entry(p) => p.as_str(),
+            Var::CallBlocking => "call.blocking",
+            Var::CallAnswerCapMs => "call.answerCapMs",
         }
     }
 }
@@ -127,7 +141,11 @@ impl Scope<'_> {
             Var::InterruptId | Var::ContentField(_) => action,
             Var::Content => body && action,
             Var::Tool => matches!(self.op, GetWorkflow | CreateRun),
-            Var::Arg(_) | Var::CallId | Var::Entry(_) => self.op == CreateRun,
+            Var::Arg(_)
+            | Var::CallId
+            | Var::Entry(_)
+            | Var::CallBlocking
+            | Var::CallAnswerCapMs => self.op == CreateRun,
             Var::Header(_) | Var::Caller(_) => self.op != Discovery,
             Var::Arguments => body && self.op == CreateRun,
             Var::Reason => body && self.op == CancelRun,
@@ -143,6 +161,8 @@ impl Scope<'_> {
             ("{tool}", Var::Tool),
             ("{arg.NAME}", Var::Arg(String::new())),
             ("{callId}", Var::CallId),
+            ("{call.blocking}", Var::CallBlocking),
+            ("{call.answerCapMs}", Var::CallAnswerCapMs),
             ("{header.NAME}", Var::Header(HeaderName::from_static("x"))),
             (
                 "{caller.NAME}",
@@ -230,6 +250,8 @@ fn placeholder(name: &str, scope: &Scope) -> Result<Var, String> {
             "value" => Var::Value,
             "interruptId" => Var::InterruptId,
             "content" => Var::Content,
+            "call.blocking" => Var::CallBlocking,
+            "call.answerCapMs" => Var::CallAnswerCapMs,
             _ => {
                 return Err(format!(
                     "unknown placeholder {{{name}}} (allowed here: {})",
@@ -295,6 +317,8 @@ pub enum BodyTemplate {
     Text(Vec<Segment>),
     Object(Vec<(String, BodyTemplate)>),
     Array(Vec<BodyTemplate>),
+    /// `{ jq: "…" }`: the expression's value over the operation's values.
+    Jq(super::expr::Expr),
 }
 
 impl BodyTemplate {
@@ -310,6 +334,17 @@ impl BodyTemplate {
                     _ => BodyTemplate::Text(segs),
                 }
             }
+            Value::Object(o) if o.len() == 1 && o.contains_key("jq") => match &o["jq"] {
+                Value::String(code) => BodyTemplate::Jq(
+                    super::expr::Expr::compile(code, path, "")
+                        .map_err(|m| format!("{path}: {m}"))?,
+                ),
+                other => {
+                    return Err(format!(
+                        "{path}.jq: a jq expression (a string), not {other}"
+                    ))
+                }
+            },
             Value::Object(o) => {
                 let mut fields = Vec::with_capacity(o.len());
                 for (k, x) in o {
@@ -353,6 +388,28 @@ impl BodyTemplate {
             BodyTemplate::Text(s) => s.iter().any(|x| matches!(x, Segment::Param(v) if want(v))),
             BodyTemplate::Object(f) => f.iter().any(|(_, t)| t.uses(want)),
             BodyTemplate::Array(a) => a.iter().any(|t| t.uses(want)),
+            // An expression sees every value the operation has.
+            BodyTemplate::Jq(_) => true,
+        }
+    }
+
+    /// Whether the template holds an expression.
+    pub fn has_jq(&self) -> bool {
+        match self {
+            BodyTemplate::Jq(_) => true,
+            BodyTemplate::Object(f) => f.iter().any(|(_, t)| t.has_jq()),
+            BodyTemplate::Array(a) => a.iter().any(BodyTemplate::has_jq),
+            BodyTemplate::Const(_) | BodyTemplate::Var(_) | BodyTemplate::Text(_) => false,
+        }
+    }
+
+    /// Every expression in the template.
+    pub fn exprs_mut<'a>(&'a mut self, out: &mut Vec<&'a mut super::expr::Expr>) {
+        match self {
+            BodyTemplate::Jq(e) => out.push(e),
+            BodyTemplate::Object(f) => f.iter_mut().for_each(|(_, t)| t.exprs_mut(out)),
+            BodyTemplate::Array(a) => a.iter_mut().for_each(|t| t.exprs_mut(out)),
+            BodyTemplate::Const(_) | BodyTemplate::Var(_) | BodyTemplate::Text(_) => {}
         }
     }
 
@@ -362,9 +419,11 @@ impl BodyTemplate {
         &self,
         value: &mut dyn FnMut(&Var) -> Result<Option<Value>, E>,
         text: &mut dyn FnMut(&Var, &mut String) -> Result<(), E>,
+        jq: &mut dyn FnMut(&super::expr::Expr) -> Result<Option<Value>, E>,
     ) -> Result<Option<Value>, E> {
         Ok(match self {
             BodyTemplate::Const(v) => Some(v.clone()),
+            BodyTemplate::Jq(e) => jq(e)?,
             BodyTemplate::Var(v) => value(v)?,
             BodyTemplate::Text(segs) => {
                 let mut s = String::new();
@@ -379,7 +438,7 @@ impl BodyTemplate {
             BodyTemplate::Object(fields) => {
                 let mut m = serde_json::Map::with_capacity(fields.len());
                 for (k, t) in fields {
-                    if let Some(v) = t.render(value, text)? {
+                    if let Some(v) = t.render(value, text, jq)? {
                         m.insert(k.clone(), v);
                     }
                 }
@@ -388,7 +447,7 @@ impl BodyTemplate {
             BodyTemplate::Array(items) => {
                 let mut a = Vec::with_capacity(items.len());
                 for t in items {
-                    if let Some(v) = t.render(value, text)? {
+                    if let Some(v) = t.render(value, text, jq)? {
                         a.push(v);
                     }
                 }
@@ -518,6 +577,7 @@ mod tests {
                     s.push_str(if *v == Var::Tool { "greet" } else { "?" });
                     Ok(())
                 },
+                &mut |_| Ok(None),
             )
             .unwrap()
             .unwrap();

@@ -173,35 +173,40 @@ impl HostClient {
         templates: &[&CreateTemplate],
         call_id: &str,
     ) -> Result<CreateRequest, Missing> {
-        self.prepare_create_for(
+        let call = super::fill::CallMode {
+            blocking: true,
+            answer_cap_ms: None,
+        };
+        self.prepare_call_create(
             caller,
             from_host,
-            (workflow_id, None),
-            inputs,
+            (workflow_id, inputs),
             templates,
-            call_id,
+            (call_id, call),
+            None,
         )
     }
 
-    /// [`HostClient::prepare_create`] for a tool whose catalog entry the templates may read
-    /// (`{entry./pointer}`): `tool` is its run target and its entry.
-    pub fn prepare_create_for(
+    /// [`HostClient::prepare_create`] for an MCP call, whose way of waiting
+    /// (`{call.blocking}`, `{call.answerCapMs}`) the templates may use.
+    pub fn prepare_call_create(
         &self,
         caller: &Caller,
         from_host: Option<std::sync::Arc<crate::config::callers::HostValues>>,
-        tool: (&str, Option<std::sync::Arc<Value>>),
-        inputs: &Value,
+        (workflow_id, inputs): (&str, &Value),
         templates: &[&CreateTemplate],
-        call_id: &str,
+        (call_id, call): (&str, super::fill::CallMode),
+        entry: Option<std::sync::Arc<Value>>,
     ) -> Result<CreateRequest, Missing> {
-        let (workflow_id, entry) = tool;
         let op = Operation::CreateRun;
         let vars = Vars {
             tool: Some(workflow_id),
             args: Some(inputs),
             call_id: Some(call_id),
             from_host: from_host.as_deref(),
+            call: Some(call),
             entry: entry.as_deref(),
+            caller_values: &self.routes.caller_values,
             ..Vars::default()
         };
         // Every placeholder of the target and headers must fill (the request is built again,
@@ -423,7 +428,7 @@ impl HostClient {
         &self,
         b: &[u8],
     ) -> Result<Option<RunSnapshot>, serde_json::Error> {
-        if self.mapping.status_rules.is_empty() {
+        if !self.mapping.reads_whole_document() {
             RunSnapshot::from_slice(b, &self.mapping)
         } else {
             Ok(RunSnapshot::from_json(json_value(b)?, &self.mapping))
@@ -515,6 +520,7 @@ impl HostClient {
             node_id: Some(node_id),
             value: Some(resume_value),
             from_host: hv.as_deref(),
+            caller_values: &self.routes.caller_values,
             ..Vars::default()
         };
         let body = fill::body(&self.mapping.bodies.resolve_interrupt, &vars, Some(caller))
@@ -558,6 +564,7 @@ impl HostClient {
             value: Some(answer.resume),
             content: answer.content,
             from_host: hv.as_deref(),
+            caller_values: &self.routes.caller_values,
             ..Vars::default()
         };
         // A caller's missing value is named to it (-32602), anything else is a warning.

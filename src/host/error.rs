@@ -167,8 +167,7 @@ impl std::fmt::Display for PoolError {
 
 impl std::error::Error for PoolError {}
 
-/// The `tracing` target of failed host calls (this module's room: `RUST_LOG=openwop_mcp_sidecar::host=debug`).
-pub const HOST_TARGET: &str = "openwop_mcp_sidecar::host";
+pub use crate::obs::HOST_TARGET;
 
 /// Logs a host call that failed as a host fault (unreachable, timed out, a damaged answer, a
 /// 5xx or an answer the error rules class as internal): the route, its method and the path

@@ -28,8 +28,22 @@ pub struct Vars<'a> {
     /// The values the host answered for the caller's credential (`host.templates.callerFrom`;
     /// src/host/callers.rs), looked up before the request is built.
     pub from_host: Option<&'a HostValues>,
-    /// The called tool's catalog entry (`{entry./pointer}`).
+    /// createRun: how the call waits for its run (`{call.blocking}`, `{call.answerCapMs}`).
+    pub call: Option<CallMode>,
+    /// createRun: the called tool's catalog entry as the host wrote it (body expressions).
     pub entry: Option<&'a Value>,
+    /// The caller values a body expression's `caller` object offers (every name the
+    /// mapping binds; a name without a value for this caller is left out).
+    pub caller_values: &'a [std::sync::Arc<CallerValues>],
+}
+
+/// How an MCP call waits for the run it creates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallMode {
+    /// The call waits for the run (not a task).
+    pub blocking: bool,
+    /// How long a blocking call waits before it answers, in milliseconds (`None` for a task).
+    pub answer_cap_ms: Option<u64>,
 }
 
 /// A placeholder the call cannot fill: the caller's mistake (`-32602` before any host call:
@@ -50,6 +64,8 @@ pub enum Missing {
     /// A value the operation never has (cannot happen: the loader checks each template's
     /// placeholders against its operation).
     Value(&'static str),
+    /// A body expression failed (the operator's mapping, not the caller's call).
+    Expr(crate::config::expr::ExprError),
 }
 
 impl std::fmt::Display for Missing {
@@ -75,6 +91,7 @@ impl std::fmt::Display for Missing {
                  (host.templates.callerValues: the host request is built from it)"
             ),
             Missing::Value(v) => write!(f, "no {v} for this host request"),
+            Missing::Expr(e) => write!(f, "the host request could not be built: {e}"),
         }
     }
 }
@@ -83,7 +100,7 @@ impl Missing {
     /// Whether the call itself lacks the value (its arguments, headers or credential), so the
     /// refusal is the caller's `-32602`, not a fault of the sidecar.
     pub fn is_callers(&self) -> bool {
-        !matches!(self, Missing::Value(_))
+        !matches!(self, Missing::Value(_) | Missing::Expr(_))
     }
 }
 
@@ -227,11 +244,72 @@ fn fill_var(
                 ))
             }
         },
+        Var::CallBlocking => {
+            let c = vars.call.ok_or(Missing::Value("call mode"))?;
+            out.push_str(if c.blocking { "true" } else { "false" });
+        }
+        Var::CallAnswerCapMs => {
+            if let Some(ms) = vars.call.and_then(|c| c.answer_cap_ms) {
+                out.push_str(itoa::Buffer::new().format(ms));
+            }
+        }
         Var::Arguments | Var::Value | Var::Content => {
             return Err(Missing::Value("JSON value in a string"))
         }
     }
     Ok(())
+}
+
+/// The input of a body expression: every value the operation has, by name (absent ones left
+/// out), the caller values this caller has, and the allowed headers the request carried.
+pub fn expr_input(vars: &Vars, caller: Option<&Caller>) -> Value {
+    let mut o = serde_json::Map::new();
+    let mut put = |k: &str, v: Option<Value>| {
+        if let Some(v) = v {
+            o.insert(k.to_string(), v);
+        }
+    };
+    let s = |x: Option<&str>| x.map(|x| Value::String(x.to_string()));
+    put("tool", s(vars.tool));
+    put("arguments", vars.args.cloned());
+    put("callId", s(vars.call_id));
+    put("runId", s(vars.run_id));
+    put("nodeId", s(vars.node_id));
+    put("reason", s(vars.reason));
+    put("value", vars.value.cloned());
+    put("interruptId", s(vars.interrupt_id));
+    put("content", vars.content.cloned());
+    put("entry", vars.entry.cloned());
+    put(
+        "call",
+        vars.call
+            .map(|c| serde_json::json!({ "blocking": c.blocking, "answerCapMs": c.answer_cap_ms })),
+    );
+    let callers: serde_json::Map<String, Value> = vars
+        .caller_values
+        .iter()
+        .filter_map(|t| {
+            caller_value(caller, t, vars.from_host)
+                .ok()
+                .map(|v| (t.name.clone(), Value::String(v.to_string())))
+        })
+        .collect();
+    put("caller", Some(Value::Object(callers)));
+    let headers: serde_json::Map<String, Value> = caller
+        .and_then(|c| c.headers.as_ref())
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| {
+                    Some((
+                        k.as_str().to_string(),
+                        Value::String(v.to_str().ok()?.into()),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    put("header", Some(Value::Object(headers)));
+    Value::Object(o)
 }
 
 /// Renders a body template (`None` only for a body that is one absent placeholder).
@@ -241,6 +319,8 @@ pub fn body(
     caller: Option<&Caller>,
 ) -> Result<Option<Value>, Missing> {
     let s = |x: &str| Some(Value::String(x.to_string()));
+    // Built once, on the first expression: a body without one never builds it.
+    let mut input: Option<Value> = None;
     t.render(
         &mut |var| {
             Ok(match var {
@@ -269,6 +349,8 @@ pub fn body(
                     .and_then(|e| p.get(e))
                     .filter(|v| !v.is_null())
                     .cloned(),
+                Var::CallBlocking => vars.call.map(|c| Value::Bool(c.blocking)),
+                Var::CallAnswerCapMs => vars.call.and_then(|c| c.answer_cap_ms).map(Value::from),
             })
         },
         &mut |var, out| match var {
@@ -285,6 +367,10 @@ pub fn body(
                 Ok(())
             }
             v => fill_var(out, v, vars, caller, IdEncoding::Raw, Dest::Header),
+        },
+        &mut |e| {
+            let doc = input.get_or_insert_with(|| expr_input(vars, caller));
+            e.eval(doc).map_err(Missing::Expr)
         },
     )
 }

@@ -33,7 +33,7 @@ pub use client::HostClient;
 pub(crate) use error::root_cause;
 pub use error::{retry_after, HostError};
 pub use events::EventStream;
-pub use fill::{allowed_headers, Missing, Vars};
+pub use fill::{allowed_headers, CallMode, Missing, Vars};
 pub use poll::{doc_interrupt, StatusRead};
 pub(crate) use snapshot::Skip;
 pub use types::*;

@@ -201,8 +201,15 @@ impl HostClient {
 /// log's interrupts are (src/mcp/elicit.rs).
 pub fn doc_interrupt(doc: &Value, status: &RunStatus, m: &Mapping) -> Option<OpenInterrupt> {
     let d = m.interrupts.iter().find(|d| &d.status == status)?;
-    let text = |p: &Option<String>| -> Option<String> {
-        match crate::json::at(doc, p.as_deref()?)? {
+    let read = |p: &Option<crate::config::expr::Read>| match p.as_ref()?.get(doc) {
+        Ok(v) => v,
+        Err(err) => {
+            tracing::warn!(target: crate::obs::HOST_TARGET, "mapping expression failed: {err}");
+            None
+        }
+    };
+    let text = |p: &Option<crate::config::expr::Read>| -> Option<String> {
+        match read(p)?.as_ref() {
             Value::String(s) => Some(s.clone()),
             Value::Number(n) => Some(n.to_string()),
             _ => None,
@@ -215,12 +222,9 @@ pub fn doc_interrupt(doc: &Value, status: &RunStatus, m: &Mapping) -> Option<Ope
     let node = text(&d.node).unwrap_or_else(|| id.clone());
     let key = text(&d.key);
     let message = text(&d.message).or_else(|| d.text.clone());
-    let schema = d
-        .schema
-        .as_deref()
-        .and_then(|p| crate::json::at(doc, p))
+    let schema = read(&d.schema)
         .filter(|v| v.is_object())
-        .cloned()
+        .map(|v| v.into_owned())
         .or_else(|| d.requested_schema.clone());
     let (kind, payload) = if *status == RunStatus::WaitingApproval {
         let title = message.unwrap_or_else(|| "Approval required".into());

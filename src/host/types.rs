@@ -23,6 +23,10 @@ pub struct CreatedRun {
 
 impl CreatedRun {
     pub fn from_json(v: &Value, m: &Mapping) -> Option<CreatedRun> {
+        if let Some(e) = m.fields.jq.as_ref().and_then(|j| j.created_run_id.as_ref()) {
+            let id = crate::config::mapping::jq_value(e, v)?;
+            return CreatedRun::with_id(id.as_str()?, v, m);
+        }
         let run_id = Mapping::str_at(v, &m.fields.created_run_id)?;
         CreatedRun::with_id(run_id, v, m)
     }
@@ -31,9 +35,14 @@ impl CreatedRun {
     pub fn with_id(run_id: &str, v: &Value, m: &Mapping) -> Option<CreatedRun> {
         // Bodies carry the bound form, but tolerate a host that projected it (§2.2).
         let run_id = crate::wire_id::unproject(run_id).ok()?;
-        let status = Mapping::str_at(v, &m.fields.created_status)
-            .map(|s| m.status(s))
-            .unwrap_or(RunStatus::Pending);
+        let status = match m.fields.jq.as_ref().and_then(|j| j.created_status.as_ref()) {
+            Some(e) => crate::config::mapping::jq_value(e, v)
+                .as_ref()
+                .and_then(Value::as_str)
+                .map(|s| m.status(s)),
+            None => Mapping::str_at(v, &m.fields.created_status).map(|s| m.status(s)),
+        }
+        .unwrap_or(RunStatus::Pending);
         Some(CreatedRun {
             run_id,
             status,
@@ -83,6 +92,9 @@ impl RunSnapshot {
     }
 
     pub fn from_json(mut v: Value, m: &Mapping) -> Option<RunSnapshot> {
+        if let Some(jq) = &m.fields.jq {
+            return RunSnapshot::from_json_jq(v, m, jq);
+        }
         let f = &m.fields;
         let s = |p: &str| str_at(&v, p).map(str::to_string);
         let run_id = crate::wire_id::unproject(str_at(&v, &f.run_id)?).ok()?;
@@ -119,6 +131,49 @@ impl RunSnapshot {
             error: doc(&f.error).filter(|e| !e.is_null()),
             variables: doc(&f.variables).filter(|_| over),
             inputs: doc(&f.inputs).filter(|_| over),
+        })
+    }
+}
+
+impl RunSnapshot {
+    /// [`RunSnapshot::from_json`] for a mapping with field expressions: each key from its
+    /// expression when it has one, else from its pointer.
+    fn from_json_jq(
+        v: Value,
+        m: &Mapping,
+        jq: &crate::config::mapping::FieldJq,
+    ) -> Option<RunSnapshot> {
+        use crate::config::mapping::jq_value;
+        let f = &m.fields;
+        let read = |e: &Option<crate::config::expr::Expr>, p: &str| match e {
+            Some(e) => jq_value(e, &v),
+            None => at(&v, p).cloned(),
+        };
+        let text = |e: &Option<crate::config::expr::Expr>, p: &str| match read(e, p) {
+            Some(Value::String(s)) => Some(s),
+            _ => None,
+        };
+        let run_id = crate::wire_id::unproject(&text(&jq.run_id, &f.run_id)?).ok()?;
+        let status = m.status_of(&v)?;
+        let over = status.is_terminal();
+        Some(RunSnapshot {
+            run_id,
+            workflow_id: text(&jq.workflow_id, &f.workflow_id).unwrap_or_default(),
+            current_node_id: text(&jq.current_node_id, &f.current_node_id),
+            started_at: text(&jq.started_at, &f.started_at),
+            completed_at: text(&jq.completed_at, &f.completed_at),
+            error: read(&jq.error, &f.error).filter(|e| !e.is_null()),
+            variables: if over {
+                read(&jq.variables, &f.variables)
+            } else {
+                None
+            },
+            inputs: if over {
+                read(&jq.inputs, &f.inputs)
+            } else {
+                None
+            },
+            status,
         })
     }
 }

@@ -118,7 +118,7 @@ async fn call_inner(ctx: Arc<McpContext>, req: &McpRequest) -> Result<Response, 
     }
 
     let mut guard = RunGuard::new(ctx.dispatcher.clone(), ctx.host.clone());
-    let created = match create_run(&ctx, req, &tool, &args).await? {
+    let created = match create_run(&ctx, req, &tool, &args, tasked).await? {
         Created::Run(c) => c,
         Created::ToolError(result) => return Ok(super::result_response(&ctx.cfg, &req.id, result)),
     };

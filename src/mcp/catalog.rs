@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use super::McpContext;
+use crate::config::expr::Read;
 use crate::config::{CatalogMapping, JsonPointer, NextPage};
 use crate::host::{Caller, HostError};
 
@@ -135,11 +136,11 @@ pub(super) fn read_entry(
     m: &CatalogMapping,
     e: &Value,
 ) -> Result<(CatalogEntry, Vec<String>), String> {
-    let raw = string_at(e, &m.name, "name")?;
+    let raw = string_of(e, &m.name, "name")?;
     let name = if m.name_last_segment {
         raw.rsplit('/').next().unwrap_or_default()
     } else {
-        raw
+        raw.as_ref()
     };
     if name.is_empty() {
         return Err(format!(
@@ -148,8 +149,10 @@ pub(super) fn read_entry(
         ));
     }
     let target = match &m.target {
-        None => raw,
-        Some(p) => string_at(e, p, "target").map_err(|why| format!("{name}: {why}"))?,
+        None => raw.to_string(),
+        Some(p) => string_at(e, p, "target")
+            .map_err(|why| format!("{name}: {why}"))?
+            .to_string(),
     };
     let mut fields = Map::new();
     let mut notes = Vec::new();
@@ -161,11 +164,17 @@ pub(super) fn read_entry(
         ("annotations", &m.annotations, false),
     ] {
         let want_object = schema || key == "annotations";
-        match p.get(e) {
+        // An expression that fails leaves the tool out, as a wrong shape does: a tool
+        // served without the schema the operator wrote would take the wrong arguments.
+        let got = p.get(e).map_err(|x| format!("{name}: {x}"))?;
+        match got.as_deref() {
             // Absent (or null): the tool's default for it (tools.rs, `from_descriptor`).
             None | Some(Value::Null) => {}
             Some(v) if (want_object && v.is_object()) || (!want_object && v.is_string()) => {
-                fields.insert(key.to_string(), v.clone());
+                fields.insert(
+                    key.to_string(),
+                    got.map(|c| c.into_owned()).unwrap_or_default(),
+                );
             }
             // A tool served with another schema than the host's would take arguments the
             // host refuses, or refuse ones it takes: not served at all.
@@ -185,12 +194,29 @@ pub(super) fn read_entry(
     Ok((
         CatalogEntry {
             name: name.to_string(),
-            target: target.to_string(),
+            target,
             fields,
             raw: std::sync::Arc::new(e.clone()),
         },
         notes,
     ))
+}
+
+/// The non-empty string a reading key names in an entry.
+fn string_of<'a>(e: &'a Value, r: &Read, what: &str) -> Result<std::borrow::Cow<'a, str>, String> {
+    use std::borrow::Cow;
+    match r {
+        Read::Pointer(p) => string_at(e, p, what).map(Cow::Borrowed),
+        Read::Jq(x) => match x.eval(e).map_err(|x| x.to_string())? {
+            Some(Value::String(s)) if !s.is_empty() => Ok(Cow::Owned(s)),
+            Some(Value::String(_)) => Err(format!("the {what} from {r} is empty")),
+            Some(other) => Err(format!(
+                "the {what} from {r} is {}, not a string",
+                kind(&other)
+            )),
+            None => Err(format!("no {what} from {r} (the entry is {})", kind(e))),
+        },
+    }
 }
 
 fn string_at<'a>(e: &'a Value, p: &JsonPointer, what: &str) -> Result<&'a str, String> {

@@ -34,8 +34,21 @@ pub(super) async fn create_run(
     req: &McpRequest,
     tool: &ToolDef,
     args: &Value,
+    tasked: bool,
 ) -> Result<Created, McpError> {
     let call_id = new_call_id();
+    // `{call.blocking}` / `{call.answerCapMs}`: a blocking call waits up to the cap of the
+    // answer it gives (SSE when the client takes it, else JSON), so a mapping can give the
+    // run a host-enforced deadline of about that; a task's run has none from the call.
+    let cap = if req.accepts_sse() {
+        ctx.cfg.mcp.sse_answer_cap
+    } else {
+        ctx.cfg.mcp.json_answer_cap
+    };
+    let call = crate::host::CallMode {
+        blocking: !tasked,
+        answer_cap_ms: (!tasked).then(|| u64::try_from(cap.as_millis()).unwrap_or(u64::MAX)),
+    };
     let mut templates = vec![&ctx.cfg.tools.create_run];
     if let Some(t) = &tool.create_run {
         templates.push(t);
@@ -50,13 +63,13 @@ pub(super) async fn create_run(
         .map_err(|e| McpError::from_host(&e))?;
     let create = ctx
         .host
-        .prepare_create_for(
+        .prepare_call_create(
             &req.caller,
             from_host,
-            (&tool.workflow_id, tool.entry.clone()),
-            args,
+            (&tool.workflow_id, args),
             &templates,
-            &call_id,
+            (&call_id, call),
+            tool.entry.clone(),
         )
         .map_err(|m| McpError::from_missing(&m))?;
     let create = Arc::new(create);

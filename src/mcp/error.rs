@@ -266,6 +266,12 @@ impl McpError {
             crate::host::Missing::Caller { .. } => McpError::Unauthorized {
                 www_authenticate: None,
             },
+            // The operator's mapping failed, not the call: the caller learns nothing of the
+            // mapping; the log names the key, where it is written and jq's error.
+            crate::host::Missing::Expr(e) => {
+                tracing::warn!(target: crate::obs::HOST_TARGET, "mapping expression failed: {e}");
+                McpError::Internal
+            }
             other => McpError::InvalidParams(other.to_string()),
         }
     }

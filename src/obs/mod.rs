@@ -12,3 +12,7 @@ pub mod otlp;
 
 #[cfg(test)]
 mod tests;
+
+/// The `tracing` target of failed host calls and of mapping expressions that fail on a host's
+/// document (the host client's room: `RUST_LOG=openwop_mcp_sidecar::host=debug`).
+pub const HOST_TARGET: &str = "openwop_mcp_sidecar::host";

@@ -13,6 +13,7 @@ mod catalog;
 mod cli;
 mod discovery;
 mod envelope;
+mod expressions;
 mod faults;
 mod follow;
 mod host_origin;

@@ -98,7 +98,7 @@ async fn call_inner(
     }
     let args = Value::Object(args);
     let mut guard = RunGuard::new(ctx.dispatcher.clone(), ctx.host.clone());
-    let created = match create_run(&ctx, &req, &tool, &args).await? {
+    let created = match create_run(&ctx, &req, &tool, &args, tasked).await? {
         Created::Run(c) => c,
         Created::ToolError(result) => return Ok(json_message(&req.id, legacy_result(result))),
     };
