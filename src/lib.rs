@@ -20,6 +20,7 @@ pub mod ownership;
 pub mod passthrough;
 pub mod server;
 pub mod sse;
+pub mod stack;
 pub mod stdio;
 pub mod telemetry;
 pub mod tls;

@@ -1,0 +1,74 @@
+//! The mount's access line (src/access.rs): the request's host calls are counted in a
+//! task-local scope around everything inside this layer, and the line is written when the
+//! answer is ready (a JSON answer) or when its stream ends (an SSE answer). The names on the
+//! line (method, tool, task) are the mount's reading of the body (`crate::mcp::named`).
+
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use http::Request;
+use tower::{Layer, Service};
+
+use super::BoxAnswer;
+use crate::body::Response;
+
+/// See the module.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AccessLogLayer;
+
+impl<S> Layer<S> for AccessLogLayer {
+    type Service = AccessLog<S>;
+
+    fn layer(&self, inner: S) -> AccessLog<S> {
+        AccessLog { inner }
+    }
+}
+
+/// See the module.
+#[derive(Clone, Debug)]
+pub struct AccessLog<S> {
+    inner: S,
+}
+
+impl<S, B> Service<Request<B>> for AccessLog<S>
+where
+    S: Service<Request<B>, Response = Response, Error = std::convert::Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: Send + 'static,
+{
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = BoxAnswer;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), std::convert::Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<B>) -> BoxAnswer {
+        // The ready service goes into the future (tower's rule: a clone of it stays here, not
+        // ready), and is called there: what the inner layers refuse in `call` (a 405, a
+        // foreign Origin) is recorded inside the request's scope too.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        // The boundary box of the mount stack: the request future of a mount request is
+        // kilobytes, and the router's future (the passthrough's too) stays small.
+        Box::pin(async move {
+            let on = crate::access::enabled();
+            let started = Instant::now();
+            let served = crate::mcp::named(on, async move {
+                match inner.call(req).await {
+                    Ok(r) => r,
+                    Err(never) => match never {},
+                }
+            });
+            let ((resp, names), stats) = crate::access::scope(served).await;
+            if !on {
+                return Ok(resp);
+            }
+            Ok(crate::access::log(names, resp, stats, started))
+        })
+    }
+}
