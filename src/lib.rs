@@ -12,6 +12,7 @@ pub mod console;
 #[cfg(feature = "demo")]
 pub mod demo;
 pub mod discovery;
+pub mod eos;
 pub mod host;
 mod json_scan;
 pub mod mcp;

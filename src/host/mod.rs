@@ -21,6 +21,7 @@ pub mod h1pool;
 pub mod h2pool;
 mod link;
 mod poll;
+pub mod pool;
 pub mod revalidate;
 mod snapshot;
 mod types;
