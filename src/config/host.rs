@@ -328,7 +328,12 @@ impl RawRoutes {
             }
             // A createRun is repeated only where the host dedupes it (host.idempotency).
             let dr = dr && (op != Operation::CreateRun || idempotency.replays());
-            if op == Operation::CreateRun && raw.retry == Some(true) && !idempotency.replays() {
+            let asks = match &raw.retry {
+                Some(super::retry::RawRetry::On(on)) => *on,
+                Some(super::retry::RawRetry::Policy(p)) => p.attempts != Some(1),
+                None => false,
+            };
+            if op == Operation::CreateRun && asks && !idempotency.replays() {
                 return Err(cx.err(
                     None,
                     "host.routes.createRun.retry: true needs host.idempotency (a header or a \
@@ -342,7 +347,8 @@ impl RawRoutes {
                 segments,
                 query,
                 timeout: ms(raw.timeout_ms, request_timeout),
-                retry: raw.retry.unwrap_or(dr),
+                retry: super::RetryPolicy::from_raw(raw.retry.as_ref(), dr)
+                    .map_err(|m| cx.err(None, format!("host.routes.{}.retry: {m}", op.key())))?,
                 headers,
                 header_templates,
                 fills_from_call: false,
@@ -374,7 +380,7 @@ pub struct RawRoute {
     #[schemars(with = "Option<String>")]
     pub path: Option<Spanned<String>>,
     pub timeout_ms: Option<u64>,
-    pub retry: Option<bool>,
+    pub retry: Option<super::retry::RawRetry>,
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
 }

@@ -32,10 +32,6 @@ enum Transport {
     Http2(H2Pool),
 }
 
-/// The quick retries of a retriable failure wait 50 ms, then 100 ms (docs/faults.md).
-const QUICK_RETRY: Duration = Duration::from_millis(50);
-const QUICK_RETRY_LONGEST: Duration = Duration::from_millis(100);
-
 /// The typed REST client.
 ///
 /// It speaks through the passthrough's hyper-util client (one connection pool to the host),
@@ -352,7 +348,7 @@ impl HostClient {
     pub(super) async fn send_json(
         &self,
         op: Operation,
-        build: impl Fn() -> Result<Request<Body>, BadTarget>,
+        build: impl Fn() -> Result<Request<Body>, BadTarget> + Sync,
     ) -> Result<Value, HostError> {
         self.send_json_within(op, self.routes.get(op).timeout, build)
             .await
@@ -362,19 +358,19 @@ impl HostClient {
         &self,
         op: Operation,
         timeout: Duration,
-        build: impl Fn() -> Result<Request<Body>, BadTarget>,
+        build: impl Fn() -> Result<Request<Body>, BadTarget> + Sync,
     ) -> Result<Value, HostError> {
         self.send_within(op, timeout, build, json_value).await
     }
 
     /// [`HostClient::send_json_within`] with the answer's bytes read by `parse` (issue 21:
     /// getRun is read straight into a RunSnapshot, not through a `Value`).
-    pub(super) async fn send_within<T>(
+    pub(super) async fn send_within<T: Send>(
         &self,
         op: Operation,
         timeout: Duration,
-        build: impl Fn() -> Result<Request<Body>, BadTarget>,
-        parse: impl Fn(&[u8]) -> Result<T, serde_json::Error>,
+        build: impl Fn() -> Result<Request<Body>, BadTarget> + Sync,
+        parse: impl Fn(&[u8]) -> Result<T, serde_json::Error> + Sync,
     ) -> Result<T, HostError> {
         self.send_within_head(op, timeout, build, |_, _, b| parse(b))
             .await
@@ -382,66 +378,55 @@ impl HostClient {
 
     /// [`HostClient::send_within`] whose reader also sees the answer's headers (a createRun
     /// answered `202` with the run in `Location`, a `Retry-After`).
-    pub(super) async fn send_within_head<T>(
+    ///
+    /// The call is a tower stack (src/host/retry.rs): the route's retry policy over the
+    /// attempts, each built, counted and bounded by `timeout`.
+    pub(super) async fn send_within_head<T: Send>(
         &self,
         op: Operation,
         timeout: Duration,
-        build: impl Fn() -> Result<Request<Body>, BadTarget>,
-        parse: impl Fn(StatusCode, &HeaderMap, &[u8]) -> Result<T, serde_json::Error>,
+        build: impl Fn() -> Result<Request<Body>, BadTarget> + Sync,
+        parse: impl Fn(StatusCode, &HeaderMap, &[u8]) -> Result<T, serde_json::Error> + Sync,
     ) -> Result<T, HostError> {
-        let retry = self.routes.get(op).retry;
-        let mut attempt = 0u32;
-        loop {
-            let started = std::time::Instant::now();
-            let res = match build() {
-                // Boxed: the exchange (client future, timeout, body collection) is several
-                // kB, and a blocked call or a listen keeps the futures that await host calls
-                // alive for the run's lifetime. Inline, that space is held at rest, once per
-                // open stream; boxed, only while an exchange is in flight (issue 9).
-                // The exchange's deadline counts from the clock read that times the call
-                // (one read, not two, per host call; issue 21).
-                Ok(req) => {
-                    let deadline = tokio::time::Instant::from_std(started) + timeout;
-                    Box::pin(self.once_by(req, deadline, &parse)).await
-                }
-                // Nothing was sent, so this is no host call (no metric, no access line).
-                Err(BadTarget::Caller(m)) => return Err(HostError::NotSent(m)),
-                Err(e) => Err(e.into()),
-            };
-            let status = match &res {
-                Ok((s, _)) => UpstreamStatus::Http(*s),
-                Err(HostError::Status { status, .. }) => UpstreamStatus::Http(*status),
-                Err(HostError::Timeout) => UpstreamStatus::Timeout,
-                Err(HostError::Unavailable(_)) => UpstreamStatus::Unavailable,
-                Err(HostError::BadBody(_)) => UpstreamStatus::BadBody,
-                Err(HostError::NotSent(_)) => UpstreamStatus::Unavailable,
-            };
-            let took = started.elapsed();
-            self.metrics.upstream(op, status, took.as_secs_f64());
-            crate::access::host_call(status, took);
-            match res {
-                // A refusal whose `Retry-After` asks for longer than the quick retries wait is
-                // not sent again at once: the host said when it can serve (RFC 9110 §10.2.3),
-                // and the caller is told now (a listen waits the pause out).
+        use tower::ServiceExt as _;
+        let route = self.routes.get(op);
+        let policy = super::retry::HostRetry {
+            policy: &route.retry,
+            op,
+            read: route.method.is_safe(),
+        };
+        let exchange = super::retry::Exchange {
+            client: self,
+            parse: &parse,
+        };
+        let attempts = super::retry::Attempts {
+            client: self,
+            op,
+            build: &build,
+            inner: tower::timeout::Timeout::new(exchange, timeout),
+        };
+        // Boxed as a `Send` future here, where the closures' bounds are in scope: the callers'
+        // futures then hold no projection of the stack's types, whose `Send` the compiler
+        // cannot prove through their higher-ranked closure signatures.
+        let call: super::retry::BoxCall<'_, T> =
+            Box::pin(tower::retry::Retry::new(policy, attempts).oneshot(0));
+        match call.await {
+            Ok((_, v)) => Ok(v),
+            // Nothing was sent: the caller's mistake, logged where it was found.
+            Err(e @ HostError::NotSent(_)) => Err(e),
+            Err(e) => {
+                // The failure path only: the target is built again to name its path.
+                let path = build().ok();
+                let path = path.as_ref().map_or("", |r| r.uri().path());
+                crate::access::host_failure(op, &route.method, path, &e);
                 Err(e)
-                    if retry
-                        && attempt < 2
-                        && e.retriable(op)
-                        && e.retry_after().is_none_or(|d| d <= QUICK_RETRY_LONGEST) =>
-                {
-                    attempt += 1;
-                    tokio::time::sleep(QUICK_RETRY * attempt).await;
-                }
-                Err(e) => {
-                    // The failure path only: the target is built again to name its path.
-                    let path = build().ok();
-                    let path = path.as_ref().map_or("", |r| r.uri().path());
-                    crate::access::host_failure(op, &self.routes.get(op).method, path, &e);
-                    return Err(e);
-                }
-                Ok((_, v)) => return Ok(v),
             }
         }
+    }
+
+    /// Counts one attempt of a host call in the metrics.
+    pub(super) fn record(&self, op: Operation, status: UpstreamStatus, took: Duration) {
+        self.metrics.upstream(op, status, took.as_secs_f64());
     }
 
     /// One exchange, the whole of it (head and body) bounded by `timeout`.
@@ -486,7 +471,7 @@ impl HostClient {
             .map(|r| r.unwrap_or(Err(HostError::Timeout)))
     }
 
-    fn exchange<'a, T: 'a>(
+    pub(super) fn exchange<'a, T: 'a>(
         &'a self,
         req: Request<Body>,
         parse: impl Fn(StatusCode, &HeaderMap, &[u8]) -> Result<T, serde_json::Error> + 'a,

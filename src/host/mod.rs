@@ -22,6 +22,7 @@ pub mod h2pool;
 mod link;
 mod poll;
 pub mod pool;
+mod retry;
 pub mod revalidate;
 mod snapshot;
 mod types;
