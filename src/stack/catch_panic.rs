@@ -143,4 +143,53 @@ mod tests {
         let r = svc.oneshot(Request::new(())).await.unwrap();
         assert_eq!(r.status(), http::StatusCode::INTERNAL_SERVER_ERROR);
     }
+
+    /// Over a real connection: the panicking request is answered 500 and the connection
+    /// serves the next request, where an unwinding handler would have closed it.
+    #[tokio::test]
+    async fn a_panicking_handler_leaves_its_connection_serving() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        // Served on this task (not spawned): the server's future need not be `Send`.
+        let server = async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            let svc = hyper::service::service_fn(|req: Request<hyper::body::Incoming>| {
+                let inner = tower::service_fn(|req: Request<hyper::body::Incoming>| async move {
+                    if req.uri().path() == "/panic" {
+                        panic!("a handler's bug");
+                    }
+                    Ok::<_, std::convert::Infallible>(http::Response::new(crate::body::full("ok")))
+                });
+                CatchPanicLayer::new(answer).layer(inner).oneshot(req)
+            });
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, svc)
+                .await;
+        };
+        let client = async move {
+            let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let (mut send, conn) =
+                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                    .await
+                    .unwrap();
+            tokio::spawn(conn);
+            let get = |path: &str| {
+                http::Request::get(path)
+                    .header(http::header::HOST, "test")
+                    .body(crate::body::empty())
+                    .unwrap()
+            };
+            let r = send.send_request(get("/panic")).await.unwrap();
+            assert_eq!(r.status(), http::StatusCode::INTERNAL_SERVER_ERROR);
+            drop(r);
+            send.ready().await.unwrap();
+            let r = send.send_request(get("/fine")).await.unwrap();
+            assert_eq!(r.status(), http::StatusCode::OK);
+        };
+        tokio::select! {
+            _ = server => panic!("the connection ended before the client's second answer"),
+            _ = client => {}
+        }
+    }
 }
