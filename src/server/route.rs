@@ -50,7 +50,11 @@ pub(super) async fn route(
             panicked
         }))
         .layer(ShedLayer::new(permits, Shedding { metrics, mount }))
-        .service(Paths { state, peer, mount });
+        .service(Paths {
+            state: &state,
+            peer,
+            mount,
+        });
     match stack.oneshot(req).await {
         Ok(r) => r,
         Err(never) => match never {},
@@ -58,66 +62,61 @@ pub(super) async fn route(
 }
 
 /// The router's branches below the shedding: the mount stack, or one of the host's paths.
-struct Paths {
-    state: Arc<AppState>,
+/// It borrows the generation the request pinned (held by the route's future), so a branch's
+/// box holds only its own future.
+struct Paths<'a> {
+    state: &'a AppState,
     peer: SocketAddr,
     mount: bool,
 }
 
-impl Service<Request<Incoming>> for Paths {
+/// A branch's answer, borrowing the generation.
+type Branch<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Response, Infallible>> + Send + 'a>>;
+
+impl<'a> Service<Request<Incoming>> for Paths<'a> {
     type Response = Response;
     type Error = Infallible;
-    type Future = BoxAnswer;
+    type Future = Branch<'a>;
 
     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, req: Request<Incoming>) -> BoxAnswer {
-        let state = self.state.clone();
+    fn call(&mut self, req: Request<Incoming>) -> Branch<'a> {
+        use futures_util::FutureExt as _;
+        let state = self.state;
         if self.mount {
             // The mount stack's own boundary box (its access line) is this branch's.
-            return crate::stack::mount(state.mcp.clone()).call(req);
+            let fut: BoxAnswer = crate::stack::mount(state.mcp.clone()).call(req);
+            return fut;
         }
         let peer = Some(self.peer);
-        // Boxed: each branch of the router is a stack boundary; inline, every request's
-        // future would be as large as the largest branch (src/stack/mod.rs).
-        Box::pin(async move {
-            Ok(match (req.method(), req.uri().path()) {
-                // Augmented only for an OpenWOP host (`host.augmentDiscovery`,
-                // src/config/wire.rs); otherwise the path is the host's like any other, passed
-                // through untouched.
-                (&Method::GET | &Method::HEAD, "/.well-known/openwop")
-                    if state.cfg.mapping.wire.augment_discovery =>
-                {
-                    // Boxed: rare, and larger than the passthrough's future, which is this
-                    // branch's box.
-                    Box::pin(crate::discovery::serve(&state.cfg, &state.proxy, req, peer)).await
-                }
-                (&Method::GET | &Method::HEAD, p)
-                    if crate::auth::is_metadata_path(&state.cfg, p) =>
-                {
-                    Box::pin(crate::auth::serve_metadata(
-                        &state.cfg,
-                        &state.proxy,
+        // Each branch's future is boxed on its own (a stack boundary): inline, every
+        // request's future would be as large as the largest branch.
+        match (req.method(), req.uri().path()) {
+            // Augmented only for an OpenWOP host (`host.augmentDiscovery`, src/config/wire.rs);
+            // otherwise the path is the host's like any other, passed through untouched.
+            (&Method::GET | &Method::HEAD, "/.well-known/openwop")
+                if state.cfg.mapping.wire.augment_discovery =>
+            {
+                Box::pin(crate::discovery::serve(&state.cfg, &state.proxy, req, peer).map(Ok))
+            }
+            (&Method::GET | &Method::HEAD, p) if crate::auth::is_metadata_path(&state.cfg, p) => {
+                Box::pin(crate::auth::serve_metadata(&state.cfg, &state.proxy, req, peer).map(Ok))
+            }
+            _ => Box::pin(
+                state
+                    .proxy
+                    .forward_observed(
                         req,
                         peer,
-                    ))
-                    .await
-                }
-                _ => {
-                    state
-                        .proxy
-                        .forward_observed(
-                            req,
-                            peer,
-                            &state.mcp.metrics,
-                            state.cfg.logging.access_paths,
-                        )
-                        .await
-                }
-            })
-        })
+                        &state.mcp.metrics,
+                        state.cfg.logging.access_paths,
+                    )
+                    .map(Ok),
+            ),
+        }
     }
 }
 
