@@ -15,34 +15,62 @@ pub fn full(b: impl Into<Bytes>) -> Body {
 
 /// A whole request body in one `Bytes`. A body that arrives as one frame (a JSON-RPC message
 /// usually does) is that frame as it came; `BodyExt::collect` would first put it in a list of
-/// its own (two allocations a request). Trailers are dropped, as `to_bytes` drops
-/// them.
-pub async fn whole<B>(body: B) -> Result<Bytes, B::Error>
+/// its own (two allocations a request). Trailers are dropped, as `to_bytes` drops them.
+pub fn whole<B>(body: B) -> Whole<B>
 where
     B: http_body::Body<Data = Bytes>,
 {
-    let mut body = std::pin::pin!(body);
-    let mut first: Option<Bytes> = None;
-    let mut joined: Option<bytes::BytesMut> = None;
-    while let Some(frame) = body.frame().await {
-        let Ok(data) = frame?.into_data() else {
-            continue;
-        };
-        if let Some(j) = joined.as_mut() {
-            j.extend_from_slice(&data);
-        } else if let Some(f) = first.take() {
-            let mut j = bytes::BytesMut::with_capacity(f.len() + data.len());
-            j.extend_from_slice(&f);
-            j.extend_from_slice(&data);
-            joined = Some(j);
-        } else {
-            first = Some(data);
-        }
+    Whole {
+        body,
+        first: None,
+        joined: None,
     }
-    Ok(joined
-        .map(bytes::BytesMut::freeze)
-        .or(first)
-        .unwrap_or_default())
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`whole`]: a named type, so that a tower layer can hold it in its own
+    /// future without a box (src/stack/read_body.rs).
+    pub struct Whole<B> {
+        #[pin]
+        body: B,
+        first: Option<Bytes>,
+        joined: Option<bytes::BytesMut>,
+    }
+}
+
+impl<B> std::future::Future for Whole<B>
+where
+    B: http_body::Body<Data = Bytes>,
+{
+    type Output = Result<Bytes, B::Error>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let mut this = self.project();
+        while let Some(frame) = std::task::ready!(this.body.as_mut().poll_frame(cx)) {
+            let Ok(data) = frame?.into_data() else {
+                continue;
+            };
+            if let Some(j) = this.joined.as_mut() {
+                j.extend_from_slice(&data);
+            } else if let Some(f) = this.first.take() {
+                let mut j = bytes::BytesMut::with_capacity(f.len() + data.len());
+                j.extend_from_slice(&f);
+                j.extend_from_slice(&data);
+                *this.joined = Some(j);
+            } else {
+                *this.first = Some(data);
+            }
+        }
+        std::task::Poll::Ready(Ok(this
+            .joined
+            .take()
+            .map(bytes::BytesMut::freeze)
+            .or(this.first.take())
+            .unwrap_or_default()))
+    }
 }
 
 pub fn empty() -> Body {

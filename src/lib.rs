@@ -11,6 +11,7 @@ pub mod console;
 #[cfg(feature = "demo")]
 pub mod demo;
 pub mod discovery;
+pub mod eos;
 pub mod host;
 pub mod json;
 pub mod mcp;
@@ -19,6 +20,7 @@ pub mod ownership;
 pub mod passthrough;
 pub mod server;
 pub mod sse;
+pub mod stack;
 pub mod stdio;
 pub mod tls;
 pub mod wire_id;

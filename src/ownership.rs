@@ -7,14 +7,12 @@
 //! the body yields its final frame. The cancel itself is a separate upstream request with the
 //! caller's own credential, dispatched on its own task so a drop never blocks.
 
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body::{Body as HttpBody, Frame, SizeHint};
+use http_body::Body as HttpBody;
 use tokio::sync::Notify;
 
 use crate::body::BoxError;
@@ -217,59 +215,24 @@ impl Drop for RunGuard {
     }
 }
 
-/// A response body that carries the guard until its last frame is handed to the connection.
-pub struct GuardedBody<B> {
-    inner: B,
-    guard: Option<RunGuard>,
-}
+/// A response body that carries the guard until its last frame is handed to the connection
+/// (src/eos.rs): the answer is then delivered and the run handed over (§G.13). A body that
+/// fails mid-stream, or is dropped before its end, drops the guard armed, which cancels.
+pub type GuardedBody<B> = crate::eos::WithEos<B, RunGuard>;
 
-impl<B> GuardedBody<B> {
-    pub fn new(inner: B, mut guard: RunGuard) -> Self {
-        guard.phase = "after_head";
-        GuardedBody {
-            inner,
-            guard: Some(guard),
-        }
-    }
-}
-
-impl<B> HttpBody for GuardedBody<B>
+/// [`GuardedBody`] of `inner`.
+pub fn guarded<B>(inner: B, mut guard: RunGuard) -> GuardedBody<B>
 where
     B: HttpBody<Data = Bytes, Error = BoxError> + Unpin,
 {
-    type Data = Bytes;
-    type Error = BoxError;
+    guard.phase = "after_head";
+    crate::eos::WithEos::new(inner, guard)
+}
 
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let this = &mut *self;
-        let res = Pin::new(&mut this.inner).poll_frame(cx);
-        match &res {
-            // The final frame is being handed over: the answer is delivered (§G.13).
-            Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => {
-                if let Some(mut g) = this.guard.take() {
-                    g.release();
-                }
-            }
-            Poll::Ready(None) => {
-                if let Some(mut g) = this.guard.take() {
-                    g.release();
-                }
-            }
-            // An error mid-body means the answer was not delivered: keep the guard armed so
-            // dropping the body cancels.
-            _ => {}
+impl crate::eos::OnEos for RunGuard {
+    fn on_eos(mut self, eos: crate::eos::Eos) {
+        if eos == crate::eos::Eos::End {
+            self.release();
         }
-        res
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }

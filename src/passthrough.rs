@@ -10,7 +10,7 @@ use hyper::body::Incoming;
 
 use crate::body::{openwop_error, Body, Response};
 use crate::host::h1pool::{H1Body, H1Pool};
-use crate::host::h2pool::PoolError;
+use crate::host::pool::PoolError;
 use crate::telemetry::UpstreamStatus;
 
 /// HTTP client for passthrough traffic.

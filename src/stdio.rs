@@ -328,7 +328,7 @@ async fn serve_line(
     *req.method_mut() = http::Method::POST;
     *req.uri_mut() = uri;
     *req.headers_mut() = headers;
-    let resp = crate::mcp::handle(ctx, req).await;
+    let resp = crate::stack::serve_mount(ctx, req).await;
     let (parts, mut body) = resp.into_parts();
     let sse = parts
         .headers

@@ -144,9 +144,17 @@ mod tests {
         assert!(n.taken(409, Some("AlreadyExists")));
         assert!(!n.taken(409, Some("Conflict")) && !n.taken(400, Some("AlreadyExists")));
         // idempotency none alone never repeats a create; with a name the route retries.
-        assert!(c.routes.get(crate::config::Operation::CreateRun).retry);
+        assert!(c
+            .routes
+            .get(crate::config::Operation::CreateRun)
+            .retry
+            .enabled());
         let plain = parse("host:\n  idempotency: none\n").unwrap();
-        assert!(!plain.routes.get(crate::config::Operation::CreateRun).retry);
+        assert!(!plain
+            .routes
+            .get(crate::config::Operation::CreateRun)
+            .retry
+            .enabled());
         // The name in the route's path serves as well as one in the body.
         parse(&format!(
             "{NAMED}  routes:\n    createRun: {{ method: PUT, path: \"/jobs/mcp-{{callId}}\" }}\n"

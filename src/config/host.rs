@@ -337,7 +337,12 @@ impl RawRoutes {
             // refuses a second run of the same client-chosen name (host.createName).
             let replays = idempotency.replays() || named;
             let dr = dr && (op != Operation::CreateRun || replays);
-            if op == Operation::CreateRun && raw.retry == Some(true) && !replays {
+            let asks = match &raw.retry {
+                Some(super::retry::RawRetry::On(on)) => *on,
+                Some(super::retry::RawRetry::Policy(p)) => p.attempts != Some(1),
+                None => false,
+            };
+            if op == Operation::CreateRun && asks && !replays {
                 return Err(cx.err(
                     None,
                     "host.routes.createRun.retry: true needs host.idempotency (a header or a \
@@ -370,7 +375,8 @@ impl RawRoutes {
                 segments,
                 query,
                 timeout: ms(raw.timeout_ms, request_timeout),
-                retry: raw.retry.unwrap_or(dr),
+                retry: super::RetryPolicy::from_raw(raw.retry.as_ref(), dr)
+                    .map_err(|m| cx.err(None, format!("host.routes.{}.retry: {m}", op.key())))?,
                 headers,
                 header_templates,
                 fills_from_call: false,
@@ -402,7 +408,7 @@ pub struct RawRoute {
     #[schemars(with = "Option<String>")]
     pub path: Option<Spanned<String>>,
     pub timeout_ms: Option<u64>,
-    pub retry: Option<bool>,
+    pub retry: Option<super::retry::RawRetry>,
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
     /// cancelRun and resolveInterrupt only: the answers of this route that mean the run has

@@ -24,6 +24,7 @@ mod mount;
 pub mod profile;
 mod raw;
 pub mod resolve;
+pub mod retry;
 pub mod routes;
 mod secret;
 pub mod stdio;
@@ -41,6 +42,7 @@ use std::time::Duration;
 
 pub use mapping::{ErrorClass, IdEncoding, Mapping, TaskIdEncoding};
 pub use raw::RawConfig;
+pub use retry::RetryPolicy;
 pub use routes::{Operation, Route, Routes};
 pub use secret::Secret;
 pub use template::{BodyTemplate, Idempotency, Var};

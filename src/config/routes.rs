@@ -99,7 +99,8 @@ pub struct Route {
     /// parameters are appended to it with `&`, never a second `?`.
     pub query: Vec<Segment>,
     pub timeout: Duration,
-    pub retry: bool,
+    /// `host.routes.<op>.retry` (src/config/retry.rs).
+    pub retry: super::RetryPolicy,
     /// Header values without placeholders, ready to send.
     pub headers: Vec<(http::HeaderName, http::HeaderValue)>,
     /// Header values with placeholders, filled per request.

@@ -347,7 +347,7 @@ fn a_template_query_and_every_placeholder_kind_load() {
     let create = c.routes.get(Operation::CreateRun);
     assert!(create.uses(&|v| *v == template::Var::CallId));
     assert!(
-        create.retry,
+        create.retry.enabled(),
         "header idempotency (the default) keeps createRun retried"
     );
 }
@@ -365,11 +365,11 @@ fn idempotency_is_a_header_a_body_field_or_none() {
         c.mapping.idempotency,
         Idempotency::BodyField("/requestId".into())
     );
-    assert!(c.routes.get(Operation::CreateRun).retry);
+    assert!(c.routes.get(Operation::CreateRun).retry.enabled());
     let c = parse("host:\n  idempotency: none\n").unwrap();
     assert_eq!(c.mapping.idempotency, Idempotency::None);
     assert!(
-        !c.routes.get(Operation::CreateRun).retry,
+        !c.routes.get(Operation::CreateRun).retry.enabled(),
         "without idempotency a createRun is never repeated"
     );
     let e = parse("host:\n  idempotency: none\n  routes:\n    createRun: { retry: true }\n")

@@ -14,7 +14,8 @@ use serde_json::Value;
 use super::error::{root_cause, BadTarget};
 use super::fill::{fill, Dest, Missing, Vars};
 use super::h1pool::H1Pool;
-use super::h2pool::{H2Pool, PoolError, PooledBody};
+use super::h2pool::{H2Pool, PooledBody};
+use super::pool::PoolError;
 use super::{Caller, HostError};
 use crate::body::Body;
 use crate::config::template::Segment;
@@ -30,10 +31,6 @@ enum Transport {
     /// `upstream.http2MaxStreamsPerConnection` on each (h2pool.rs).
     Http2(H2Pool),
 }
-
-/// The quick retries of a retriable failure wait 50 ms, then 100 ms (docs/faults.md).
-const QUICK_RETRY: Duration = Duration::from_millis(50);
-const QUICK_RETRY_LONGEST: Duration = Duration::from_millis(100);
 
 /// The typed REST client.
 ///
@@ -351,7 +348,7 @@ impl HostClient {
     pub(super) async fn send_json(
         &self,
         op: Operation,
-        build: impl Fn() -> Result<Request<Body>, BadTarget>,
+        build: impl Fn() -> Result<Request<Body>, BadTarget> + Sync,
     ) -> Result<Value, HostError> {
         self.send_json_within(op, self.routes.get(op).timeout, build)
             .await
@@ -361,86 +358,14 @@ impl HostClient {
         &self,
         op: Operation,
         timeout: Duration,
-        build: impl Fn() -> Result<Request<Body>, BadTarget>,
+        build: impl Fn() -> Result<Request<Body>, BadTarget> + Sync,
     ) -> Result<Value, HostError> {
         self.send_within(op, timeout, build, json_value).await
     }
 
-    /// [`HostClient::send_json_within`] with the answer's bytes read by `parse` (issue 21:
-    /// getRun is read straight into a RunSnapshot, not through a `Value`).
-    pub(super) async fn send_within<T>(
-        &self,
-        op: Operation,
-        timeout: Duration,
-        build: impl Fn() -> Result<Request<Body>, BadTarget>,
-        parse: impl Fn(&[u8]) -> Result<T, serde_json::Error>,
-    ) -> Result<T, HostError> {
-        self.send_within_head(op, timeout, build, |_, _, b| parse(b))
-            .await
-    }
-
-    /// [`HostClient::send_within`] whose reader also sees the answer's headers (a createRun
-    /// answered `202` with the run in `Location`, a `Retry-After`).
-    pub(super) async fn send_within_head<T>(
-        &self,
-        op: Operation,
-        timeout: Duration,
-        build: impl Fn() -> Result<Request<Body>, BadTarget>,
-        parse: impl Fn(StatusCode, &HeaderMap, &[u8]) -> Result<T, serde_json::Error>,
-    ) -> Result<T, HostError> {
-        let retry = self.routes.get(op).retry;
-        let mut attempt = 0u32;
-        loop {
-            let started = std::time::Instant::now();
-            let res = match build() {
-                // Boxed: the exchange (client future, timeout, body collection) is several
-                // kB, and a blocked call or a listen keeps the futures that await host calls
-                // alive for the run's lifetime. Inline, that space is held at rest, once per
-                // open stream; boxed, only while an exchange is in flight (issue 9).
-                // The exchange's deadline counts from the clock read that times the call
-                // (one read, not two, per host call; issue 21).
-                Ok(req) => {
-                    let deadline = tokio::time::Instant::from_std(started) + timeout;
-                    Box::pin(self.once_by(req, deadline, &parse)).await
-                }
-                // Nothing was sent, so this is no host call (no metric, no access line).
-                Err(BadTarget::Caller(m)) => return Err(HostError::NotSent(m)),
-                Err(e) => Err(e.into()),
-            };
-            let status = match &res {
-                Ok((s, _)) => UpstreamStatus::Http(*s),
-                Err(HostError::Status { status, .. }) => UpstreamStatus::Http(*status),
-                Err(HostError::Timeout) => UpstreamStatus::Timeout,
-                Err(HostError::Unavailable(_)) => UpstreamStatus::Unavailable,
-                Err(HostError::BadBody(_)) => UpstreamStatus::BadBody,
-                Err(HostError::NotSent(_)) => UpstreamStatus::Unavailable,
-            };
-            let took = started.elapsed();
-            self.metrics.upstream(op, status, took.as_secs_f64());
-            crate::access::host_call(status, took);
-            match res {
-                // A refusal whose `Retry-After` asks for longer than the quick retries wait is
-                // not sent again at once: the host said when it can serve (RFC 9110 §10.2.3),
-                // and the caller is told now (a listen waits the pause out).
-                Err(e)
-                    if retry
-                        && attempt < 2
-                        && e.retriable(op)
-                        && e.retry_after().is_none_or(|d| d <= QUICK_RETRY_LONGEST) =>
-                {
-                    attempt += 1;
-                    tokio::time::sleep(QUICK_RETRY * attempt).await;
-                }
-                Err(e) => {
-                    // The failure path only: the target is built again to name its path.
-                    let path = build().ok();
-                    let path = path.as_ref().map_or("", |r| r.uri().path());
-                    super::error::host_failure(op, &self.routes.get(op).method, path, &e);
-                    return Err(e);
-                }
-                Ok((_, v)) => return Ok(v),
-            }
-        }
+    /// Counts one attempt of a host call in the metrics.
+    pub(super) fn record(&self, op: Operation, status: UpstreamStatus, took: Duration) {
+        self.metrics.upstream(op, status, took.as_secs_f64());
     }
 
     /// One exchange, the whole of it (head and body) bounded by `timeout`.
@@ -485,7 +410,7 @@ impl HostClient {
             .map(|r| r.unwrap_or(Err(HostError::Timeout)))
     }
 
-    fn exchange<'a, T: 'a>(
+    pub(super) fn exchange<'a, T: 'a>(
         &'a self,
         req: Request<Body>,
         parse: impl Fn(StatusCode, &HeaderMap, &[u8]) -> Result<T, serde_json::Error> + 'a,

@@ -27,19 +27,16 @@
 //!
 //! No lock is held across an await.
 
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use http::{Request, Response};
-use hyper::body::{Frame, Incoming, SizeHint};
+use hyper::body::Incoming;
 use hyper::client::conn::http1::{Builder, SendRequest};
 use hyper_util::rt::TokioIo;
 
 use super::dial::{Dialed, Dialer};
-use super::h2pool::PoolError;
+use super::pool::PoolError;
 use crate::body::Body;
 
 /// Idle connections kept for the next burst (thousands of event streams can end together).
@@ -185,10 +182,8 @@ impl H1Pool {
                 match send.try_send_request(req).await {
                     Ok(resp) => {
                         let pool = self.inner.clone();
-                        return Ok(resp.map(|inner| H1Body {
-                            inner,
-                            back: Some((pool, send)),
-                        }));
+                        return Ok(resp
+                            .map(|inner| crate::eos::WithEos::new(inner, CheckIn { pool, send })));
                     }
                     Err(mut e) => {
                         let why = crate::host::root_cause(e.error());
@@ -246,68 +241,36 @@ where
 
 /// An answer's body that puts its connection back on the stack when it has been read to its
 /// end, or, dropped before, once hyper is ready on it again; a broken one closes it (see the
-/// module's rules).
-pub struct H1Body {
-    inner: Incoming,
-    back: Option<(Arc<Inner>, SendRequest<Body>)>,
+/// module's rules and src/eos.rs).
+pub type H1Body = crate::eos::WithEos<Incoming, CheckIn>;
+
+/// The connection an answer's body gives back when it ends.
+pub struct CheckIn {
+    pool: Arc<Inner>,
+    send: SendRequest<Body>,
 }
 
-impl H1Body {
-    fn give_back(&mut self) {
-        if let Some((pool, send)) = self.back.take() {
-            pool.checkin(send);
-        }
-    }
-}
-
-impl Drop for H1Body {
-    fn drop(&mut self) {
-        let Some((pool, mut send)) = self.back.take() else {
-            return;
-        };
-        if hyper::body::Body::is_end_stream(&self.inner) {
-            pool.checkin(send);
-            return;
-        }
-        // The rest of the answer was not read: hyper reads it if it has arrived, or closes
-        // the connection (see the module's rules). It goes back on the stack only once hyper
-        // is ready to send on it again, so that no call ever waits on a connection still
-        // busy with an old answer; one that is not ready within `DRAIN` is closed.
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                if let Ok(Ok(())) = tokio::time::timeout(DRAIN, send.ready()).await {
-                    pool.checkin(send);
-                }
-            });
-        }
-    }
-}
-
-impl hyper::body::Body for H1Body {
-    type Data = Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let r = std::task::ready!(Pin::new(&mut self.inner).poll_frame(cx));
-        match &r {
-            None => self.give_back(),
-            Some(Ok(_)) if self.inner.is_end_stream() => self.give_back(),
-            Some(Ok(_)) => {}
+impl crate::eos::OnEos for CheckIn {
+    fn on_eos(self, eos: crate::eos::Eos) {
+        let CheckIn { pool, mut send } = self;
+        match eos {
+            crate::eos::Eos::End => pool.checkin(send),
             // A broken body closes its connection.
-            Some(Err(_)) => self.back = None,
+            crate::eos::Eos::Error => {}
+            // The rest of the answer was not read: hyper reads it if it has arrived, or closes
+            // the connection (see the module's rules). It goes back on the stack only once
+            // hyper is ready to send on it again, so that no call ever waits on a connection
+            // still busy with an old answer; one that is not ready within `DRAIN` is closed.
+            crate::eos::Eos::Dropped => {
+                if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                    rt.spawn(async move {
+                        if let Ok(Ok(())) = tokio::time::timeout(DRAIN, send.ready()).await {
+                            pool.checkin(send);
+                        }
+                    });
+                }
+            }
         }
-        Poll::Ready(r)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }
 

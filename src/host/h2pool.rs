@@ -28,6 +28,7 @@
 //!
 //! No lock is held across an await: the pool's mutex guards only the list of connections.
 
+use super::pool::PoolError;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -50,9 +51,6 @@ pub const MAX_IDLE: usize = 2;
 /// PING interval on every pooled connection, idle or not, and how long an answer may take
 /// before the connection is declared dead.
 pub const KEEP_ALIVE: (Duration, Duration) = (Duration::from_secs(30), Duration::from_secs(10));
-
-// Shared with the HTTP/1.1 pool (h1pool.rs); defined beside HostError.
-pub use super::error::PoolError;
 
 /// The pool; clones share it.
 #[derive(Clone)]
@@ -106,7 +104,7 @@ impl Slot {
 }
 
 /// What a request got: a slot on one connection, given back on drop.
-struct Lease {
+pub struct Lease {
     pool: Arc<Inner>,
     id: u64,
 }
@@ -194,9 +192,13 @@ impl H2Pool {
             let (lease, mut send) = self.acquire(newer_than).await?;
             match send.try_send_request(req).await {
                 Ok(resp) => {
-                    return Ok(resp.map(|b| PooledBody {
-                        inner: Answer::Plain(b),
-                        lease: Some(lease),
+                    return Ok(resp.map(|b| {
+                        crate::eos::WithEos::new(
+                            Answer::Plain(b),
+                            StreamSlot {
+                                _lease: Some(lease),
+                            },
+                        )
                     }))
                 }
                 Err(mut e) => {
@@ -362,37 +364,41 @@ where
     Ok(send)
 }
 
-/// A response body that gives its stream slot back when it ends, fails or is dropped, or, over
-/// HTTP/1.1, its connection back to the pool when it has been read to its end (h1pool.rs).
-pub struct PooledBody {
-    inner: Answer,
-    lease: Option<Lease>,
-}
+/// A response body that gives its stream slot back when it ends, fails or is dropped
+/// (src/eos.rs), or, over HTTP/1.1, its connection back to the pool when it has been read to
+/// its end (h1pool.rs).
+pub type PooledBody = crate::eos::WithEos<Answer, StreamSlot>;
 
-enum Answer {
+/// The answer's body: an HTTP/2 stream's, or an HTTP/1.1 pool's.
+pub enum Answer {
     Plain(Incoming),
     H1(super::h1pool::H1Body),
+}
+
+/// The stream slot an HTTP/2 answer holds until its body ends.
+pub struct StreamSlot {
+    _lease: Option<Lease>,
+}
+
+impl crate::eos::OnEos for StreamSlot {
+    fn on_eos(self, _: crate::eos::Eos) {
+        // Dropping the lease gives the slot back.
+    }
 }
 
 impl PooledBody {
     /// A body that holds no slot (an HTTP/1.1 answer of hyper-util's client).
     pub fn unpooled(inner: Incoming) -> PooledBody {
-        PooledBody {
-            inner: Answer::Plain(inner),
-            lease: None,
-        }
+        crate::eos::WithEos::new(Answer::Plain(inner), StreamSlot { _lease: None })
     }
 
     /// An answer of the HTTP/1.1 pool.
     pub fn h1(inner: super::h1pool::H1Body) -> PooledBody {
-        PooledBody {
-            inner: Answer::H1(inner),
-            lease: None,
-        }
+        crate::eos::WithEos::new(Answer::H1(inner), StreamSlot { _lease: None })
     }
 }
 
-impl hyper::body::Body for PooledBody {
+impl hyper::body::Body for Answer {
     type Data = Bytes;
     type Error = hyper::Error;
 
@@ -400,25 +406,21 @@ impl hyper::body::Body for PooledBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let r = std::task::ready!(match &mut self.inner {
+        match &mut *self {
             Answer::Plain(b) => Pin::new(b).poll_frame(cx),
             Answer::H1(b) => Pin::new(b).poll_frame(cx),
-        });
-        if !matches!(r, Some(Ok(_))) {
-            self.lease = None;
         }
-        Poll::Ready(r)
     }
 
     fn is_end_stream(&self) -> bool {
-        match &self.inner {
+        match self {
             Answer::Plain(b) => b.is_end_stream(),
             Answer::H1(b) => b.is_end_stream(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
-        match &self.inner {
+        match self {
             Answer::Plain(b) => b.size_hint(),
             Answer::H1(b) => b.size_hint(),
         }

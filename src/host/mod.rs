@@ -22,6 +22,8 @@ pub mod h2pool;
 mod kept;
 mod link;
 mod poll;
+pub mod pool;
+mod retry;
 pub mod revalidate;
 mod snapshot;
 mod types;

@@ -23,7 +23,7 @@ use crate::body::Response;
 use crate::config::resolve::Action;
 use crate::config::TaskSupport;
 use crate::host::{Caller, OpenInterrupt, RunSnapshot, RunStatus};
-use crate::ownership::{GuardedBody, RunGuard};
+use crate::ownership::RunGuard;
 use crate::sse::message_frame;
 
 /// The answer of a tasked call. RFC 0198 §B.3: whenever the run is not terminal when the
@@ -184,7 +184,7 @@ pub(super) async fn blocking_answer(
     };
     let answer = async move { message_frame(&follow.await.message.to_string()) };
     let body = AnswerBody::on_slot(&ctx, slot, Box::pin(answer), notes);
-    sse_response(GuardedBody::new(body, guard))
+    sse_response(crate::ownership::guarded(body, guard))
 }
 
 /// A settled (or capped) blocking wait answered as JSON; the guard goes with the body until

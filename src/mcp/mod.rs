@@ -30,11 +30,11 @@ pub mod watch;
 
 use std::sync::Arc;
 
-use http::{Request, StatusCode};
-use http_body_util::Limited;
+use http::{HeaderMap, StatusCode};
 use serde_json::{json, Map, Value};
 
 use crate::body::{empty, Response};
+use crate::config::Config;
 use crate::telemetry::MethodLabel;
 pub use context::{Lasting, McpContext};
 #[doc(hidden)]
@@ -48,95 +48,50 @@ pub use request::{
 };
 pub use respond::{error_response, result_response};
 
-/// Entry point for every request on the mount path: the request, then its access line
-/// (src/access.rs). The server passes hyper's `Incoming`; `openwop-mcp-sidecar stdio`
-/// (src/stdio.rs) passes each line it read as a whole body, so both transports share the one
-/// mount.
-pub async fn handle<B>(ctx: Arc<McpContext>, req: Request<B>) -> Response
-where
-    B: http_body::Body<Data = bytes::Bytes>,
-    B::Error: Into<crate::body::BoxError>,
-{
-    // The scope runs even without access lines: it also keeps the span fields a `warn` line
-    // of the request is written under (`access::in_request`).
-    let on = crate::access::enabled();
-    let started = std::time::Instant::now();
-    let mut names = crate::access::Names::new(on);
-    let (resp, stats) = crate::access::scope(serve(ctx, req, &mut names)).await;
-    if !on {
-        return resp;
-    }
-    crate::access::log(names, resp, stats, started)
+tokio::task_local! {
+    /// The names of the request's access line (src/access.rs), set as the body is read.
+    static NAMES: std::cell::RefCell<crate::access::Names>;
 }
 
-async fn serve<B>(
-    ctx: Arc<McpContext>,
-    req: Request<B>,
-    names: &mut crate::access::Names,
-) -> Response
-where
-    B: http_body::Body<Data = bytes::Bytes>,
-    B::Error: Into<crate::body::BoxError>,
-{
+/// Runs `fut` (a request of the mount) with the names of its access line collected, and
+/// returns them with its output (src/stack/access_log.rs). `on`: whether lines are written at
+/// all; when not, no name is copied.
+pub fn named<F: std::future::Future>(
+    on: bool,
+    fut: F,
+) -> impl std::future::Future<Output = (F::Output, crate::access::Names)> {
+    use futures_util::FutureExt as _;
+    NAMES.scope(
+        std::cell::RefCell::new(crate::access::Names::new(on)),
+        fut.map(|out| (out, NAMES.with(|n| n.take()))),
+    )
+}
+
+/// Records the method (and the tool or task it names) on the request's access line; a no-op
+/// outside [`named`].
+#[allow(
+    clippy::ptr_arg,
+    reason = "whether the name is borrowed (the mount's own) is what the line reads"
+)]
+fn name_line(method: &std::borrow::Cow<'static, str>, params: &Map<String, Value>) {
+    let _ = NAMES.try_with(|n| {
+        if let Ok(mut n) = n.try_borrow_mut() {
+            n.set(method, params);
+        }
+    });
+}
+
+/// `Ok` when the mount may serve a request with these headers (Host and Origin; the gate of
+/// src/stack/gate.rs).
+pub fn check_origin(cfg: &Config, headers: &HeaderMap) -> Result<(), McpError> {
+    origin::check(cfg, headers)
+}
+
+/// Serves one mount request whose head passed the gate and whose body was read whole
+/// (src/stack/): the era, the envelope, the method. The server and `openwop-mcp-sidecar
+/// stdio` (src/stdio.rs) both reach it through the mount stack.
+pub async fn serve(ctx: Arc<McpContext>, headers: HeaderMap, bytes: bytes::Bytes) -> Response {
     let cfg = ctx.cfg.clone();
-    if req.method() != http::Method::POST {
-        // MCP 2026-07-28 Transports §Streamable HTTP: a 2026-07-28-only server answers GET and DELETE with 405.
-        let mut r = http::Response::new(empty());
-        *r.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
-        r.headers_mut()
-            .insert(http::header::ALLOW, http::HeaderValue::from_static("POST"));
-        return r;
-    }
-    if let Err(e) = origin::check(&cfg, req.headers()) {
-        ctx.metrics.request(MethodLabel::UNREAD, e.label());
-        return error_response(&Value::Null, &e);
-    }
-    // With `auth.requireToken`, no Authorization is refused here, before any host call
-    // (src/auth.rs), but after the Host/Origin check: a foreign Origin stays a 403.
-    if let Some(refused) = crate::auth::refuse_unauthenticated(&cfg, &req) {
-        ctx.metrics.request(MethodLabel::UNREAD, "unauthorized");
-        return refused;
-    }
-    // Only the head's fields are read; its target and extensions are dropped here, not
-    // carried through the request's awaits.
-    let (http::request::Parts { headers, .. }, body) = req.into_parts();
-    let max = cfg.limits.max_body_bytes;
-    let mut whole = std::pin::pin!(crate::body::whole(Limited::new(body, max)));
-    // A body sent with its head (every SDK's request) is whole at the first look: no timer
-    // is made for it (a clock read and the timer's entry, per request; issue 21). Any other
-    // body is read against `limits.bodyReadTimeoutMs`; the look registered no waker of ours,
-    // and the timed read polls the same future again with the task's own.
-    let read = match futures_util::FutureExt::now_or_never(whole.as_mut()) {
-        Some(done) => Ok(done),
-        None => tokio::time::timeout(cfg.limits.body_read_timeout, whole).await,
-    };
-    let bytes = match read {
-        Ok(Ok(b)) => b,
-        Ok(Err(e))
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some() =>
-        {
-            crate::access::rpc_error(error::INVALID_REQUEST);
-            return crate::body::json(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                &json!({"jsonrpc":"2.0","id":null,"error":{"code":error::INVALID_REQUEST,"message":format!("Invalid Request: the body exceeds {max} bytes")}}),
-            );
-        }
-        Ok(Err(_)) => {
-            return error_response(
-                &Value::Null,
-                &McpError::InvalidRequest("the body could not be read".into()),
-            );
-        }
-        // A client that trickles its body cannot pin the request (issue 10).
-        Err(_) => {
-            crate::access::rpc_error(error::INVALID_REQUEST);
-            return crate::body::json(
-                StatusCode::REQUEST_TIMEOUT,
-                &json!({"jsonrpc":"2.0","id":null,"error":{"code":error::INVALID_REQUEST,"message":"Invalid Request: the body was not sent in time"}}),
-            );
-        }
-    };
     // MCP 2026-07-28 Versioning §Backward Compatibility with Initialization-Based Versions:
     // the era is decided per request (src/mcp/legacy); one header lookup for a 2026-07-28
     // request.
@@ -147,7 +102,7 @@ where
                 Some(k) => std::borrow::Cow::Borrowed(k.name()),
                 None => std::borrow::Cow::Owned(m.to_string()),
             };
-            names.set(&name, params.unwrap_or(&Map::new()));
+            name_line(&name, params.unwrap_or(&Map::new()));
         }
         return Box::pin(legacy::serve(ctx, headers, message)).await;
     }
@@ -156,7 +111,7 @@ where
     crate::body::recycle_headers(headers);
     let mut parsed = match parsed {
         Ok(Parsed::Request(r)) => {
-            names.set(&r.method, &r.params);
+            name_line(&r.method, &r.params);
             // Kept boxed: the request is a kilobyte, and the futures it travels into are moved
             // (copied whole) on their way to the connection (issue 21).
             r

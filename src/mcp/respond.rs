@@ -13,7 +13,7 @@ use super::{McpError, META_SERVER_INFO};
 use crate::body::{full, BoxError, Response};
 use crate::config::Config;
 use crate::json::scan::write_str;
-use crate::ownership::{GuardedBody, RunGuard};
+use crate::ownership::RunGuard;
 
 /// Adds `_meta.serverInfo` (MCP 2026-07-28 Basic §_meta: servers SHOULD put it in every result).
 pub fn with_server_info(cfg: &Config, mut result: Value) -> Value {
@@ -125,7 +125,7 @@ pub fn guarded_json(message: &Value, guard: RunGuard) -> Response {
 
 /// [`guarded_json`] for a message already written.
 pub fn guarded_bytes(message: Vec<u8>, guard: RunGuard) -> Response {
-    let body = GuardedBody::new(full(message), guard);
+    let body = crate::ownership::guarded(full(message), guard);
     crate::body::json_response(body.boxed_unsync())
 }
 

@@ -27,12 +27,15 @@ pub fn log(
         return resp;
     }
     resp.map(|inner| {
-        http_body_util::BodyExt::boxed_unsync(LoggedBody {
+        http_body_util::BodyExt::boxed_unsync(crate::eos::WithEos::new(
             inner,
-            stats,
-            line: Some((names, status, started)),
-            ended: false,
-        })
+            SseLine {
+                stats,
+                names,
+                status,
+                started,
+            },
+        ))
     })
 }
 
@@ -48,65 +51,43 @@ pub fn passthrough(
 ) -> crate::body::Response {
     let status = resp.status().as_u16();
     resp.map(|inner| {
-        let ended = http_body::Body::is_end_stream(&inner);
-        http_body_util::BodyExt::boxed_unsync(PassBody {
+        http_body_util::BodyExt::boxed_unsync(crate::eos::WithEos::new(
             inner,
-            bytes: 0,
-            line: Some((line, status, upstream, started)),
-            ended,
-        })
+            PassEnd {
+                bytes: 0,
+                line,
+                status,
+                upstream,
+                started,
+            },
+        ))
     })
 }
 
-struct PassBody {
-    inner: crate::body::Body,
+/// A passthrough answer's line, written when its body ends (src/eos.rs).
+struct PassEnd {
     bytes: u64,
-    line: Option<(PassLine, u16, Option<UpstreamStatus>, Instant)>,
-    ended: bool,
+    line: PassLine,
+    status: u16,
+    upstream: Option<UpstreamStatus>,
+    started: Instant,
 }
 
-impl http_body::Body for PassBody {
-    type Data = bytes::Bytes;
-    type Error = crate::body::BoxError;
-
-    fn poll_frame(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
-        let this = self.get_mut();
-        let r = std::pin::Pin::new(&mut this.inner).poll_frame(cx);
-        match &r {
-            std::task::Poll::Ready(Some(Ok(f))) => {
-                if let Some(d) = f.data_ref() {
-                    this.bytes += d.len() as u64;
-                }
-                if this.inner.is_end_stream() {
-                    this.ended = true;
-                }
-            }
-            std::task::Poll::Ready(None) => this.ended = true,
-            _ => {}
-        }
-        r
+impl crate::eos::OnEos for PassEnd {
+    fn on_data(&mut self, data: &bytes::Bytes) {
+        self.bytes += data.len() as u64;
     }
 
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-impl Drop for PassBody {
-    fn drop(&mut self) {
-        let Some((line, status, upstream, started)) = self.line.take() else {
-            return;
-        };
+    fn on_eos(self, eos: crate::eos::Eos) {
+        let PassEnd {
+            bytes,
+            line,
+            status,
+            upstream,
+            started,
+        } = self;
         let duration_ms = started.elapsed().as_millis() as u64;
-        let closed = !(self.ended || http_body::Body::is_end_stream(&self.inner));
-        let bytes = self.bytes;
+        let closed = eos != crate::eos::Eos::End;
         let written = write_direct(|w| {
             w.push_str("passthrough request");
             w.push_str(" method=");
@@ -143,50 +124,38 @@ impl Drop for PassBody {
     }
 }
 
-/// An SSE answer's body, polled inside the request's counter; writes the access line when it
-/// is dropped (after its end, or when the client went away: `stream="closed"`).
-struct LoggedBody {
-    inner: crate::body::Body,
+/// An SSE answer's line: its body is polled inside the request's counter, and the line is
+/// written when it ends (`stream="complete"`) or the client goes away (`stream="closed"`).
+struct SseLine {
     stats: Stats,
-    line: Option<(Names, u16, Instant)>,
-    ended: bool,
+    names: Names,
+    status: u16,
+    started: Instant,
 }
 
-impl http_body::Body for LoggedBody {
-    type Data = bytes::Bytes;
-    type Error = crate::body::BoxError;
-
-    fn poll_frame(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
-        let this = self.get_mut();
-        let inner = &mut this.inner;
-        let (r, stats) = STATS.sync_scope(Scope::new(this.stats), || {
-            let r = std::pin::Pin::new(inner).poll_frame(cx);
+impl crate::eos::OnEos for SseLine {
+    fn around<R>(&mut self, poll: impl FnOnce() -> R) -> R {
+        let (r, stats) = STATS.sync_scope(Scope::new(self.stats), || {
+            let r = poll();
             (r, STATS.with(|s| s.stats.get()))
         });
-        this.stats = stats;
-        if matches!(r, std::task::Poll::Ready(None)) || this.inner.is_end_stream() {
-            this.ended = true;
-        }
+        self.stats = stats;
         r
     }
 
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-impl Drop for LoggedBody {
-    fn drop(&mut self) {
-        if let Some((names, status, started)) = self.line.take() {
-            let end = if self.ended { "complete" } else { "closed" };
-            write_line(&names, "sse", status, self.stats, started, Some(end));
-        }
+    fn on_eos(self, eos: crate::eos::Eos) {
+        let end = if eos == crate::eos::Eos::End {
+            "complete"
+        } else {
+            "closed"
+        };
+        write_line(
+            &self.names,
+            "sse",
+            self.status,
+            self.stats,
+            self.started,
+            Some(end),
+        );
     }
 }

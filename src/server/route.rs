@@ -1,16 +1,21 @@
-//! Routing: the MCP mount, `/.well-known/openwop` (augmented for an OpenWOP host), the protected-resource
-//! metadata, the admin paths (`/healthz`, `/readyz`, `/metrics`) and everything else passed
-//! through to the host; the request gate (load shedding) in front of all but the admin paths.
+//! Routing: the admin paths (`/healthz`, `/readyz`, `/metrics`) first, then the request path
+//! of src/stack/ (panic isolation, load shedding) in front of the MCP mount,
+//! `/.well-known/openwop` (augmented for an OpenWOP host), the protected-resource metadata and
+//! everything else passed through to the host.
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use http::{Method, Request, StatusCode};
 use hyper::body::Incoming;
+use tower::{Service, ServiceBuilder, ServiceExt as _};
 
 use super::AppState;
 use crate::body::{full, Response};
 use crate::mcp::McpError;
+use crate::stack::{BoxAnswer, CatchPanicLayer, Refusal, ShedLayer};
 
 /// Routes one request.
 pub(super) async fn route(
@@ -30,43 +35,104 @@ pub(super) async fn route(
         }
     }
     let path = req.uri().path();
-    // Health and metrics answer even when shedding, so probes see the truth.
-    let admin = matches!(path, "/healthz" | "/readyz" | "/metrics");
-    let _permit = if admin {
-        None
-    } else {
-        match state.requests.clone().try_acquire_owned() {
-            Ok(p) => Some(p),
-            Err(_) => {
-                state
-                    .mcp
-                    .metrics
-                    .request(crate::telemetry::MethodLabel::UNREAD, "shed");
-                return shed(path == state.cfg.mount.path);
-            }
-        }
-    };
-    if path == state.cfg.mount.path {
-        // Login discovery (src/auth.rs): the challenge of a 401 (or 403 insufficient_scope)
-        // points to the protected-resource metadata; a no-op while `auth` is off.
-        let host = req.headers().get(http::header::HOST).cloned();
-        // Boxed: the mount's future is kilobytes; inline, every request's route future (the
-        // passthrough's too) was that size, copied whole when listen.rs boxed it (issue 21).
-        let resp = Box::pin(crate::mcp::handle(state.mcp.clone(), req)).await;
-        return crate::auth::challenge(&state.cfg, host.as_ref(), resp);
+    // Health and metrics answer even when shedding, so probes see the truth. Any other
+    // method on these paths is the host's, like every path the sidecar does not serve.
+    if req.method() == Method::GET && matches!(path, "/healthz" | "/readyz" | "/metrics") {
+        return admin(&state, path).await;
     }
-    match (req.method(), path) {
-        (&Method::GET, "/healthz") => text(StatusCode::OK, "ok\n"),
+    let mount = path == state.cfg.mount.path;
+    let permits = state.requests.clone();
+    let metrics = state.mcp.metrics.clone();
+    let stack = ServiceBuilder::new()
+        .layer(CatchPanicLayer::new(if mount {
+            panicked_mount
+        } else {
+            panicked
+        }))
+        .layer(ShedLayer::new(permits, Shedding { metrics, mount }))
+        .service(Paths {
+            state: &state,
+            peer,
+            mount,
+        });
+    match stack.oneshot(req).await {
+        Ok(r) => r,
+        Err(never) => match never {},
+    }
+}
+
+/// The router's branches below the shedding: the mount stack, or one of the host's paths.
+/// It borrows the generation the request pinned (held by the route's future), so a branch's
+/// box holds only its own future.
+struct Paths<'a> {
+    state: &'a AppState,
+    peer: SocketAddr,
+    mount: bool,
+}
+
+/// A branch's answer, borrowing the generation.
+type Branch<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Response, Infallible>> + Send + 'a>>;
+
+impl<'a> Service<Request<Incoming>> for Paths<'a> {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Branch<'a>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<Incoming>) -> Branch<'a> {
+        use futures_util::FutureExt as _;
+        let state = self.state;
+        if self.mount {
+            // The mount stack's own boundary box (its access line) is this branch's.
+            let fut: BoxAnswer = crate::stack::mount(state.mcp.clone()).call(req);
+            return fut;
+        }
+        let peer = Some(self.peer);
+        // Each branch's future is boxed on its own (a stack boundary): inline, every
+        // request's future would be as large as the largest branch.
+        match (req.method(), req.uri().path()) {
+            // Augmented only for an OpenWOP host (`host.augmentDiscovery`, src/config/wire.rs);
+            // otherwise the path is the host's like any other, passed through untouched.
+            (&Method::GET | &Method::HEAD, "/.well-known/openwop")
+                if state.cfg.mapping.wire.augment_discovery =>
+            {
+                Box::pin(crate::discovery::serve(&state.cfg, &state.proxy, req, peer).map(Ok))
+            }
+            (&Method::GET | &Method::HEAD, p) if crate::auth::is_metadata_path(&state.cfg, p) => {
+                Box::pin(crate::auth::serve_metadata(&state.cfg, &state.proxy, req, peer).map(Ok))
+            }
+            _ => Box::pin(
+                state
+                    .proxy
+                    .forward_observed(
+                        req,
+                        peer,
+                        &state.mcp.metrics,
+                        state.cfg.logging.access_paths,
+                    )
+                    .map(Ok),
+            ),
+        }
+    }
+}
+
+/// The admin paths, outside the request path's layers.
+async fn admin(state: &AppState, path: &str) -> Response {
+    match path {
+        "/healthz" => text(StatusCode::OK, "ok\n"),
         // Lame duck: not ready, so balancers stop sending here, while everything else is still
-        // served (issue 20).
-        (&Method::GET, "/readyz") if *state.lame_duck.borrow() => text(
+        // served (docs/operations.md).
+        "/readyz" if *state.lame_duck.borrow() => text(
             StatusCode::SERVICE_UNAVAILABLE,
             "shutting down: finish what you sent, send new requests elsewhere\n",
         ),
-        // The rare routes' futures are boxed (the readiness probe's is 2.4 kB): inline, every
-        // request's route future is as large as the largest, and it is allocated and moved
-        // whole per request (listen.rs boxes it; issue 21).
-        (&Method::GET, "/readyz") => {
+        // Boxed: the readiness probe's future is 2.4 kB, and this one is inline in every
+        // request's route future.
+        "/readyz" => {
             if Box::pin(state.mcp.host.ready(state.cfg.upstream.ready_timeout)).await {
                 text(StatusCode::OK, "ready\n")
             } else {
@@ -79,7 +145,7 @@ pub(super) async fn route(
                 )
             }
         }
-        (&Method::GET, "/metrics") => {
+        _ => {
             let mut r = text(StatusCode::OK, &state.mcp.metrics.render());
             r.headers_mut().insert(
                 http::header::CONTENT_TYPE,
@@ -89,40 +155,39 @@ pub(super) async fn route(
             );
             r
         }
-        // Augmented only for an OpenWOP host (`host.augmentDiscovery`, src/config/wire.rs);
-        // otherwise the path is the host's like any other, passed through untouched.
-        (&Method::GET | &Method::HEAD, "/.well-known/openwop")
-            if state.cfg.mapping.wire.augment_discovery =>
-        {
-            Box::pin(crate::discovery::serve(
-                &state.cfg,
-                &state.proxy,
-                req,
-                Some(peer),
-            ))
-            .await
-        }
-        (&Method::GET | &Method::HEAD, p) if crate::auth::is_metadata_path(&state.cfg, p) => {
-            Box::pin(crate::auth::serve_metadata(
-                &state.cfg,
-                &state.proxy,
-                req,
-                Some(peer),
-            ))
-            .await
-        }
-        // Boxed too: then the route future, which listen.rs allocates per request, stays
-        // small enough for the allocator's per-thread cache (about 1 kB for glibc's tcache),
-        // and so does this one (issue 21).
-        _ => {
-            Box::pin(state.proxy.forward_observed(
-                req,
-                Some(peer),
-                &state.mcp.metrics,
-                state.cfg.logging.access_paths,
-            ))
-            .await
-        }
+    }
+}
+
+/// A mount request whose handler panicked: HTTP 500 with a JSON-RPC internal error (null id:
+/// the request's id may not have been read), the connection kept (src/stack/catch_panic.rs).
+fn panicked_mount() -> Response {
+    crate::body::json(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        &serde_json::json!({"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error"}}),
+    )
+}
+
+/// Any other request whose handler panicked: an OpenWOP error envelope.
+fn panicked() -> Response {
+    crate::body::openwop_error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "sidecar_internal",
+        "the sidecar failed while answering; the request may be retried",
+    )
+}
+
+/// A request over `limits.maxConcurrentRequests`: counted, and answered [`shed`].
+#[derive(Clone)]
+struct Shedding {
+    metrics: crate::telemetry::Metrics,
+    mount: bool,
+}
+
+impl Refusal for Shedding {
+    fn refuse(&self) -> Response {
+        self.metrics
+            .request(crate::telemetry::MethodLabel::UNREAD, "shed");
+        shed(self.mount)
     }
 }
 

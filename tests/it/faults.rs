@@ -379,6 +379,44 @@ async fn blocking_call_failing_after_create_run_does_not_lose_the_run() {
 
 // 429 with Retry-After ----------------------------------------------------------------------------
 
+/// `host.routes.getRun.retry` sets which statuses a read repeats and how often, and a 429
+/// whose `Retry-After` is within the policy's wait is waited out and the poll answered.
+#[tokio::test]
+async fn a_route_retry_policy_sets_which_statuses_repeat_and_how_often() {
+    use openwop_mcp_sidecar::config::{Operation, RetryPolicy};
+    let env = fault_env(|c| {
+        let routes = Arc::make_mut(&mut c.routes);
+        let get = routes.by_op.get_mut(&Operation::GetRun).unwrap();
+        get.retry = RetryPolicy {
+            attempts: 4,
+            backoff: Duration::from_millis(10),
+            statuses: Some(vec![http::StatusCode::BAD_GATEWAY]),
+            retry_after_max: Duration::from_secs(2),
+        };
+    })
+    .await;
+    let task = completed_task(&env).await;
+    let completed = || Want::Result("status", json!("completed"));
+    let get = |fault: &str, inject| Step::new(fault, inject, "tasks/get", task_of(&task));
+    let step = get(
+        "502 x3 (retry: statuses [502], attempts 4)",
+        Fail(GetRun, 3, 502),
+    );
+    check(&env, "", step.attempts(4).want(completed())).await;
+    let step = get("500 (not among the route's statuses)", Fail(GetRun, 1, 500));
+    check(&env, "", step.attempts(1)).await;
+    let step = get(
+        "429 + Retry-After: 1 (retryAfterMaxMs 2000)",
+        RateLimit(GetRun, 1, 1),
+    );
+    let (_, took) = check(&env, "", step.attempts(2).want(completed())).await;
+    assert!(
+        took >= Duration::from_secs(1),
+        "the pause was waited out: {took:?}"
+    );
+    done(env).await;
+}
+
 #[tokio::test]
 async fn rate_limits_pass_through_as_429_with_retry_after() {
     let env = fault_env(|_| {}).await;

@@ -23,7 +23,7 @@ use crate::mcp::project::{
 use crate::mcp::respond::{guarded_json, sse_response, AnswerBody, Notes};
 use crate::mcp::schema::validate_arguments;
 use crate::mcp::{McpContext, McpError, McpRequest};
-use crate::ownership::{GuardedBody, RunGuard};
+use crate::ownership::RunGuard;
 use crate::sse::message_frame;
 
 /// `execution.taskSupport` of a tool (2025-11-25 Basic Utilities Tasks §Tool-Level
@@ -255,5 +255,5 @@ async fn blocking(
         }
     };
     let body = AnswerBody::on_slot(&ctx, slot, Box::pin(answer), notes);
-    sse_response(GuardedBody::new(body, guard))
+    sse_response(crate::ownership::guarded(body, guard))
 }
