@@ -5,6 +5,7 @@
 //! `client.rs` builds and sends requests (transport, targets, retries, timeouts), `calls.rs`
 //! holds one method per route, `events.rs` reads a run's SSE event stream, `poll.rs` reads a
 //! run without one (the create answer's headers, a status read paced by `Retry-After`),
+//! `reads.rs` reads the documents besides the run (`host.reads`),
 //! `callers.rs` asks the host for a credential's `{caller.NAME}` values,
 //! `link.rs` keeps a URL a host answer names (a next link, a status monitor) to the upstream's
 //! origin, `error.rs` says what a failed call means, `types.rs` parses the host's documents
@@ -22,6 +23,7 @@ pub mod h2pool;
 mod kept;
 mod link;
 mod poll;
+mod reads;
 pub mod revalidate;
 mod snapshot;
 mod types;
