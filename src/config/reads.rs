@@ -45,7 +45,7 @@ pub struct RawExtraRead {
     /// The JSON body of a `POST` (an object; templates as in `host.bodies`). Default `{}`.
     pub body: Option<Value>,
     /// Only read when this holds over the run document; absent: every time the run is read.
-    pub when: Option<RawWhen>,
+    pub when: Option<RawReadWhen>,
     /// Answer statuses that mean the read does not apply yet (a history without the run, a
     /// query the run does not define): `$reads.NAME` is `null`, not an error. Default `[404]`.
     pub not_applicable: Option<Vec<u16>>,
@@ -54,7 +54,7 @@ pub struct RawExtraRead {
 /// `host.reads[].when`: every condition given must hold.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RawWhen {
+pub struct RawReadWhen {
     /// The run's status (as mapped from the run document alone) is one of these canonical
     /// statuses (`completed`, `failed`, …), or `terminal` for the three that end a run.
     pub status: Option<Vec<String>>,
