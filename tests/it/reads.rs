@@ -146,3 +146,24 @@ host:
     assert_eq!(g.result()["pollIntervalMs"], 1000, "{}", g.text);
     env.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_blocking_call_shows_the_failure_message_of_the_history_too() {
+    let yaml = r#"
+host:
+  reads:
+    - name: history
+      path: "/runs/{runId}/history?reverse=true&maximumPageSize=1"
+      when: { status: [terminal] }
+  fields:
+    error:
+      jq: '$reads.history.events[0] | select(.eventType == "RunFailed") | {code: "failed", message: .failure.message}'
+"#;
+    let env = env_with_yaml(Flavor::V2, yaml, |_| {}).await;
+    let r = env
+        .call(A, "conformance-failure", json!({}), json!({}))
+        .await;
+    assert_eq!(r.result()["isError"], true, "{}", r.text);
+    assert!(r.text.contains("history: "), "{}", r.text);
+    env.shutdown().await;
+}
