@@ -441,7 +441,7 @@ async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiErr
     }
     let flavor = host.config.flavor;
     let Some(route) = route(flavor, req.path) else {
-        return Err(ApiError::not_found(format!("no route for {}", req.path)));
+        return crate::history::handle(host, req);
     };
     if !route.allowed(flavor).contains(req.method) {
         let allow = route
@@ -666,7 +666,11 @@ fn node_from_path(host: &HostState, raw: &str) -> Result<String, ApiError> {
 /// form; malformed → 400; another tenant → 403 `id_tenant_mismatch` (checked before
 /// lookup, so existence is never disclosed); unknown → 404; a bare opaque resolves
 /// under the caller's tenant.
-fn run_from_path(host: &HostState, caller: &Caller, raw: &str) -> Result<Arc<Run>, ApiError> {
+pub(crate) fn run_from_path(
+    host: &HostState,
+    caller: &Caller,
+    raw: &str,
+) -> Result<Arc<Run>, ApiError> {
     let bad = |why: &str| ApiError::validation("runId", format!("malformed runId: {why}"));
     let decoded = match host.config.flavor {
         Flavor::Legacy => legacy::decode_job_id(raw)?,

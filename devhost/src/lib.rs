@@ -271,6 +271,7 @@ mod auth;
 mod azure;
 pub mod faults;
 mod fixtures;
+mod history;
 mod host;
 mod idempotency;
 mod k8s;

@@ -52,6 +52,10 @@ pub const MAX_OUTPUT_DEPTH: usize = 128;
 /// `inputSchema` or a createRun body is a few KiB.
 pub const MAX_OUTPUT_BYTES: usize = 1024 * 1024;
 
+/// The member of a run document that holds the answers of `host.reads`
+/// (src/config/reads.rs); an expression also sees it as the variable `$reads`.
+pub const READS: &str = "$reads";
+
 /// The data kind the sidecar's programs run with: the values are jaq-json's, the global data
 /// is the program plus the evaluation's fuel.
 pub struct Metered;
@@ -245,8 +249,11 @@ impl Expr {
                 }
                 format!("jq: {}", out.join("; "))
             })?;
+        // `$reads`: the answers of `host.reads` (src/config/reads.rs), the `$reads` member of
+        // the run document; `null` wherever there is none.
         let filter = jaq_core::Compiler::default()
             .with_funs(funs())
+            .with_global_vars(["$reads"])
             .compile(modules)
             .map_err(|errs| {
                 let out: Vec<String> = errs
@@ -337,9 +344,10 @@ impl Expr {
             left: &left,
             base: stack_here(),
         };
+        let reads = input.get(READS).map(to_val).unwrap_or_default();
         let input = to_val(input);
         let run = std::panic::AssertUnwindSafe(|| -> Result<Option<Val>, String> {
-            let ctx = Ctx::<Metered>::new(fuel, Vars::new([]));
+            let ctx = Ctx::<Metered>::new(fuel, Vars::new([reads]));
             let mut out = self.0.filter.id.run((ctx, input));
             let first = match out.next() {
                 None => return Ok(None),

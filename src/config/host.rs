@@ -98,6 +98,11 @@ pub struct RawHost {
     /// `routes.resolveInterrupt`.
     #[serde(default)]
     pub resolve: BTreeMap<String, BTreeMap<String, super::resolve::RawActionRoute>>,
+    /// Documents a task is read from besides the run (a history, a query answered by
+    /// POST): each answer is `$reads.NAME` to the status, interrupt, output and error keys
+    /// (src/config/reads.rs).
+    #[serde(default)]
+    pub reads: Vec<super::reads::RawExtraRead>,
 }
 
 /// What templates may draw from beyond the call itself.

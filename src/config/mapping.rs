@@ -404,6 +404,8 @@ pub struct Mapping {
     pub resolve: super::resolve::Resolve,
     /// A create made safe by a client-chosen name (`host.createName`).
     pub create_name: Option<super::create_name::CreateName>,
+    /// Documents read besides the run (`host.reads`, src/config/reads.rs).
+    pub reads: super::reads::Reads,
 }
 
 impl Default for Mapping {
@@ -476,6 +478,7 @@ impl Mapping {
         self.bodies.cancel_run.exprs_mut(&mut out);
         self.bodies.resolve_interrupt.exprs_mut(&mut out);
         self.resolve.exprs_mut(&mut out);
+        self.reads.exprs_mut(&mut out);
         out
     }
 
@@ -1044,7 +1047,9 @@ impl RawHost {
         )?;
         let create_name =
             super::create_name::compile(&self.create_name, allow_headers, caller_values)?;
+        let reads = super::reads::compile(&self.reads, allow_headers, caller_values)?;
         Ok(Mapping {
+            reads,
             create_name,
             path_ids,
             task_ids,

@@ -23,6 +23,7 @@ mod mcp;
 mod mount;
 pub mod profile;
 mod raw;
+pub mod reads;
 pub mod resolve;
 pub mod retry;
 pub mod routes;

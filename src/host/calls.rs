@@ -366,6 +366,12 @@ impl HostClient {
     }
 
     pub async fn get_run(&self, caller: &Caller, run_id: &str) -> Result<RunSnapshot, HostError> {
+        if !self.mapping.reads.is_empty() {
+            // Boxed: only a mapping with `host.reads` pays for the reads' future.
+            let (doc, _) = Box::pin(self.run_with_reads(caller, run_id)).await?;
+            return RunSnapshot::from_json(doc, &self.mapping)
+                .ok_or_else(|| HostError::BadBody("getRun answer is not a RunSnapshot".into()));
+        }
         let hv = self.host_values(caller).await?;
         let vars = Vars {
             run_id: Some(run_id),

@@ -5,6 +5,7 @@
 //! `client.rs` builds and sends requests (transport, targets, retries, timeouts), `calls.rs`
 //! holds one method per route, `events.rs` reads a run's SSE event stream, `poll.rs` reads a
 //! run without one (the create answer's headers, a status read paced by `Retry-After`),
+//! `reads.rs` reads the documents besides the run (`host.reads`),
 //! `callers.rs` asks the host for a credential's `{caller.NAME}` values,
 //! `link.rs` keeps a URL a host answer names (a next link, a status monitor) to the upstream's
 //! origin, `error.rs` says what a failed call means, `types.rs` parses the host's documents
@@ -23,6 +24,7 @@ mod kept;
 mod link;
 mod poll;
 pub mod pool;
+mod reads;
 mod retry;
 pub mod revalidate;
 mod snapshot;

@@ -132,6 +132,11 @@ impl HostClient {
     /// getRun as the host wrote it: the document `host.interrupts` reads a waiting run's
     /// interrupt from.
     pub async fn get_run_doc(&self, caller: &Caller, run_id: &str) -> Result<Value, HostError> {
+        if !self.mapping.reads.is_empty() {
+            return Box::pin(self.run_with_reads(caller, run_id))
+                .await
+                .map(|(doc, _)| doc);
+        }
         let hv = self.host_values(caller).await?;
         let vars = Vars {
             run_id: Some(run_id),
@@ -153,6 +158,18 @@ impl HostClient {
         run_id: &str,
         monitor: Option<&str>,
     ) -> Result<StatusRead, HostError> {
+        // `host.reads` extend the run document; a status monitor is a document of its own,
+        // read without them.
+        if monitor.is_none() && !self.mapping.reads.is_empty() {
+            let (doc, retry_after) = Box::pin(self.run_with_reads(caller, run_id)).await?;
+            let run = RunSnapshot::from_json(doc, &self.mapping)
+                .ok_or_else(|| HostError::BadBody("the status read has no status".into()))?;
+            return Ok(StatusRead {
+                status: run.status.clone(),
+                run: Some(run),
+                retry_after,
+            });
+        }
         let hv = self.host_values(caller).await?;
         let vars = Vars {
             run_id: Some(run_id),

@@ -56,7 +56,13 @@ impl HostClient {
         caller: &Caller,
         run_id: &str,
     ) -> Result<Arc<RunSnapshot>, HostError> {
-        let Some(rv) = &self.revalidation else {
+        // A `304` says the run document is unchanged, not its `host.reads`: a mapping with
+        // reads reads them all every time.
+        let Some(rv) = self
+            .revalidation
+            .as_ref()
+            .filter(|_| self.mapping.reads.is_empty())
+        else {
             return self.get_run(caller, run_id).await.map(Arc::new);
         };
         let who = rv.caller_key(caller);

@@ -102,6 +102,13 @@ pub(super) async fn read_paced(
         .map_err(|(e, _)| e)
 }
 
+/// Whether a task read keeps the host's `Retry-After`: under `host.follow: poll`, and with
+/// `host.reads`, whose answers may carry one (src/host/reads.rs).
+fn paced(ctx: &McpContext) -> bool {
+    let m = ctx.host.mapping();
+    m.follow.poll || !m.reads.is_empty()
+}
+
 /// [`read_paced`] whose failure also carries the host's `Retry-After` (a listen waits it
 /// out before reading the task again, whether the host refused with 429 or 503).
 pub(super) async fn read_paced_or_pause(
@@ -110,7 +117,7 @@ pub(super) async fn read_paced_or_pause(
     task_id: Option<&Value>,
 ) -> Result<(RunSnapshot, Option<Duration>), ReadFailure> {
     let run_id = run_id_of(ctx, req, task_id).map_err(|e| (e, None))?.run_id;
-    if !ctx.host.mapping().follow.poll {
+    if !paced(ctx) {
         return get_checked(ctx, req, &run_id).await.map(|run| (run, None));
     }
     let read = ctx
@@ -237,7 +244,7 @@ pub(super) async fn read_for_get(
     task_id: Option<&Value>,
 ) -> Result<(std::sync::Arc<RunSnapshot>, Option<Duration>, Option<u64>), McpError> {
     let Opened { run_id, created_ms } = run_id_of(ctx, req, task_id)?;
-    if ctx.host.mapping().follow.poll {
+    if paced(ctx) {
         let read = ctx
             .host
             .read_status(&req.caller, &run_id, None)

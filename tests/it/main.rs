@@ -34,6 +34,7 @@ mod ownership;
 mod params;
 mod passthrough;
 mod profiles;
+mod reads;
 mod reload;
 mod replicas;
 mod resolve;
