@@ -121,7 +121,9 @@ pub(crate) fn classify(method: &Method, path: &str) -> Option<RouteClass> {
         Some(Route::Faults) => return None,
         Some(Route::Submit(_)) if *method == Method::POST => RouteClass::CreateRun,
         Some(Route::Workflow(..)) if *method == Method::GET => RouteClass::GetRun,
-        Some(Route::Action(_, _, Action::Terminate)) => RouteClass::Cancel,
+        // A stop is a cancel unless its body selects a node (read before the body is):
+        // both count as cancels here.
+        Some(Route::Action(_, _, Action::Terminate | Action::Stop)) => RouteClass::Cancel,
         Some(Route::Action(..)) if *method == Method::PUT => RouteClass::Resolve,
         _ => RouteClass::Other,
     })
@@ -509,7 +511,12 @@ fn act(
             "Terminate"
         };
         *lock(&wf.shutdown) = Some(how);
-        crate::runs::cancel(&wf.run, &format!("Stopped with strategy '{how}'"))?;
+        // The stop's message is what the devhost records as the cancel's reason.
+        let reason = match obj.get("message").and_then(Value::as_str) {
+            Some(m) if !m.is_empty() => m.to_owned(),
+            _ => format!("Stopped with strategy '{how}'"),
+        };
+        crate::runs::cancel(&wf.run, &reason)?;
         return Ok(());
     }
     // resume answers approvals, set questions, stop either (a question stopped is declined).
@@ -582,22 +589,10 @@ fn document(wf: &Wf) -> Value {
         _ => "Running",
     };
     let mut nodes = Map::new();
-    let mut root = json!({
-        "id": wf.name,
-        "name": wf.name,
-        "displayName": wf.name,
-        "type": "Steps",
-        "templateName": "main",
-        "phase": phase,
-        "startedAt": st.started_at,
-        "children": [],
-    });
+    let mut children = Vec::new();
     for o in &st.open {
         let id = node_id(wf, o);
-        root["children"]
-            .as_array_mut()
-            .expect("array")
-            .push(json!(id));
+        children.push(json!(id));
         let mut n = json!({
             "id": id,
             "name": format!("{}[0].{}", wf.name, o.node_id),
@@ -633,6 +628,16 @@ fn document(wf: &Wf) -> Value {
         }
         nodes.insert(id, n);
     }
+    let root = json!({
+        "id": wf.name,
+        "name": wf.name,
+        "displayName": wf.name,
+        "type": "Steps",
+        "templateName": "main",
+        "phase": phase,
+        "startedAt": st.started_at,
+        "children": children,
+    });
     nodes.insert(wf.name.clone(), root);
     let mut status = json!({
         "phase": phase,
