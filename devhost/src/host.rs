@@ -42,6 +42,7 @@ pub(crate) struct HostState {
     pub(crate) aip: crate::aip151::Table,
     pub(crate) azure: crate::azure::Table,
     pub(crate) k8s: crate::k8s::Table,
+    pub(crate) argo: crate::argo::Table,
 }
 
 #[derive(Default)]
@@ -85,6 +86,7 @@ impl HostState {
             aip: Default::default(),
             azure: Default::default(),
             k8s: Default::default(),
+            argo: Default::default(),
         }
     }
 
@@ -203,7 +205,7 @@ fn route(flavor: Flavor, path: &str) -> Option<Route<'_>> {
     let r = match flavor {
         Flavor::V2 => v2_route(&segs)?,
         Flavor::Legacy => legacy_route(&segs)?,
-        Flavor::Aip151 | Flavor::Azure | Flavor::K8s => return None,
+        Flavor::Aip151 | Flavor::Azure | Flavor::K8s | Flavor::Argo => return None,
     };
     let empty_id = match &r {
         Route::Workflow(id)
@@ -261,6 +263,7 @@ pub(crate) fn classify(flavor: Flavor, method: &Method, path: &str) -> Option<Ro
         Flavor::Aip151 => return crate::aip151::classify(method, path),
         Flavor::Azure => return crate::azure::classify(method, path),
         Flavor::K8s => return crate::k8s::classify(method, path),
+        Flavor::Argo => return crate::argo::classify(method, path),
         Flavor::V2 | Flavor::Legacy => {}
     }
     let Some(route) = route(flavor, path) else {
@@ -347,6 +350,7 @@ fn outgoing(host: &HostState, class: RouteClass, reply: Reply) -> Reply {
         Flavor::Aip151 => crate::aip151::outgoing(reply),
         Flavor::Azure => crate::azure::outgoing(reply),
         Flavor::K8s => crate::k8s::outgoing(reply),
+        Flavor::Argo => crate::argo::outgoing(reply),
     }
 }
 
@@ -409,6 +413,7 @@ pub(crate) async fn handle(host: &Arc<HostState>, req: Req<'_>) -> Response<Body
         Flavor::Aip151 => return crate::aip151::handle(host, &req).await.into_response(),
         Flavor::Azure => return crate::azure::handle(host, &req).into_response(),
         Flavor::K8s => return crate::k8s::handle(host, &req).into_response(),
+        Flavor::Argo => return crate::argo::handle(host, &req).into_response(),
         Flavor::V2 | Flavor::Legacy => {}
     }
     let class = classify(host.config.flavor, req.method, req.path).unwrap_or(RouteClass::Other);

@@ -226,6 +226,45 @@
 //!   reason, details?, code}` (`reason`: `NotFound`, `AlreadyExists`, `Invalid`,
 //!   `BadRequest`, `Forbidden`, `Unauthorized`, `TooManyRequests`, `InternalError`, ...).
 //!
+//! # Argo flavour
+//!
+//! [`Flavor::Argo`] (`--flavor argo`) serves the same runs as Argo Workflows' REST API (the
+//! argo-server's gRPC gateway under `/api/v1`), one namespace per tenant (`acme`, `globex`;
+//! another namespace is `403`). No event log, no discovery, no `OpenWOP-Version`. A
+//! WorkflowTemplate is a workflow of the fixtures.
+//!
+//! | route | scope | answer |
+//! | --- | --- | --- |
+//! | `GET /api/v1/workflow-templates/{ns}` | `manifest:read` | `{metadata, items: [WorkflowTemplate]}`, `listOptions.limit` |
+//! | `GET /api/v1/workflow-templates/{ns}/{name}` | `manifest:read` | `{metadata: {name, annotations: {workflows.argoproj.io/title, …/description}}, spec: {entrypoint, arguments: {parameters: [{name, value?, enum?, description?}]}}}`; no `value` = required |
+//! | `POST /api/v1/workflows/{ns}/submit` | `runs:create` | `{resourceKind: WorkflowTemplate, resourceName, submitOptions?: {name?, generateName?, labels?: "k=v,…", parameters?: ["key=value", …]}}` → `200` the Workflow; a required parameter missing is `400`, a taken name `409` |
+//! | `GET /api/v1/workflows/{ns}` | `runs:read` | `{metadata, items}` newest first |
+//! | `GET /api/v1/workflows/{ns}/{name}` | `runs:read` | the Workflow |
+//! | `PUT /api/v1/workflows/{ns}/{name}/resume` | `approvals:respond` | `{nodeFieldSelector?}`: approves the selected open approval(s); none selected is `400` (code 9) |
+//! | `PUT /api/v1/workflows/{ns}/{name}/stop` | `runs:cancel` | `{nodeFieldSelector?, message?}`: with a selector rejects that approval or declines that question (the workflow fails); without one stops the workflow (`spec.shutdown: Stop`) |
+//! | `PUT /api/v1/workflows/{ns}/{name}/terminate` | `runs:cancel` | `{}`: stops the workflow at once (`spec.shutdown: Terminate`) |
+//! | `PUT /api/v1/workflows/{ns}/{name}/set` | `approvals:respond` | `{nodeFieldSelector, outputParameters: "<JSON object text>"}`: answers the selected open question |
+//!
+//! * Submitted values are strings, read per the input's type (a number's `"3"` is 3); a
+//!   template parameter's `value` is the input's default (JSON text for a non-string),
+//!   `""` for an optional input without one.
+//! * The Workflow: `metadata.labels` has `workflows.argoproj.io/workflow-template`;
+//!   `status.phase` is `Pending`, `Running` (also while waiting for a person), `Succeeded`
+//!   or `Failed` (a stopped or terminated one too, with `status.message` `Stopped with
+//!   strategy 'Stop'`/`'Terminate'` and `spec.shutdown`); `status.message` is a failed run's
+//!   error message; `status.outputs.parameters: [{name, value}]` the run's variables (JSON
+//!   text for a non-string) once it succeeded.
+//! * `status.nodes` maps node ids to nodes: the root `Steps` node (id = the workflow's name)
+//!   and one `{id, name, displayName, type: Suspend, phase: Running, message}` per open gate
+//!   (`message` the approval's title or the questions); an open question's node lists the
+//!   answers it wants as `outputs.parameters: [{name, valueFrom: {supplied: {}}}]`.
+//! * Node field selectors: `id`, `displayName`, `templateName`, `name`, `phase`, with `=`
+//!   or `!=`, comma-separated.
+//! * Stopping or terminating a workflow that has completed is `500` `{code: 13, message:
+//!   "cannot shutdown a completed workflow"}`.
+//! * Errors are the gateway's `{code: <google.rpc.Code>, message, details: []}` (3 → 400,
+//!   5 → 404, 6 → 409, 7 → 403, 9 → 400, 16 → 401, 8 → 429, 14 → 503, else 500).
+//!
 //! Status monitor `status`: `NotStarted`, `Running`, `Succeeded`, `Failed`, `Canceled`
 //! (the job's also `Canceling`). An open approval is `pendingApproval: {id, step, title,
 //! description?, allowedDecisions, approvers?}`, an open clarification `pendingInput:
@@ -267,6 +306,7 @@ use tokio::task::JoinSet;
 
 mod aip151;
 mod api;
+mod argo;
 mod auth;
 mod azure;
 pub mod faults;
@@ -322,10 +362,14 @@ pub enum Flavor {
     /// client-chosen `metadata.name` (`409 AlreadyExists` on a repeat), status as counts
     /// and a conditions list, cancel by `DELETE`, no catalog route and no waiting state.
     K8s,
+    /// Argo Workflows' REST API (see the crate docs, "Argo flavour"): WorkflowTemplates with
+    /// parameter lists, a submit with `"key=value"` arguments, approvals as `Suspend`
+    /// nodes in a map of nodes, outputs as `[{name, value}]`, resume and stop.
+    Argo,
 }
 
 impl Flavor {
-    /// `v2`, `legacy`, `aip151`, `azure` or `k8s`.
+    /// `v2`, `legacy`, `aip151`, `azure`, `k8s` or `argo`.
     pub fn as_str(self) -> &'static str {
         match self {
             Flavor::V2 => "v2",
@@ -333,6 +377,7 @@ impl Flavor {
             Flavor::Aip151 => "aip151",
             Flavor::Azure => "azure",
             Flavor::K8s => "k8s",
+            Flavor::Argo => "argo",
         }
     }
 
@@ -353,8 +398,9 @@ impl std::str::FromStr for Flavor {
             "aip151" => Ok(Flavor::Aip151),
             "azure" => Ok(Flavor::Azure),
             "k8s" => Ok(Flavor::K8s),
+            "argo" => Ok(Flavor::Argo),
             other => Err(format!(
-                "unknown flavor {other} (v2 | legacy | aip151 | azure | k8s)"
+                "unknown flavor {other} (v2 | legacy | aip151 | azure | k8s | argo)"
             )),
         }
     }
@@ -569,6 +615,7 @@ impl DevHost {
                 .run_of(id.strip_prefix("operations/").unwrap_or(id)),
             Flavor::Azure => state.azure.run_of(id),
             Flavor::K8s => state.k8s.run_of(id),
+            Flavor::Argo => state.argo.run_of(id),
             Flavor::V2 | Flavor::Legacy => state.run(id),
         };
         run.map(|r| r.lock().events.clone()).unwrap_or_default()

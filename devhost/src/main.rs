@@ -1,5 +1,5 @@
 #![forbid(unsafe_code)]
-//! `openwop-devhost --listen ADDR [--anonymous] [--sse-keepalive-ms N] [--flavor v2|legacy|aip151|azure|k8s]
+//! `openwop-devhost --listen ADDR [--anonymous] [--sse-keepalive-ms N] [--flavor v2|legacy|aip151|azure|k8s|argo]
 //! [--h2-max-concurrent-streams N] [--retry-after-secs N]`
 
 use std::net::SocketAddr;
@@ -23,7 +23,7 @@ struct Args {
     sse_keepalive_ms: u64,
     /// Wire dialect: the OpenWOP v2 run API, the legacy /api/v1/jobs API, a Google
     /// AIP-151 operations API (aip151), an Azure-style async-operation API (azure) or
-    /// Kubernetes batch/v1 Jobs (k8s).
+    /// Kubernetes batch/v1 Jobs (k8s) or Argo Workflows' REST API (argo).
     #[arg(long, default_value = "v2")]
     flavor: Flavor,
     /// SETTINGS_MAX_CONCURRENT_STREAMS advertised to HTTP/2 clients (default: hyper's, 200).

@@ -646,7 +646,12 @@ pub fn explain_sample(
                 format!("error: {}", err.message)
             }
         };
-        out.push_str(&format!("{} ({}): {line}\n", e.key(), e.origin()));
+        out.push_str(&format!(
+            "{} ({}, over {}): {line}\n",
+            e.key(),
+            e.origin(),
+            input_of(e.key())
+        ));
     }
     if seen == 0 {
         return Err(match key {
@@ -655,6 +660,23 @@ pub fn explain_sample(
         });
     }
     Ok((out, ok))
+}
+
+/// What an expression's input `.` is, by the key it is written at (README, "Expressions
+/// where pointers stop"): one sample cannot be every input, so `--explain --sample` names it
+/// beside each value, and an error over a sample of another kind reads as what it is.
+fn input_of(key: &str) -> &'static str {
+    if key.starts_with("tools.catalog.") {
+        "a catalog entry"
+    } else if key.starts_with("host.bodies.") || key.starts_with("host.resolve.") {
+        "the operation's values"
+    } else if key.starts_with("host.fields.createdRunId")
+        || key.starts_with("host.fields.createdStatus")
+    {
+        "the create answer"
+    } else {
+        "the run document"
+    }
 }
 
 /// Expressions live in the shared mapping (`Arc<Mapping>`), read by every request's task.
@@ -697,6 +719,21 @@ mod tests {
             .holds(&json!({"status": {"nodes": {"a": {"type": "Pod"}, "b": {"type": "Suspend", "phase": "Running"}}}}))
             .unwrap());
         assert!(!waiting.holds(&json!({"status": {"nodes": {}}})).unwrap());
+    }
+
+    #[test]
+    fn the_sample_explanation_names_each_expressions_input() {
+        assert_eq!(input_of("tools.catalog.inputSchema"), "a catalog entry");
+        assert_eq!(
+            input_of("host.resolve.waiting-input.accept.body.outputParameters"),
+            "the operation's values"
+        );
+        assert_eq!(
+            input_of("host.bodies.createRun.submitOptions.parameters"),
+            "the operation's values"
+        );
+        assert_eq!(input_of("host.fields.createdRunId"), "the create answer");
+        assert_eq!(input_of("host.statusRules[3].when.jq"), "the run document");
     }
 
     #[test]

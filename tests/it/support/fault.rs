@@ -65,6 +65,7 @@ fn ready_on_catalog(c: &mut Config) {
         // No catalog route: the Job list the credential probe reads
         // (config/kubernetes.example.yaml `host.readiness`).
         Flavor::K8s => "/apis/batch/v1/namespaces/acme/jobs?limit=1".to_string(),
+        Flavor::Argo => "/api/v1/workflow-templates/acme?listOptions.limit=1".to_string(),
         _ => format!("/jobTypes?api-version={AZURE_API}&maxpagesize=1"),
     };
     let token = http::HeaderValue::from_str(&format!("Bearer {A}")).unwrap();

@@ -113,6 +113,7 @@ pub fn example_of(flavor: Flavor) -> Option<std::path::PathBuf> {
         Flavor::Aip151 => "aip151",
         Flavor::Azure => "azure",
         Flavor::K8s => "kubernetes",
+        Flavor::Argo => "argo",
     };
     Some(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -399,6 +400,7 @@ impl Env {
                 }
                 v
             }
+            Flavor::Argo => argo_as_v2(self.host_get(key, &argo_workflow_path(key, run_id)).await),
             Flavor::V2 | Flavor::Legacy => {
                 self.rest_get(key, &format!("/runs/{}", run_id.replace('/', "%2F")))
                     .await
@@ -460,6 +462,12 @@ impl Env {
     pub async fn suspended_interrupt_ids(&self, key: &str, run_id: &str) -> Vec<String> {
         if foreign() {
             let doc = self.run(key, run_id).await["raw"].clone();
+            if flavor() == Flavor::Argo {
+                return argo_suspended(&doc)
+                    .iter()
+                    .filter_map(|n| n["id"].as_str().map(str::to_string))
+                    .collect();
+            }
             return [
                 "/metadata/approval/id",
                 "/metadata/inputRequest/id",
@@ -512,6 +520,7 @@ impl Env {
             Flavor::Azure => "/approve",
             // Jobs have no waiting state, so no route answers a gate.
             Flavor::K8s => "(no approval route)",
+            Flavor::Argo => "/resume",
         }
     }
 
@@ -562,6 +571,18 @@ impl Env {
                     .rev()
                     .filter(|j| j.namespace == tenant && j.workflow == workflow)
                     .map(|j| j.name)
+                    .collect();
+            }
+            Flavor::Argo => {
+                let v = self
+                    .host_get(key, &format!("/api/v1/workflows/{}", tenant_of(key)))
+                    .await;
+                return v["items"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|w| w["metadata"]["labels"][ARGO_TEMPLATE_LABEL] == workflow)
+                    .filter_map(|w| w["metadata"]["name"].as_str().map(str::to_string))
                     .collect();
             }
             Flavor::V2 | Flavor::Legacy => {}
@@ -643,12 +664,16 @@ impl Env {
                 (flavor() == Flavor::K8s
                     && r.method == "DELETE"
                     && r.path.ends_with(&format!("/jobs/{run_id}")))
+                    || (flavor() == Flavor::Argo
+                        && r.method == "PUT"
+                        && r.path.ends_with(&format!("/{run_id}/stop"))
+                        && !String::from_utf8_lossy(&r.body).contains("nodeFieldSelector"))
                     || r.method == "POST"
                         && match flavor() {
                             // AIP-151 CancelOperation: the operation's custom method.
                             Flavor::Aip151 => r.path == aip151,
                             Flavor::Azure => r.path == format!("/jobs/{run_id}/cancel"),
-                            Flavor::K8s => false,
+                            Flavor::K8s | Flavor::Argo => false,
                             Flavor::V2 | Flavor::Legacy => {
                                 r.path.ends_with("/cancel")
                                     && (r.path.contains(&wire)
@@ -863,6 +888,61 @@ pub fn k8s_as_v2(job: Value) -> Value {
     })
 }
 
+/// The label Argo puts on a workflow submitted from a template: the tool it runs.
+pub const ARGO_TEMPLATE_LABEL: &str = "workflows.argoproj.io/workflow-template";
+
+/// The path of `key`'s workflow `name` on the argo flavour (the namespace is the key's tenant).
+pub fn argo_workflow_path(key: &str, name: &str) -> String {
+    format!("/api/v1/workflows/{}/{name}", tenant_of(key))
+}
+
+/// The open gates of an Argo Workflow: its `Suspend` nodes in `Running` phase.
+pub fn argo_suspended(wf: &Value) -> Vec<Value> {
+    wf["status"]["nodes"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(_, n)| n.clone())
+        .filter(|n| n["type"] == "Suspend" && n["phase"] == "Running")
+        .collect()
+}
+
+/// An Argo Workflow read in v2 names (as config/argo.example.yaml maps it): a stopped or
+/// terminated workflow (`spec.shutdown`) is cancelled, a running one with a `Suspend` node
+/// waits (for an approval, or with supplied output parameters for an answer), its output
+/// parameters are its variables.
+pub fn argo_as_v2(wf: Value) -> Value {
+    let st = &wf["status"];
+    let shut = !wf["spec"]["shutdown"].is_null();
+    let gates = argo_suspended(&wf);
+    let status = match st["phase"].as_str().unwrap_or_default() {
+        _ if wf["kind"] != "Workflow" => "gone",
+        "Pending" => "pending",
+        "Running" if shut => "cancelling",
+        "Running" if gates.iter().any(|n| n["outputs"].is_null()) => "waiting-approval",
+        "Running" if !gates.is_empty() => "waiting-input",
+        "Running" => "running",
+        "Succeeded" => "completed",
+        "Failed" | "Error" if shut => "cancelled",
+        "Failed" | "Error" => "failed",
+        other => return json!({ "runId": wf["metadata"]["name"], "status": other, "raw": wf }),
+    };
+    let variables: serde_json::Map<String, Value> = st["outputs"]["parameters"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| Some((p["name"].as_str()?.to_string(), p["value"].clone())))
+        .collect();
+    json!({
+        "runId": wf["metadata"]["name"],
+        "status": status,
+        "workflowId": wf["metadata"]["labels"][ARGO_TEMPLATE_LABEL],
+        "variables": if st["outputs"].is_null() { Value::Null } else { Value::Object(variables) },
+        "error": if status == "failed" { json!({ "message": st["message"] }) } else { Value::Null },
+        "raw": wf,
+    })
+}
+
 /// A sidecar started from a configuration file it can reload (the file lives in a temp dir).
 pub struct FileEnv {
     pub env: Env,
@@ -938,6 +1018,10 @@ pub fn rest_path(v2: &str) -> String {
             Some(id) => format!("/apis/batch/v1/namespaces/acme/jobs/{id}"),
             None => "/apis/batch/v1/namespaces/acme/jobs".to_string(),
         },
+        Flavor::Argo => match rest.strip_prefix('/') {
+            Some(id) => format!("/api/v1/workflows/acme/{id}"),
+            None => "/api/v1/workflows/acme".to_string(),
+        },
     }
 }
 
@@ -953,7 +1037,8 @@ pub fn as_v2(v: Value) -> Value {
             return azure_as_v2(v)
         }
         Flavor::K8s if v["kind"] == "Job" => return k8s_as_v2(v),
-        Flavor::Aip151 | Flavor::Azure | Flavor::K8s => return v,
+        Flavor::Argo if v["kind"] == "Workflow" => return argo_as_v2(v),
+        Flavor::Aip151 | Flavor::Azure | Flavor::K8s | Flavor::Argo => return v,
         Flavor::Legacy => {}
     }
     fn status(s: &str) -> &str {

@@ -49,6 +49,15 @@ pub async fn tasked(env: &Env, key: &str, tool: &str, args: Value) -> String {
 /// The reason the run was cancelled with, if it was: its `run.cancelled` event; on a host
 /// without an event log, the reason the cancel that reached it carried.
 pub async fn cancel_reason(env: &Env, run_id: &str) -> Option<String> {
+    if super::flavor() == openwop_devhost::Flavor::Argo {
+        // The stop's message is the reason; the devhost records it as the run's.
+        return env
+            .host
+            .run_events(run_id)
+            .iter()
+            .find(|e| e["type"] == "run.cancelled")
+            .and_then(|e| e["payload"]["reason"].as_str().map(str::to_string));
+    }
     if super::foreign() {
         return env.host_cancels(run_id).iter().rev().find_map(|r| {
             serde_json::from_slice::<Value>(&r.body).ok()?["reason"]
