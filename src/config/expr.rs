@@ -606,7 +606,7 @@ impl Eq for Expr {}
 /// written, and its value as compact JSON (`(no value)` when it yields none) or its error.
 /// `Ok((text, all_ok))`; `Err` when the sample cannot be read or no expression is at `key`.
 pub fn explain_sample(
-    cfg: &mut super::Config,
+    exprs: Vec<&mut Expr>,
     sample: &std::path::Path,
     key: Option<&str>,
 ) -> Result<(String, bool), String> {
@@ -625,7 +625,7 @@ pub fn explain_sample(
     let mut out = format!("# jq expressions over {}\n", sample.display());
     let mut ok = true;
     let mut seen = 0;
-    for e in cfg.exprs_mut() {
+    for e in exprs {
         if key.is_some_and(|k| k != e.key() && format!("{k}.jq") != e.key()) {
             continue;
         }
