@@ -39,13 +39,13 @@ pub const PROFILES: &[Profile] = &[
     Profile {
         name: "openwop-v2",
         file: "config/profiles/openwop-v2.yaml",
-        text: include_str!("../../config/profiles/openwop-v2.yaml"),
+        text: include_str!("../../../config/profiles/openwop-v2.yaml"),
         requires: &[],
     },
     Profile {
         name: "aip-151",
         file: "config/profiles/aip-151.yaml",
-        text: include_str!("../../config/profiles/aip-151.yaml"),
+        text: include_str!("../../../config/profiles/aip-151.yaml"),
         requires: &[
             Require {
                 path: "host.routes.createRun.path",
@@ -64,7 +64,7 @@ pub const PROFILES: &[Profile] = &[
     Profile {
         name: "azure-async",
         file: "config/profiles/azure-async.yaml",
-        text: include_str!("../../config/profiles/azure-async.yaml"),
+        text: include_str!("../../../config/profiles/azure-async.yaml"),
         requires: &[
             Require {
                 path: "host.routes.createRun.path",
@@ -95,7 +95,7 @@ pub const PROFILES: &[Profile] = &[
     Profile {
         name: "accepted-location",
         file: "config/profiles/accepted-location.yaml",
-        text: include_str!("../../config/profiles/accepted-location.yaml"),
+        text: include_str!("../../../config/profiles/accepted-location.yaml"),
         requires: &[
             Require {
                 path: "host.routes.createRun.path",
