@@ -128,7 +128,7 @@ pub struct Mapping {
     /// Version header, credential probe, readiness route, discovery augmentation
     /// (src/config/wire.rs).
     pub wire: super::wire::HostWire,
-    /// How runs are followed (src/config/follow.rs).
+    /// How runs are followed (src/config/follow/).
     pub follow: super::follow::Follow,
     /// Status predicates, tried in order before `statuses`.
     pub status_rules: Vec<super::follow::StatusRule>,

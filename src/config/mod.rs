@@ -104,7 +104,7 @@ impl Config {
     }
 
     /// The effective mapping of a valid file, a line a value with where it came from
-    /// (`check-config --explain`, src/config/profile.rs).
+    /// (`check-config --explain`, src/config/profile/).
     pub fn explain(path: &Path) -> Result<Option<String>, ConfigError> {
         let name = path.display().to_string();
         let text = std::fs::read_to_string(path)
@@ -113,7 +113,7 @@ impl Config {
     }
 
     /// Parses and validates a file's text; a `host.profile` it names is merged under it
-    /// first (src/config/profile.rs), and errors still name the file's own lines.
+    /// first (src/config/profile/), and errors still name the file's own lines.
     pub fn from_yaml_str(
         text: &str,
         source_name: &str,
