@@ -111,6 +111,11 @@ impl RawHost {
 
     /// Normalises the mapping with the templates' allowed headers and the idempotency setting
     /// (read with the routes, src/config/host.rs).
+    ///
+    /// Long for now: it reads the keys of `host:` one block each, in the order later checks
+    /// read earlier results (ids, fields, bodies, statuses, error rules, then the parts
+    /// follow.rs, resolve.rs and create_name.rs compile), every block with its own located
+    /// error; one function per key is the next step for this file.
     pub(super) fn mapping_with(
         &self,
         allow_headers: &[http::HeaderName],
