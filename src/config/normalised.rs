@@ -1,5 +1,5 @@
 //! The normalised configuration every part of the sidecar reads, built by
-//! [`RawConfig::normalise`](super::raw::RawConfig) and loaded by the functions of
+//! `RawConfig::normalise` (src/config/raw.rs) and loaded by the functions of
 //! src/config/mod.rs.
 
 use std::net::SocketAddr;
