@@ -149,7 +149,7 @@ fn main() -> ExitCode {
                 if let Some(sample) = sample {
                     let mut cfg = cfg;
                     return match openwop_mcp_sidecar::config::expr::explain_sample(
-                        &mut cfg,
+                        cfg.exprs_mut(),
                         sample,
                         key.as_deref(),
                     ) {

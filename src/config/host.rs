@@ -26,7 +26,7 @@ pub struct RawHost {
     /// A built-in mapping merged under this file (config/profiles/<name>.yaml): `openwop-v2`
     /// (the defaults), `aip-151`, `azure-async` or `accepted-location`. Maps merge key by key,
     /// the file wins for every key it sets, lists and single values are replaced whole.
-    // Read before the file is parsed (src/config/profile.rs); kept here so the key is known.
+    // Read before the file is parsed (src/config/profile/); kept here so the key is known.
     #[schemars(with = "Option<super::profile::ProfileName>")]
     pub profile: Option<String>,
     #[serde(default)]

@@ -5,6 +5,7 @@
 //! OpenWOP v2 as the default, so that no route string is scattered through the handlers.
 
 pub mod answers;
+mod assemble;
 pub mod auth;
 pub mod callers;
 pub mod catalog;
@@ -12,6 +13,7 @@ pub mod catalog_file;
 pub mod create_name;
 mod ctx;
 mod env;
+mod error;
 mod explain;
 pub mod expr;
 pub mod follow;
@@ -21,12 +23,16 @@ mod listener;
 pub mod mapping;
 mod mcp;
 mod mount;
+mod normalised;
+pub mod operation;
+pub mod pointer;
 pub mod profile;
 mod raw;
 pub mod reads;
 pub mod resolve;
 pub mod retry;
 pub mod routes;
+mod schema;
 mod secret;
 pub mod stdio;
 mod tasks;
@@ -34,25 +40,29 @@ mod telemetry;
 pub mod template;
 mod tools;
 mod upstream;
+pub mod values;
 pub mod wire;
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
-pub use mapping::{ErrorClass, IdEncoding, Mapping, TaskIdEncoding};
+pub use error::{ConfigError, Overrides};
+pub use mapping::Mapping;
+pub use normalised::Config;
 pub use raw::RawConfig;
 pub use retry::RetryPolicy;
 pub use routes::{Operation, Route, Routes};
+pub use schema::json_schema;
 pub use secret::Secret;
 pub use template::{BodyTemplate, Idempotency, Var};
+pub use values::{ErrorClass, IdEncoding, TaskIdEncoding};
 
-pub use catalog::{CatalogMapping, JsonPointer, NextPage};
+pub use catalog::{CatalogMapping, NextPage};
 pub use limits::Limits;
 pub use listener::Shutdown;
 pub use mcp::Mcp;
 pub use mount::Mount;
+pub use pointer::JsonPointer;
 pub use tasks::{Ownership, Tasks};
 pub use telemetry::{AccessPaths, Logging, Otlp, Telemetry};
 pub use tools::{
@@ -61,102 +71,7 @@ pub use tools::{
 pub use upstream::Upstream;
 pub use wire::{HostWire, Probe, Readiness, ReadyCredential};
 
-/// A configuration error that names where it happened: `file:line:column: message`, or
-/// `file: message` when the error is about the whole file (it cannot be read), `line` 0.
-#[derive(Debug, thiserror::Error)]
-#[error("{}", self.render())]
-pub struct ConfigError {
-    pub source_name: String,
-    pub line: u64,
-    pub column: u64,
-    pub message: String,
-}
-
-impl ConfigError {
-    fn render(&self) -> String {
-        if self.line == 0 {
-            format!("{}: {}", self.source_name, self.message)
-        } else {
-            format!(
-                "{}:{}:{}: {}",
-                self.source_name, self.line, self.column, self.message
-            )
-        }
-    }
-
-    /// `loc` None: not known yet; [`Config::from_yaml_str`] then looks for the path the message
-    /// starts with, and without one the error names the file only (never a made-up 1:1).
-    fn at(source_name: &str, loc: Option<(u64, u64)>, message: impl Into<String>) -> Self {
-        let (line, column) = loc.unwrap_or((0, 0));
-        ConfigError {
-            source_name: source_name.to_string(),
-            line,
-            column,
-            message: message.into(),
-        }
-    }
-}
-
-/// The normalised configuration every part of the sidecar reads.
-#[derive(Debug, Clone)]
-pub struct Config {
-    pub listen: SocketAddr,
-    pub limits: Limits,
-    /// Serve TLS on the listener with this certificate and key (PEM), reloaded on change.
-    pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
-    /// How often the configuration file is checked for changes (hot reload).
-    pub reload_poll: Duration,
-    pub upstream: Upstream,
-    pub mount: Mount,
-    pub mcp: Mcp,
-    pub tasks: Tasks,
-    pub ownership: Ownership,
-    pub shutdown: Shutdown,
-    pub routes: Arc<Routes>,
-    pub mapping: Arc<Mapping>,
-    pub tools: Tools,
-    pub logging: Logging,
-    /// Read at start only: a reload that changes it is logged and takes effect on restart.
-    pub telemetry: Telemetry,
-    /// Login discovery for MCP clients (`None` = off; src/config/auth.rs).
-    pub auth: Option<auth::Auth>,
-    /// `openwop-mcp-sidecar stdio`: where the caller's credential comes from.
-    pub stdio: stdio::Stdio,
-}
-
-/// Command-line overrides (flags win over the file).
-#[derive(Debug, Default, Clone)]
-pub struct Overrides {
-    pub listen: Option<SocketAddr>,
-    pub upstream: Option<String>,
-}
-
 impl Config {
-    /// What a valid file still leaves at risk, one sentence each (`check-config` prints them,
-    /// `serve` logs them).
-    pub fn warnings(&self) -> Vec<String> {
-        let mut w = Vec::new();
-        let form = self.mapping.task_ids;
-        if let Some(risk) = form.risk() {
-            w.push(risk.to_string());
-        }
-        if form == TaskIdEncoding::Sealed && self.mcp.request_state_key.is_none() {
-            w.push(format!(
-                "host.ids.taskId: sealed taskIds are sealed with a random per-process key while no \
-                 state key is configured (mcp.requestStateKeyEnv, else ${}): they do not open on \
-                 another replica or after a restart",
-                mcp::STATE_KEY_ENV
-            ));
-        }
-        w
-    }
-
-    /// The files besides the configuration file whose bytes this generation was built from:
-    /// a change to one is a change to the configuration (src/server/reload.rs).
-    pub fn watched_files(&self) -> Vec<&Path> {
-        self.tools.file.iter().map(|f| f.path.as_path()).collect()
-    }
-
     /// The built-in defaults (OpenWOP v2), as if an empty file had been given.
     #[allow(
         clippy::expect_used,
@@ -192,7 +107,7 @@ impl Config {
     }
 
     /// The effective mapping of a valid file, a line a value with where it came from
-    /// (`check-config --explain`, src/config/profile.rs).
+    /// (`check-config --explain`, src/config/profile/).
     pub fn explain(path: &Path) -> Result<Option<String>, ConfigError> {
         let name = path.display().to_string();
         let text = std::fs::read_to_string(path)
@@ -201,7 +116,7 @@ impl Config {
     }
 
     /// Parses and validates a file's text; a `host.profile` it names is merged under it
-    /// first (src/config/profile.rs), and errors still name the file's own lines.
+    /// first (src/config/profile/), and errors still name the file's own lines.
     pub fn from_yaml_str(
         text: &str,
         source_name: &str,
@@ -305,21 +220,6 @@ impl Config {
             e
         })
     }
-}
-
-/// The JSON Schema of the configuration file, generated from the types the file is parsed
-/// into (so it cannot drift from what `check-config` accepts). Shipped as
-/// `config/sidecar.schema.json` for editors; `openwop-mcp-sidecar config-schema` prints it.
-pub fn json_schema() -> serde_json::Value {
-    let mut v = serde_json::to_value(schemars::schema_for!(RawConfig)).unwrap_or_default();
-    if let Some(o) = v.as_object_mut() {
-        o.insert("title".into(), "openwop-mcp-sidecar configuration".into());
-        o.insert(
-            "description".into(),
-            "One YAML file; every field optional, OpenWOP v2 defaults (see config/sidecar.example.yaml).".into(),
-        );
-    }
-    v
 }
 
 /// serde-saphyr renders "error: line L column C: <message> at line L, column C" and a

@@ -26,7 +26,7 @@
 //! `host.resolve` routes (src/config/resolve.rs) also take `{runId}`, `{nodeId}` and
 //! `{header.NAME}`.
 //!
-//! A body value may also be `{ jq: "<expression>" }` (src/config/expr.rs): its input is an
+//! A body value may also be `{ jq: "<expression>" }` (src/config/expr/): its input is an
 //! object of the values the operation has (`tool`, `arguments`, `entry`, `callId`, `call`, `caller`,
 //! `header`, `runId`, `nodeId`, `reason`, `value`, `interruptId`, `content`), its one value
 //! replaces it (none: the key is left out).

@@ -1,3 +1,5 @@
+use std::time::Duration;
+
 use super::*;
 
 pub(super) fn parse(y: &str) -> Result<Config, ConfigError> {

@@ -16,7 +16,6 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_saphyr::Spanned;
 
-use super::host::RawHost;
 use super::Secret;
 
 /// The version header OpenWOP v2 requires on every request (OpenWOP v2 headers.md).
@@ -95,7 +94,7 @@ impl ReadyCredential {
     }
 }
 
-fn authorization(scheme: &str, token: &str) -> Result<Secret<HeaderValue>, String> {
+pub(super) fn authorization(scheme: &str, token: &str) -> Result<Secret<HeaderValue>, String> {
     if token.is_empty() {
         return Err("the credential is empty".into());
     }
@@ -172,10 +171,10 @@ pub struct RawReadiness {
     pub credential_scheme: Option<String>,
 }
 
-type Fail = (Option<(u64, u64)>, String);
+pub(super) type Fail = (Option<(u64, u64)>, String);
 
 /// `none` (`Ok(None)`), or the object `T` a located value holds; the error is at the value.
-fn off_or<T: serde::de::DeserializeOwned>(
+pub(super) fn off_or<T: serde::de::DeserializeOwned>(
     v: &Spanned<Value>,
     what: &str,
     shape: &str,
@@ -190,7 +189,7 @@ fn off_or<T: serde::de::DeserializeOwned>(
     }
 }
 
-fn fixed_route(
+pub(super) fn fixed_route(
     what: &str,
     method: Option<&str>,
     path: &str,
@@ -211,123 +210,6 @@ fn fixed_route(
         return Err((None, format!("{what}.path: '{path}' is not a valid path")));
     }
     Ok((method, path.to_string()))
-}
-
-impl RawHost {
-    /// Normalises the wire details; `Err((location, message))`.
-    pub(super) fn wire(&self) -> Result<HostWire, Fail> {
-        let mut w = HostWire::default();
-        if let Some(v) = &self.version_header {
-            w.version_header =
-                match off_or::<RawHeaderPair>(v, "host.versionHeader", "{ name, value }")? {
-                    None => None,
-                    Some(h) => {
-                        let name = HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| {
-                            (
-                                None,
-                                format!(
-                                    "host.versionHeader.name: '{}' is not a header name",
-                                    h.name
-                                ),
-                            )
-                        })?;
-                        let value = HeaderValue::from_str(&h.value).map_err(|_| {
-                            (
-                                None,
-                                "host.versionHeader.value: not a valid header value".to_string(),
-                            )
-                        })?;
-                        Some((name, value))
-                    }
-                };
-        }
-        if let Some(v) = &self.probe {
-            w.probe = match off_or::<RawProbeRoute>(v, "host.probe", "{ method?, path?, query? }")?
-            {
-                None => None,
-                Some(r) => {
-                    let fixed = match &r.path {
-                        Some(p) => Some(fixed_route("host.probe", r.method.as_deref(), p, Method::GET)?),
-                        None if r.method.is_some() => {
-                            return Err((
-                                None,
-                                "host.probe.method: give a path with it (without one the listRuns route is used, with its own method)".into(),
-                            ))
-                        }
-                        None => None,
-                    };
-                    let query = match &r.query {
-                        Some(q) => q.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-                        None => vec![("limit".into(), "1".into())],
-                    };
-                    Some(Probe { fixed, query })
-                }
-            };
-        }
-        if let Some(r) = &self.readiness {
-            let fixed = match &r.path {
-                Some(p) => Some(fixed_route(
-                    "host.readiness",
-                    r.method.as_deref(),
-                    p,
-                    Method::GET,
-                )?),
-                None if r.method.is_some() => {
-                    return Err((
-                        None,
-                        "host.readiness.method: give a path with it (without one the discovery route is used)".into(),
-                    ))
-                }
-                None => None,
-            };
-            let scheme = r
-                .credential_scheme
-                .clone()
-                .unwrap_or_else(|| "Bearer".into());
-            let credential = match (&r.credential_env, &r.credential_file) {
-                (Some(_), Some(_)) => return Err((
-                    None,
-                    "host.readiness.credentialEnv: give credentialEnv or credentialFile, not both"
-                        .into(),
-                )),
-                (Some(var), None) => {
-                    // Missing under check-config --allow-missing-env: no credential stands in.
-                    match super::env::var("host.readiness.credentialEnv", var)
-                        .map_err(|m| (None, m))?
-                    {
-                        Some(token) => {
-                            let v = authorization(&scheme, token.trim()).map_err(|m| {
-                                (None, format!("host.readiness.credentialEnv: ${var}: {m}"))
-                            })?;
-                            Some(ReadyCredential::Value(v))
-                        }
-                        None => None,
-                    }
-                }
-                (None, Some(f)) => {
-                    let path = PathBuf::from(f);
-                    if !path.is_file() {
-                        return Err((
-                            None,
-                            format!("host.readiness.credentialFile: '{f}' is not a readable file"),
-                        ));
-                    }
-                    Some(ReadyCredential::File { path, scheme })
-                }
-                (None, None) if r.credential_scheme.is_some() => return Err((
-                    None,
-                    "host.readiness.credentialScheme: give credentialEnv or credentialFile with it"
-                        .into(),
-                )),
-                (None, None) => None,
-            };
-            w.readiness = Readiness { fixed, credential };
-        }
-        if let Some(a) = self.augment_discovery {
-            w.augment_discovery = a;
-        }
-        Ok(w)
-    }
 }
 
 #[cfg(test)]

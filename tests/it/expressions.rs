@@ -1,4 +1,4 @@
-//! jq expressions where pointers stop (src/config/expr.rs): the real sidecar, configured by a
+//! jq expressions where pointers stop (src/config/expr/): the real sidecar, configured by a
 //! file written here, in front of the real devhost. Each test uses an expression where no
 //! pointer or equality rule can say it: a schema built from a list, arguments as `key=value`
 //! strings, a status found by searching a map.

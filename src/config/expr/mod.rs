@@ -33,6 +33,9 @@ use serde_json::Value;
 /// Terms one evaluation may run: a few ms of CPU at most (a status rule searching a map of a
 /// few hundred steps takes a few thousand; a schema from a list of 50 parameters, about as
 /// many). It also bounds how deep a value can be nested (each level costs steps).
+mod read;
+pub use read::{RawJq, RawRead, Read};
+
 pub const MAX_STEPS: u64 = 200_000;
 
 /// The stack of the thread an evaluation runs on: room for [`MAX_STACK`] of recursion and
@@ -295,7 +298,7 @@ impl Expr {
     }
 
     /// The same program, located again (a value a profile merged under the file: its lines
-    /// are the merged text's until they are put back, src/config/profile.rs).
+    /// are the merged text's until they are put back, src/config/profile/).
     #[allow(
         dead_code,
         reason = "used by the profile merge once keys take expressions"
@@ -510,103 +513,6 @@ fn from_val(v: &Val, budget: &mut usize, depth: usize) -> Result<Value, String> 
     })
 }
 
-/// A key that reads a value out of a document as the file writes it: a JSON pointer (the
-/// short form, `/status`) or `{ jq: "<expression>" }` (the long form).
-#[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
-#[serde(untagged)]
-pub enum RawRead {
-    /// A JSON pointer (RFC 6901), like `/status`.
-    Pointer(String),
-    /// A jq expression over the document (src/config/expr.rs).
-    Jq(RawJq),
-}
-
-/// `{ jq: "<expression>" }`.
-#[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RawJq {
-    /// A jq expression; its input `.` is the document the key reads, and it yields at most
-    /// one value.
-    pub jq: String,
-}
-
-impl RawRead {
-    /// The pointer text, when the short form is used.
-    pub fn pointer(&self) -> Option<&str> {
-        match self {
-            RawRead::Pointer(p) => Some(p),
-            RawRead::Jq(_) => None,
-        }
-    }
-
-    /// Compiles the long form (the short form is `Ok(None)`); `key` names it in errors.
-    pub fn expr(&self, key: &str) -> Result<Option<Expr>, String> {
-        match self {
-            RawRead::Pointer(_) => Ok(None),
-            RawRead::Jq(j) => Expr::compile(&j.jq, key, "")
-                .map(Some)
-                .map_err(|m| format!("{key}: {m}")),
-        }
-    }
-
-    /// The compiled key: a parsed pointer or an expression.
-    pub fn read(&self, key: &str) -> Result<Read, String> {
-        match self {
-            RawRead::Pointer(p) => super::catalog::JsonPointer::parse(p)
-                .map(Read::Pointer)
-                .map_err(|m| format!("{key}: {m}")),
-            RawRead::Jq(j) => Expr::compile(&j.jq, key, "")
-                .map(Read::Jq)
-                .map_err(|m| format!("{key}: {m}")),
-        }
-    }
-}
-
-/// A compiled reading key: a pointer or an expression.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Read {
-    Pointer(super::catalog::JsonPointer),
-    Jq(Expr),
-}
-
-impl Read {
-    /// The value the key names in `doc` (`None`: nothing there); an expression may fail.
-    pub fn get<'a>(
-        &self,
-        doc: &'a Value,
-    ) -> Result<Option<std::borrow::Cow<'a, Value>>, ExprError> {
-        match self {
-            Read::Pointer(p) => Ok(p.get(doc).map(std::borrow::Cow::Borrowed)),
-            Read::Jq(e) => Ok(e.eval(doc)?.map(std::borrow::Cow::Owned)),
-        }
-    }
-
-    /// The pointer, when the key is one.
-    pub fn as_pointer(&self) -> Option<&super::catalog::JsonPointer> {
-        match self {
-            Read::Pointer(p) => Some(p),
-            Read::Jq(_) => None,
-        }
-    }
-
-    /// The expression, when the key is one.
-    pub fn as_expr_mut(&mut self) -> Option<&mut Expr> {
-        match self {
-            Read::Pointer(_) => None,
-            Read::Jq(e) => Some(e),
-        }
-    }
-}
-
-impl fmt::Display for Read {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Read::Pointer(p) => p.fmt(f),
-            Read::Jq(e) => write!(f, "{} (jq)", e.key()),
-        }
-    }
-}
-
 impl Eq for Expr {}
 
 /// `check-config --explain --sample FILE [--key KEY]`: every expression of the file (or the
@@ -614,7 +520,7 @@ impl Eq for Expr {}
 /// written, and its value as compact JSON (`(no value)` when it yields none) or its error.
 /// `Ok((text, all_ok))`; `Err` when the sample cannot be read or no expression is at `key`.
 pub fn explain_sample(
-    cfg: &mut super::Config,
+    exprs: Vec<&mut Expr>,
     sample: &std::path::Path,
     key: Option<&str>,
 ) -> Result<(String, bool), String> {
@@ -633,7 +539,7 @@ pub fn explain_sample(
     let mut out = format!("# jq expressions over {}\n", sample.display());
     let mut ok = true;
     let mut seen = 0;
-    for e in cfg.exprs_mut() {
+    for e in exprs {
         if key.is_some_and(|k| k != e.key() && format!("{k}.jq") != e.key()) {
             continue;
         }
@@ -686,257 +592,7 @@ const _: () = {
 };
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn ex(code: &str) -> Expr {
-        Expr::compile(code, "host.fields.status", "sidecar.yaml:7:13").unwrap()
-    }
-
-    #[test]
-    fn an_expression_reshapes_what_a_pointer_cannot() {
-        let params = json!([{"name": "region", "enum": ["eu", "us"]}, {"name": "n", "value": 3}]);
-        let schema = ex(r#"{type: "object",
-              properties: (map({key: .name, value: ({type: "string"} + (if .enum then {enum} else {} end))}) | from_entries),
-              required: [.[] | select(has("value") | not) | .name]}"#)
-        .eval(&params)
-        .unwrap()
-        .unwrap();
-        assert_eq!(
-            schema,
-            json!({"type": "object",
-                   "properties": {"region": {"type": "string", "enum": ["eu", "us"]},
-                                  "n": {"type": "string"}},
-                   "required": ["region"]})
-        );
-        let args = ex(r#".arguments | to_entries | map("\(.key)=\(.value)")"#)
-            .eval(&json!({"arguments": {"a": 1, "b": "x"}}))
-            .unwrap();
-        assert_eq!(args, Some(json!(["a=1", "b=x"])));
-        let waiting = ex(r#".status.nodes | any(.[]; .type == "Suspend" and .phase == "Running")"#);
-        assert!(waiting
-            .holds(&json!({"status": {"nodes": {"a": {"type": "Pod"}, "b": {"type": "Suspend", "phase": "Running"}}}}))
-            .unwrap());
-        assert!(!waiting.holds(&json!({"status": {"nodes": {}}})).unwrap());
-    }
-
-    #[test]
-    fn the_sample_explanation_names_each_expressions_input() {
-        assert_eq!(input_of("tools.catalog.inputSchema"), "a catalog entry");
-        assert_eq!(
-            input_of("host.resolve.waiting-input.accept.body.outputParameters"),
-            "the operation's values"
-        );
-        assert_eq!(
-            input_of("host.bodies.createRun.submitOptions.parameters"),
-            "the operation's values"
-        );
-        assert_eq!(input_of("host.fields.createdRunId"), "the create answer");
-        assert_eq!(input_of("host.statusRules[3].when.jq"), "the run document");
-    }
-
-    #[test]
-    fn no_value_is_none_and_numbers_keep_their_kind() {
-        assert_eq!(ex("empty").eval(&json!({})).unwrap(), None);
-        assert_eq!(ex(".a").eval(&json!({"a": 7})).unwrap(), Some(json!(7)));
-        assert_eq!(ex(".a").eval(&json!({"a": 1.5})).unwrap(), Some(json!(1.5)));
-    }
-
-    #[test]
-    fn a_compile_error_carries_jaqs_text_and_column() {
-        let e = Expr::compile(".a | ", "k", "f:1:1").unwrap_err();
-        assert!(e.starts_with("jq: expected"), "{e}");
-        let e = Expr::compile(".a | nosuch(1)", "k", "f:1:1").unwrap_err();
-        assert_eq!(e, "jq: undefined filter nosuch/1 at column 6");
-    }
-
-    /// The file is the operator's, but a mistake in it must be a located error: whatever the
-    /// text, compiling it answers (and running what compiles answers too).
-    #[test]
-    fn any_text_compiles_or_is_refused_without_a_panic() {
-        let alphabet: Vec<char> = ".[]{}()|,:;$@\"\\ abcdefxyz019+-*/%<>=!?#~_\n"
-            .chars()
-            .collect();
-        let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
-        for _ in 0..3000 {
-            let mut code = String::new();
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            for i in 0..(seed % 24) {
-                let x = seed.rotate_left(i as u32 * 5) % alphabet.len() as u64;
-                code.push(alphabet[x as usize]);
-            }
-            if let Ok(e) = Expr::compile(&code, "k", "f") {
-                let _ = e.eval(&json!({"a": [1, {"b": "c"}], "d": null}));
-            }
-        }
-    }
-
-    #[test]
-    fn the_environment_and_io_are_not_reachable() {
-        for code in ["env", "$ENV", "input", "now"] {
-            assert!(Expr::compile(code, "k", "f").is_err(), "{code} compiles");
-        }
-        for code in ["debug", "test(\"a\")", "@base64", "todate"] {
-            let e = ex(code).eval(&json!("a")).unwrap_err();
-            assert!(e.message.contains("not available"), "{code}: {e}");
-        }
-    }
-
-    #[test]
-    fn a_runtime_error_names_the_key_and_where_it_was_written() {
-        let e = ex(".a | keys").eval(&json!({"a": 1})).unwrap_err();
-        assert_eq!(e.key, "host.fields.status");
-        assert_eq!(e.origin, "sidecar.yaml:7:13");
-        let text = e.to_string();
-        assert!(
-            text.starts_with("host.fields.status (sidecar.yaml:7:13): jq: "),
-            "{text}"
-        );
-        let e = ex(".[]").eval(&json!([1, 2])).unwrap_err();
-        assert!(e.message.contains("more than one value"), "{e}");
-        let e = ex(".a").holds(&json!({"a": "yes"})).unwrap_err();
-        assert!(e.message.contains("a string, not true or false"), "{e}");
-    }
-
-    #[test]
-    fn a_loop_that_does_not_end_is_stopped_by_the_step_bound() {
-        for code in [
-            "[range(1e12)] | length",
-            "until(false; .)",
-            "[repeat(1)] | length",
-            "last(range(1e12))",
-        ] {
-            let e = ex(code).eval(&json!(0)).unwrap_err();
-            assert!(e.message.contains("steps"), "{code}: {e}");
-        }
-        // the bound leaves room for real work
-        assert_eq!(
-            ex("[range(10000)] | add").eval(&json!(null)).unwrap(),
-            Some(json!(49995000))
-        );
-    }
-
-    #[test]
-    fn recursion_that_does_not_end_is_an_error_not_a_crash() {
-        let e = ex("def f: 1 + f; f").eval(&json!(0)).unwrap_err();
-        assert!(
-            e.message.contains("recursed too deep") || e.message.contains("steps"),
-            "{e}"
-        );
-    }
-
-    /// On a thread with a tokio worker's stack: a value nested as deep as the step bound
-    /// allows is refused, and dropped, without overflowing it.
-    #[test]
-    fn a_deeply_nested_value_is_refused_without_overflowing_the_stack() {
-        let t = std::thread::Builder::new()
-            .stack_size(2 * 1024 * 1024)
-            .spawn(|| {
-                let deep = ex("reduce range(10000) as $i (null; [.])").eval(&json!(null));
-                // Stopped by the step bound while holding the deepest value it can build:
-                // unwound and dropped on the evaluation's own stack.
-                let deeper = ex("reduce range(1000000) as $i (null; [.])").eval(&json!(null));
-                (deep.map(|_| ()), deeper.map(|_| ()))
-            })
-            .unwrap();
-        let (deep, deeper) = t.join().expect("no stack overflow");
-        let e = deep.unwrap_err();
-        assert!(e.message.contains("deeper than 128"), "{e}");
-        let e = deeper.unwrap_err();
-        assert!(e.message.contains("steps"), "{e}");
-    }
-
-    #[test]
-    fn an_output_past_the_size_bound_is_refused() {
-        let big = json!("a".repeat(600_000));
-        let e = ex("[., .]").eval(&big).unwrap_err();
-        assert!(e.message.contains("larger than"), "{e}");
-        let e = ex(r#""x" * 2000000"#).eval(&json!(null));
-        assert!(e.is_err_and(|e| e.message.contains("larger than")));
-    }
-}
+mod tests;
 
 #[cfg(test)]
-mod config_tests {
-    use crate::config::{Config, Overrides};
-    use serde_json::json;
-
-    fn load(y: &str) -> Result<Config, String> {
-        Config::from_yaml_str(y, "t.yaml", &Overrides::default()).map_err(|e| e.to_string())
-    }
-
-    #[test]
-    fn a_compile_error_refuses_the_file_at_the_expressions_line() {
-        let e = load("host:\n  fields:\n    status: { jq: '.a | nosuch' }\n").unwrap_err();
-        assert!(
-            e.starts_with("t.yaml:3:")
-                && e.contains("host.fields.status: jq: undefined filter nosuch/0"),
-            "{e}"
-        );
-        let e = load(
-            "host:\n  statusRules:\n    - { when: { jq: '.steps | any(' }, status: failed }\n",
-        )
-        .unwrap_err();
-        assert!(
-            e.starts_with("t.yaml:3:") && e.contains("host.statusRules[0].when.jq: jq: expected"),
-            "{e}"
-        );
-        let e = load("host:\n  bodies:\n    createRun: { a: { jq: 5 } }\n").unwrap_err();
-        assert!(
-            e.contains("host.bodies.createRun.a.jq: a jq expression"),
-            "{e}"
-        );
-        // The event log's keys stay pointers: the file is refused at the value.
-        let e = load("host:\n  fields:\n    pollEvents: { jq: '.events' }\n").unwrap_err();
-        assert!(e.starts_with("t.yaml:3:"), "{e}");
-    }
-
-    #[test]
-    fn an_evaluation_error_names_the_key_and_the_files_line() {
-        let c = load(
-            "host:\n  fields:\n    status:\n      jq: '.state | keys'\ntools:\n  catalog:\n    inputSchema: { jq: '.params' }\n",
-        )
-        .unwrap();
-        let e = c
-            .mapping
-            .fields
-            .jq
-            .as_ref()
-            .unwrap()
-            .status
-            .as_ref()
-            .unwrap();
-        assert_eq!(e.origin(), "t.yaml:4:11");
-        let err = e
-            .eval(&json!({"state": "Running"}))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.starts_with("host.fields.status (t.yaml:4:11): jq: "),
-            "{err}"
-        );
-        let schema = format!("{}", c.tools.catalog.input_schema);
-        assert_eq!(schema, "tools.catalog.inputSchema (jq)");
-        // a mapping without expressions keeps the one-pass reader
-        assert!(!load("").unwrap().mapping.reads_whole_document());
-        assert!(c.mapping.reads_whole_document());
-    }
-
-    #[test]
-    fn a_profile_keeps_working_and_an_expression_over_it_is_located_in_the_file() {
-        let c = load(
-            "host:\n  profile: aip-151\n  routes:\n    createRun: { path: '/v1/projects/p/jobTypes/{tool}:run' }\n  statusRules:\n    - { when: { jq: 'any(.steps[]?; .phase == \"Suspended\")' }, status: waiting-input }\ntools:\n  source: static\n  static: [{ name: a }]\n",
-        )
-        .unwrap();
-        let r = &c.mapping.status_rules[0];
-        assert_eq!(r.jq.as_ref().unwrap().origin(), "t.yaml:6:21");
-        assert_eq!(
-            c.mapping
-                .status_of(&json!({"steps": [{"phase": "Suspended"}]})),
-            Some(crate::wop::RunStatus::WaitingInput)
-        );
-    }
-}
+mod config_tests;
