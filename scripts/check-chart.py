@@ -407,7 +407,7 @@ def chart_hosts(docs, cfg_text: str) -> list[str]:
 
 
 def sidecar_serves_chart_hosts(case: Case, binary: Path | None, text: str | None, docs, label: str):
-    """Issue 16 §1: the rendered configuration, run by the real binary in front of the demo host,
+    """The rendered configuration, run by the real binary in front of the demo host,
     answers an MCP tools/list whose Host is the name the deployment gives it."""
     if binary is None or text is None:
         return

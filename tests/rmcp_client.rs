@@ -1,4 +1,4 @@
-//! Issue 8: `rmcp`, the official Rust MCP SDK, as a client of the sidecar (docs/clients.md).
+//! `rmcp`, the official Rust MCP SDK, as a client of the sidecar (docs/clients.md).
 //!
 //! rmcp 3.x speaks revision 2026-07-28 as a client: `ClientLifecycleMode::Discover` probes with
 //! `server/discover` instead of `initialize`, and every later request is a self-contained POST

@@ -1,4 +1,4 @@
-//! Issue 5, measured: from the client's close (FIN or RST) of a blocking JSON `tools/call` to
+//! From the client's close (FIN or RST) of a blocking JSON `tools/call` to
 //! the host receiving `POST /runs/{id}/cancel`. The host runs in this process, so its request
 //! log (`RecordedRequest::at`) and the close share one monotonic clock.
 
@@ -77,7 +77,7 @@ pub async fn measure(
         s.write_all(&req).await?;
         // The request owns its run once the run exists; the sidecar then opens the run's event
         // stream to wait on it. Close only after that, so every trial is a disconnect while
-        // the call is blocked (the state issue 5 is about).
+        // the call is blocked (the state the ownership rule is about).
         let waiting = wait_for(host, Duration::from_secs(5), |r| {
             r.method == "GET" && r.path.ends_with("/events")
         })

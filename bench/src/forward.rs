@@ -1,6 +1,6 @@
 #![forbid(unsafe_code)]
 //! `openwop-bench-forward serve --upstream URL --listen ADDR`: the floor the sidecar's CPU
-//! per request is compared with (issue 21). A bare hyper 1 HTTP/1.1 server that forwards
+//! per request is compared with. A bare hyper 1 HTTP/1.1 server that forwards
 //! every request, unchanged but for its target and `Host`, to the host through hyper-util's
 //! pooled legacy client, and streams the answer back. Nothing else: no routing, no header
 //! rewriting beyond `Host`, no logging, no metrics, no timeouts.

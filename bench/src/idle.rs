@@ -1,4 +1,4 @@
-//! Many idle client connections held open at once (issue 10, "bounded memory with 10,000 idle
+//! Many idle client connections held open at once ("bounded memory with 10,000 idle
 //! connections"): plain sockets that connect and send nothing, and HTTP/1.1 keep-alive
 //! connections that sent one request, read its answer and then sit idle.
 

@@ -9,7 +9,7 @@ pub(crate) async fn section12_latency(ctx: &mut Ctx) -> anyhow::Result<()> {
     let plan = ctx.plan.clone();
     let sc = ctx.sidecar("latency").await?;
     let host = ctx.host.addr();
-    // The floor (issue 21): a bare hyper forward to the same host, a process of its own.
+    // The floor: a bare hyper forward to the same host, a process of its own.
     let fwd = match procs::spawn_sidecar(
         &ctx.forward_bin,
         &ctx.host.base_url(),
@@ -222,7 +222,7 @@ pub(crate) async fn section12_latency(ctx: &mut Ctx) -> anyhow::Result<()> {
     res
 }
 
-/// The floor and the ratios to it (issue 21): each path's CPU per request at saturation
+/// The floor and the ratios to it: each path's CPU per request at saturation
 /// divided by the bare forward's and by the host's own (direct `GET`), of the same repeat,
 /// median over repeats. Ratios are what compares across machines; the µs are this machine's.
 pub(crate) fn floor_rows(report: &mut Report, sat_cpu: &[Vec<[f64; 3]>; 5], sat: &[Vec<f64>; 5]) {
@@ -272,7 +272,7 @@ pub(crate) fn floor_rows(report: &mut Report, sat_cpu: &[Vec<[f64; 3]>; 5], sat:
                 range(&to_floor),
                 range(&to_host)
             ),
-            target: format!("≤ {goal}× (issue 21)"),
+            target: format!("≤ {goal}×"),
             verdict: Some(m <= goal),
         });
     }

@@ -444,7 +444,7 @@ fn rest_headers() -> Vec<(HeaderName, HeaderValue)> {
     ]
 }
 
-/// `tasks/get` of `task_id` through the sidecar, exactly as issue 9 specifies it.
+/// `tasks/get` of `task_id` through the sidecar, as a 2026-07-28 client sends it.
 fn tasks_get_target(sidecar: SocketAddr, task_id: &str) -> Target {
     Target {
         name: "tasks/get via sidecar",

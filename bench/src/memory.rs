@@ -410,7 +410,7 @@ pub(crate) async fn sse_calls_once(ctx: &mut Ctx, host_h2: bool) -> anyhow::Resu
     res
 }
 
-/// Section 3e: `n` idle client connections (issue 10): silent sockets, then HTTP/1.1
+/// Section 3e: `n` idle client connections: silent sockets, then HTTP/1.1
 /// keep-alive connections idle after one request, each against a fresh sidecar.
 pub(crate) async fn section3e_idle(ctx: &mut Ctx) -> anyhow::Result<()> {
     for kind in [idle::Idle::Silent, idle::Idle::KeepAlive] {

@@ -1,4 +1,4 @@
-//! Per-caller template values (issue 19: templates take "credential-bound values the operator
+//! Per-caller template values (templates take "credential-bound values the operator
 //! allows"): `host.templates.callerValues` names a table, given by the operator in a file or
 //! an environment variable, from the caller's credential to a value, filled by
 //! `{caller.NAME}` placeholders (src/config/template.rs) — for example the project segment
@@ -10,7 +10,7 @@
 //! anything is sent (src/host/fill.rs); it never gets another caller's value, nor a default.
 //!
 //! The table holds SHA-256 digests of the credentials, never the credentials, and neither the
-//! keys nor the values reach a log line or an error message (issue 7).
+//! keys nor the values reach a log line or an error message.
 //!
 //! `host.templates.callerFrom` is the other source: a host route (a `userinfo`-style read)
 //! asked with the caller's own credential, a JSON pointer per name over its answer, the
@@ -239,7 +239,7 @@ pub struct CallerValues {
 }
 
 impl std::fmt::Debug for CallerValues {
-    // Never the table (issue 7): its name and size only.
+    // Never the table: its name and size only.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CallerValues")
             .field("name", &self.name)

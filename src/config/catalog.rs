@@ -1,4 +1,4 @@
-//! `tools.catalog`: how the host's tool catalog answer is read (issue 19, "catalog of any
+//! `tools.catalog`: how the host's tool catalog answer is read ("catalog of any
 //! shape"). JSON pointers (RFC 6901) to the array of entries and, inside each entry, to the
 //! fields an MCP Tool is made of (MCP 2026-07-28 Tools, `Tool`), plus how to page: a link the
 //! page names (Azure REST API guidelines, "Collections": `nextLink`) or a token sent back as a

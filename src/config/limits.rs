@@ -1,5 +1,5 @@
-//! The `limits` section: bounds that keep one client, or many, from exhausting the sidecar
-//! (issue 10). Each setting has a default and a floor.
+//! The `limits` section: bounds that keep one client, or many, from exhausting the sidecar.
+//! Each setting has a default and a floor.
 
 use std::time::Duration;
 
@@ -19,7 +19,7 @@ pub const HEADER_READ_TIMEOUT_MS: (u64, u64) = (10_000, 100);
 pub const BODY_READ_TIMEOUT_MS: (u64, u64) = (30_000, 100);
 pub const MAX_UPSTREAM_EVENT_BYTES: (u64, u64) = (1 << 20, 1024);
 
-/// Bounds that keep one client, or many, from exhausting the sidecar (issue 10).
+/// Bounds that keep one client, or many, from exhausting the sidecar.
 #[derive(Debug, Clone)]
 pub struct Limits {
     /// Largest MCP request body (413 beyond it).

@@ -1,6 +1,6 @@
 //! The host mapping beyond routes: how ids travel, where fields live in the host's JSON, which
-//! status names mean what, how error answers are classified, and how request bodies are shaped
-//! (issue 6). Defaults are OpenWOP v2 to the letter, so an empty file fronts a v2 host.
+//! status names mean what, how error answers are classified, and how request bodies are shaped.
+//! Defaults are OpenWOP v2 to the letter, so an empty file fronts a v2 host.
 
 use std::collections::HashMap;
 
@@ -148,7 +148,7 @@ impl Mapping {
     /// Canonical status of a host status value; unmapped values are kept as unknown.
     pub fn status(&self, host_value: &str) -> RunStatus {
         // A host names a handful of statuses: comparing them is cheaper than hashing the
-        // value with SipHash, once per run read (issue 21). The keys are distinct, so the
+        // value with SipHash, once per run read. The keys are distinct, so the
         // first match is the only one.
         let found = if self.statuses.len() <= 16 {
             self.statuses

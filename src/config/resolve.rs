@@ -1,4 +1,4 @@
-//! `host.resolve` (issue 19): how a host without an event log is answered when a run waits on
+//! `host.resolve`: how a host without an event log is answered when a run waits on
 //! its client. Per waiting status (`waiting-approval`, `waiting-input`, the statuses
 //! `host.interrupts` reads the open interrupt under) and per action, a route of its own: a
 //! method, a path and a body, all templates compiled once per configuration generation

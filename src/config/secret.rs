@@ -1,4 +1,4 @@
-//! A value that must never reach a log line or an error message (issue 7: credentials never
+//! A value that must never reach a log line or an error message (credentials never
 //! appear in logs): HMAC keys, collector credentials. Its `Debug` prints `<redacted>`, so a
 //! `{:?}` of the configuration (or of any struct holding one) is safe to log; the value itself
 //! is read only through [`Secret::expose`], which makes every use visible in review.

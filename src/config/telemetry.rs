@@ -1,4 +1,4 @@
-//! The `logging` and `telemetry` sections: log lines and OTLP span export (issue 7).
+//! The `logging` and `telemetry` sections: log lines and OTLP span export.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -49,12 +49,12 @@ pub struct Telemetry {
     pub otlp: Option<Otlp>,
 }
 
-/// OTLP/HTTP span export (issue 7).
+/// OTLP/HTTP span export.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Otlp {
     /// The full traces URL (`…/v1/traces`).
     pub endpoint: String,
-    /// Header values are often collector credentials (issue 7: never in logs).
+    /// Header values are often collector credentials (never in logs).
     pub headers: Vec<(String, Secret<String>)>,
     pub service_name: String,
     pub sample_ratio: f64,

@@ -1,4 +1,4 @@
-//! Templates for the host's request targets, headers and bodies (issue 19): parsed once per
+//! Templates for the host's request targets, headers and bodies: parsed once per
 //! configuration generation into literals and typed placeholders, so no request re-reads a
 //! template string (docs/benchmarks.md: the host client builds targets from parts).
 //!

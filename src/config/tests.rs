@@ -277,7 +277,7 @@ fn answer_windows_and_caps_default_as_documented_and_a_zero_task_window_turns_it
     assert_eq!(c.mcp.sse_answer_cap, Duration::from_secs(900));
 }
 
-// Issue 19: templates for routes and bodies, and idempotency -----------------------------------
+// Templates for routes and bodies, and idempotency -----------------------------------
 
 #[test]
 fn template_mistakes_name_the_yaml_path_and_line() {

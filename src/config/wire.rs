@@ -1,4 +1,4 @@
-//! The host's fixed wire details made data (issue 19, "everything fixed becomes data"): the
+//! The host's fixed wire details made data ("everything fixed becomes data"): the
 //! version header every host call carries, the credential probe of a static catalog, the route
 //! `/readyz` asks (with a credential of its own, if the operator supplies one), and whether the
 //! host's `/.well-known/openwop` gains the `mcp` family. The defaults are OpenWOP v2's wire to

@@ -48,7 +48,7 @@ pub struct HostClient {
     pub(super) authority: Authority,
     /// The `Host` of every HTTP/1.1 request to the host, made once: hyper-util's client
     /// writes the same value itself when a request has none, but formats it (and allocates
-    /// it) per request, about 1,300 instructions of every host call (issue 21). `None` over
+    /// it) per request, about 1,300 instructions of every host call. `None` over
     /// HTTP/2, where `:authority` names the host (RFC 9113 §8.3.1).
     host: Option<HeaderValue>,
     /// The path of `upstream.url` without its trailing `/`, prepended to every route path.
@@ -147,7 +147,7 @@ impl HostClient {
             ),
             // Boxed: the pool's send is 0.8 kB, and inline every exchange (HTTP/1.1 ones too)
             // would carry it; the exchange is itself boxed per host call, small enough then for
-            // the allocator's per-thread cache (issue 21).
+            // the allocator's per-thread cache.
             Transport::Http2(p) => {
                 Either::Right(Box::pin(p.send(req)).map(|r| r.map_err(pool_error)))
             }
@@ -395,8 +395,7 @@ impl HostClient {
     /// its state (as passed, and as the body's own bindings), and an `async` block that awaits
     /// a future it captured keeps that future twice. The request (240 bytes) was held so at
     /// every level of an exchange, and the exchange, boxed per host call, was 3.1 kB: too
-    /// large for the allocator's per-thread cache (issue 21, docs/benchmarks.md "Twelfth
-    /// round").
+    /// large for the allocator's per-thread cache (docs/benchmarks.md).
     // The closure passes on the `HostError` the `async fn`s around it return.
     #[allow(clippy::result_large_err)]
     fn once_by<'a, T: 'a>(
@@ -566,7 +565,7 @@ mod tests {
 
     /// A host exchange is boxed per host call (`send_within_head`): at 1 kB or less the box
     /// comes from glibc's per-thread cache, without the arena lock a larger one takes, which
-    /// two workers contend for (issue 21, docs/benchmarks.md "Twelfth round").
+    /// two workers contend for (docs/benchmarks.md).
     #[tokio::test]
     async fn a_host_exchange_fits_the_allocators_per_thread_cache() {
         let overrides = crate::config::Overrides {

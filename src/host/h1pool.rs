@@ -6,7 +6,7 @@
 //! check-in, the checkout future racing a connect, the request future boxed, the connection's
 //! details copied into every answer's extensions, an idle-waiter spawned when the connection
 //! is not ready at once — was about a fifth of the sidecar's own work in a `tasks/get`
-//! (issue 21, docs/benchmarks.md "Tenth round"). Here one host's connections are a stack of
+//! (docs/benchmarks.md). Here one host's connections are a stack of
 //! ready senders behind a mutex that is held for a push or a pop.
 //!
 //! Rules:
@@ -151,7 +151,7 @@ impl H1Pool {
     /// pooled connection, or on a new one when none is open.
     ///
     /// Not an `async fn`: that would hold the request twice in its state, and this future is
-    /// part of every host exchange's (see `HostClient::once_by`, issue 21).
+    /// part of every host exchange's (see `HostClient::once_by`).
     #[allow(clippy::manual_async_fn)]
     pub fn send(
         &self,
@@ -167,7 +167,7 @@ impl H1Pool {
                         fresh = true;
                         // Boxed: a new connection (TCP, maybe TLS, the handshake) is a 1.4 kB
                         // future, and inline every exchange would carry that room though nearly
-                        // all of them find a pooled connection (issue 21).
+                        // all of them find a pooled connection.
                         Box::pin(self.inner.connect()).await?
                     }
                 };

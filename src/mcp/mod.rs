@@ -113,7 +113,7 @@ pub async fn serve(ctx: Arc<McpContext>, headers: HeaderMap, bytes: bytes::Bytes
         Ok(Parsed::Request(r)) => {
             name_line(&r.method, &r.params);
             // Kept boxed: the request is a kilobyte, and the futures it travels into are moved
-            // (copied whole) on their way to the connection (issue 21).
+            // (copied whole) on their way to the connection.
             r
         }
         Ok(Parsed::Notification) => {
@@ -190,7 +190,7 @@ async fn dispatch(ctx: Arc<McpContext>, req: Box<McpRequest>) -> Response {
         // The big handlers are boxed so their state machines are not part of every request's
         // future, which is moved (copied whole) several times on its way to the connection
         // (tools/call with MRTR is kilobytes, the catalog's cache lookup 4 kB; a `tasks/get`
-        // needs none of it; issue 21).
+        // needs none of it).
         Method::ServerDiscover => Box::pin(discover(&ctx, &req)).await,
         Method::ToolsList => Box::pin(tools::list(&ctx, &req)).await,
         Method::ToolsCall => return Box::pin(call::call(ctx, *req)).await,

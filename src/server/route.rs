@@ -191,7 +191,7 @@ impl Refusal for Shedding {
     }
 }
 
-/// 503 with Retry-After: the sidecar is at its configured concurrency (issue 10). The mount
+/// 503 with Retry-After: the sidecar is at its configured concurrency. The mount
 /// answers its own way ([`McpError::Overloaded`]); everything else gets an OpenWOP error.
 fn shed(mcp: bool) -> Response {
     if mcp {

@@ -1,4 +1,4 @@
-//! Issue 16 §6: what an operator reads in the sidecar's log. The real binary, its stderr a
+//! What an operator reads in the sidecar's log. The real binary, its stderr a
 //! pipe (as in a pod), in front of the real demo host.
 
 use std::process::Stdio;

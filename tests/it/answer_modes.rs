@@ -1,4 +1,4 @@
-//! Issue 16 §2–§3: how a `tools/call` is answered. A blocking call from a client that accepts
+//! How a `tools/call` is answered. A blocking call from a client that accepts
 //! SSE anywhere in `Accept` (as every official SDK does) is answered as JSON when its run
 //! settles within the JSON window and switches to SSE otherwise, following the run up to the
 //! SSE cap; a tasked call whose run ends within the immediate-result window gets the plain

@@ -1,4 +1,4 @@
-//! Issue 16 §4: the host's own tool catalog. When discovery advertises `toolCatalog`, tools/list
+//! The host's own tool catalog. When discovery advertises `toolCatalog`, tools/list
 //! serves the host's `GET /tools` ToolDescriptors (schemas verbatim, title, description,
 //! annotations), the discovery fixtures fill what the catalog lacks, an operator override still
 //! wins, and a tool known only from the catalog is callable by a client without `elicitation`.
@@ -245,7 +245,7 @@ async fn a_catalog_only_tool_that_suspends_tells_a_client_without_elicitation_wh
     env.shutdown().await;
 }
 
-// Issue 19, "catalog of any shape": `tools.catalog` reads a catalog that is not OpenWOP's
+// A catalog of any shape: `tools.catalog` reads a catalog that is not OpenWOP's
 // `GET /tools`, page after page, against the devhost's AIP-151 and Azure flavours (their wire
 // is in devhost/src/lib.rs, the crate docs).
 

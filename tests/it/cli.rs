@@ -1,4 +1,4 @@
-//! Issue 2: the binary's commands, as an operator runs them.
+//! The binary's commands, as an operator runs them.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -31,7 +31,7 @@ fn every_shipped_example_config_is_valid() {
     assert!(n >= 1, "config/ holds at least one example");
 }
 
-/// Issue 19: the example mappings for hosts that are not OpenWOP (an AIP-151 operations
+/// The example mappings for hosts that are not OpenWOP (an AIP-151 operations
 /// API, an Azure-style async-operation API, Kubernetes Jobs) pass `check-config` as shipped,
 /// with nothing left at risk once the state key their sealed taskIds need is set.
 #[test]
@@ -149,7 +149,7 @@ fn demo_comes_up_and_is_ready() {
     assert_eq!(status.unwrap(), 200);
 }
 
-/// Issue 7: credentials and the requestState key never appear in logs or error messages, even
+/// Credentials and the requestState key never appear in logs or error messages, even
 /// at debug level.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn credentials_and_state_keys_never_reach_logs_or_errors() {

@@ -1,4 +1,4 @@
-//! Issue 2 / RFC 0198 §A: the host's discovery document gains the `mcp` family.
+//! RFC 0198 §A: the host's discovery document gains the `mcp` family.
 
 use serde_json::{json, Value};
 

@@ -1,4 +1,4 @@
-//! Issue 3 transport rules, in the documented order (spec/README.md conflict table).
+//! Transport rules, in the documented order (spec/README.md conflict table).
 
 use serde_json::{json, Value};
 

@@ -1,5 +1,5 @@
 // Over 700 lines: the table rows docs/faults.md is built from, plus one-off scenarios (lost createRun, outages, cut streams) that read best spelled out.
-//! Issue 10 "Upstream faults": every fault the devhost can inject (devhost/src/faults.rs),
+//! "Upstream faults": every fault the devhost can inject (devhost/src/faults.rs),
 //! seen through the real sidecar. Each fault must give a precise JSON-RPC or HTTP error within
 //! the configured timeouts, never a panic or a hung request, and an owned run must still be
 //! cancelled once the host is back within `ownership.cancelDeadline`.

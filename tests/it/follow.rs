@@ -1,4 +1,4 @@
-//! Issue 19: following a run without an event log (`host.follow: poll`), status from
+//! Following a run without an event log (`host.follow: poll`), status from
 //! predicates over the run document (`host.statusRules`), and a created run named only by a
 //! header of a `202 Accepted` (`host.created`), against the devhost's Azure-style and
 //! AIP-151 flavours (devhost/src/azure.rs, devhost/src/aip151.rs), which have no event log.

@@ -1,4 +1,4 @@
-//! Issue 16 §1: the mount serves every Host a deployment uses (Service names, ingress names, a
+//! The mount serves every Host a deployment uses (Service names, ingress names, a
 //! proxy's Host); the DNS-rebinding defence is the Origin check; and a served Host is never
 //! trusted into the URLs the sidecar advertises.
 

@@ -1,4 +1,4 @@
-//! Issue 19, "everything fixed becomes data": the version header, the credential probe, error
+//! The version header, the credential probe, error
 //! codes that are numbers, the readiness route and its credential, and the augmentation of
 //! `/.well-known/openwop` are settings (src/config/wire.rs), proven against the devhost's
 //! flavours that are not OpenWOP (their wire is in devhost/src/lib.rs, the crate docs).

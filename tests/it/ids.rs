@@ -1,4 +1,4 @@
-//! Issue 19: any host id becomes a reversible, URL-safe taskId (`host.ids.taskId: opaque |
+//! Any host id becomes a reversible, URL-safe taskId (`host.ids.taskId: opaque |
 //! sealed`), against the devhost's AIP-151 flavour, whose operation ids
 //! (`operations/op-<unix ms>-<16 hex>`) are neither tenant-bound nor 128 bits random. The
 //! tasks flow runs through the real sidecar; the host id the getRun and cancel templates

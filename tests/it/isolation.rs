@@ -1,4 +1,4 @@
-//! Issue 10: the isolation table (RFC 0208 §C, RFC 0208 §C) and requestState
+//! The isolation table (RFC 0208 §C, RFC 0208 §C) and requestState
 //! integrity over the wire (§3.6).
 //!
 //! Every `tasks/*` method × every string id a caller may not read is answered byte-identically

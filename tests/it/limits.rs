@@ -1,4 +1,4 @@
-//! Issue 10 limits: body size, JSON depth, load shedding with Retry-After, slow clients.
+//! Body size, JSON depth, load shedding with Retry-After, slow clients.
 
 use std::time::Duration;
 
@@ -249,7 +249,7 @@ async fn a_body_sent_after_its_head_in_pieces_is_read_whole() {
     env.shutdown().await;
 }
 
-/// Issue 10: a client that connects and never sends a byte gets no more time than a slow
+/// A client that connects and never sends a byte gets no more time than a slow
 /// request head; idle connections cannot pile up for ever.
 #[tokio::test]
 async fn a_connection_that_never_sends_a_byte_is_closed() {

@@ -1,4 +1,4 @@
-//! Issue 8: behaviours the official MCP conformance suite checks through the demo host's
+//! Behaviours the official MCP conformance suite checks through the demo host's
 //! fixture workflows named after its tools (tests/conformance/, docs/conformance.md).
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Issue 3 MRTR (RFC 0208 mcp.mrtr, M7, M8): InputRequiredResult keyed by interruptId and
+//! MRTR (RFC 0208 mcp.mrtr, M7, M8): InputRequiredResult keyed by interruptId and
 //! a sealed, single-use requestState.
 
 use std::time::Duration;

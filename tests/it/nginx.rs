@@ -1,4 +1,4 @@
-//! Issue 16 §1: a real nginx (from the system packages) in front of the sidecar, forwarding with
+//! A real nginx (from the system packages) in front of the sidecar, forwarding with
 //! a non-loopback `Host` as an ingress does. scripts/test installs nginx when it is missing;
 //! without it these tests fail and say so (they are never skipped).
 

@@ -1,4 +1,4 @@
-//! Issue 18: MCP clients that log in by themselves. The sidecar serves RFC 9728
+//! MCP clients that log in by themselves. The sidecar serves RFC 9728
 //! protected-resource metadata and points every 401 (and 403 insufficient_scope) on the mount
 //! at it, while the host stays the authority on tokens.
 

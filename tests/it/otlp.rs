@@ -1,4 +1,4 @@
-//! Issue 7: "an operator can follow a trace from the MCP client into the host". The real binary
+//! "An operator can follow a trace from the MCP client into the host". The real binary
 //! exports its spans over OTLP/HTTP (protobuf) to a receiver in this test, and the host sees
 //! a traceparent whose parent is one of those exported spans.
 

@@ -1,4 +1,4 @@
-//! Issue 16 §4: a tool whose catalog entry publishes an `outputSchema` answers with
+//! A tool whose catalog entry publishes an `outputSchema` answers with
 //! `structuredContent` that conforms to it (MCP 2026-07-28 Tools §Output Schema: a server MUST,
 //! and the official SDK clients reject a call whose content does not). The devhost's
 //! `structured-greeting` publishes a closed schema of its run's final variables; its blocking

@@ -1,4 +1,4 @@
-//! Issue 5 / RFC 0198 §G: a request owns its run until its answer is fully written.
+//! RFC 0198 §G: a request owns its run until its answer is fully written.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! Issue 16 §5: wrong shapes are refused, not swallowed. For every method, what a client can get
+//! Wrong shapes are refused, not swallowed. For every method, what a client can get
 //! wrong in `params` is answered `-32602` with a message that names the field, before anything
 //! reaches the host's write routes; what the MCP 2026-07-28 schema allows (extra members,
 //! the other InputResponse kinds, absent optional members) is served as before.

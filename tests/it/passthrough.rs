@@ -1,4 +1,4 @@
-//! Issue 2: everything that is not the MCP mount reaches the host unchanged.
+//! Everything that is not the MCP mount reaches the host unchanged.
 
 use std::time::Duration;
 

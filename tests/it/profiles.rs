@@ -1,4 +1,4 @@
-//! Issue 19, profiles: `host.profile` names a built-in mapping (config/profiles/*.yaml) merged
+//! Profiles: `host.profile` names a built-in mapping (config/profiles/*.yaml) merged
 //! under the file, so a file for an AIP-151 or Azure-style host gives only what is its own
 //! (routes with the project or the api-version, a body), and `check-config --explain` says
 //! where every value came from.

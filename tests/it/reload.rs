@@ -1,4 +1,4 @@
-//! Issue 6: hot reload swaps the mapping atomically, keeps the last good one on a broken edit,
+//! Hot reload swaps the mapping atomically, keeps the last good one on a broken edit,
 //! and loses no request.
 
 use std::time::Duration;

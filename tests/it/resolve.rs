@@ -1,4 +1,4 @@
-//! Issue 19: a run waiting on its client at a host without an event log (`host.follow:
+//! A run waiting on its client at a host without an event log (`host.follow:
 //! poll`) is answered through the host's own routes per waiting status and action
 //! (`host.resolve`, src/config/resolve.rs), with no `{nodeId}`: the AIP-151 flavour's
 //! `:approve`, `:reject` and `:provideInput` custom methods and the Azure-style flavour's

@@ -1,4 +1,4 @@
-//! Issue 4: the Tasks extension (OpenWOP conformance v2-mcp-tasks T1–T10, ext-tasks).
+//! The Tasks extension (OpenWOP conformance v2-mcp-tasks T1–T10, ext-tasks).
 
 use std::time::Duration;
 

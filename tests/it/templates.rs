@@ -1,4 +1,4 @@
-//! Issue 19: route, query, header and body templates, and idempotency by header, body field
+//! Route, query, header and body templates, and idempotency by header, body field
 //! or none, against the devhost's flavours. Where a flavour's whole task flow cannot run yet
 //! (its ids, statuses and catalog are later parts of the issue), the piece is proven at the
 //! REST level: the real host client, configured from YAML, against the real flavour, and
@@ -411,7 +411,7 @@ async fn a_client_gone_while_create_is_in_flight_leaves_no_job_on_a_request_id_h
 
 #[tokio::test]
 async fn route_header_templates_are_filled_beside_the_configured_version_header() {
-    // Issue 19's two halves on one request: a route's header values are templates filled with
+    // The two halves of templates on one request: a route's header values are templates filled with
     // the call's values, and the version header is the configured one (`host.versionHeader`),
     // not OpenWOP's.
     let host = devhost_of(Flavor::V2).await;

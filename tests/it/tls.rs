@@ -1,4 +1,4 @@
-//! Issue 7: TLS on the listener (reloaded when its files change) and to the upstream (custom
+//! TLS on the listener (reloaded when its files change) and to the upstream (custom
 //! CA bundle, client certificate), with certificates made in the test.
 
 use std::path::{Path, PathBuf};
@@ -139,7 +139,7 @@ async fn listener_serves_tls_and_picks_up_a_new_certificate() {
     env.shutdown().await;
 }
 
-/// Issue 10 on the TLS listener, as on the plain one (tests/it/limits.rs): a client that
+/// On the TLS listener, as on the plain one (tests/it/limits.rs): a client that
 /// connects and never sends a byte, or completes the handshake and then sends nothing, gets no
 /// more time than a slow request head (`limits.headerReadTimeoutMs`), not a fixed handshake
 /// allowance.

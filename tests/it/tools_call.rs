@@ -1,4 +1,4 @@
-//! Issue 3: server/discover, tools/list and blocking tools/call (OpenWOP conformance v2-mcp-mount-map M2–M11).
+//! Server/discover, tools/list and blocking tools/call (OpenWOP conformance v2-mcp-mount-map M2–M11).
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! Issue 10: property tests, and the stable harness of the fuzz targets.
+//! Property tests, and the stable harness of the fuzz targets.
 //!
 //! `fuzz_*` tests run each libFuzzer target's properties (`fuzz/src/checks.rs`) on its committed
 //! corpus and regressions, then on random inputs made by mutating that corpus: a few thousand by

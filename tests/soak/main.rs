@@ -1,4 +1,4 @@
-//! Issue 10: the soak run. Off unless `OPENWOP_SOAK` is `quick` (≤ 60 s) or `full` (≤ 10 min);
+//! The soak run. Off unless `OPENWOP_SOAK` is `quick` (≤ 60 s) or `full` (≤ 10 min);
 //! `scripts/soak [--quick]` runs it. It starts the real sidecar binary in front of the real
 //! demo host (in this process, on loopback) and drives a bounded mixed load through raw HTTP/1.1
 //! sockets, so it decides exactly when a client goes away:

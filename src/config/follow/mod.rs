@@ -1,4 +1,4 @@
-//! How a run is followed and read without an event log (issue 19): `host.follow` (the event
+//! How a run is followed and read without an event log: `host.follow` (the event
 //! log, or polling the run itself paced by a backoff and the host's `Retry-After`),
 //! `host.statusRules` (a run's status from predicates over its fields, before the plain
 //! `host.statuses` mapping) and `host.created` (the created run's id and status monitor

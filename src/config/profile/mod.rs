@@ -1,4 +1,4 @@
-//! `host.profile` (issue 19): a built-in YAML document (config/profiles/*.yaml, compiled in so
+//! `host.profile`: a built-in YAML document (config/profiles/*.yaml, compiled in so
 //! that what an operator reads is what loads) merged UNDER the file before it is parsed. Maps
 //! merge key by key, recursively; the file wins for every key it sets; lists and single values
 //! are replaced whole, and so are the values that are one choice among alternatives ([`WHOLE`]).

@@ -1,4 +1,4 @@
-//! Issue 20, "the chart's defaults are the ones the test used": the rolling restart again, with
+//! The rolling restart again, with
 //! every replica loading the `sidecar.yaml` the Helm chart renders from its default values
 //! (so its `shutdown.lameDuckMs` and `drainTimeoutMs`) and HAProxy checking `/readyz` on the
 //! cadence of the chart's readiness probe.

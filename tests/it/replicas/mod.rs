@@ -1,4 +1,4 @@
-//! Issue 20, many replicas, one truth: real sidecar processes behind a real HAProxy, sharing
+//! Real sidecar processes behind a real HAProxy, sharing
 //! one requestState key. Any replica answers any request; SIGTERM starts a lame duck, so a
 //! rolling restart under load shows no client-visible failure; a SIGKILL's orphans are
 //! measured. The harness is in `stack.rs`, the rolling restart and its load in `load.rs`.
