@@ -118,11 +118,16 @@ impl CreateName {
     /// Whether a createRun refused with `status` and `code` (read at `host.fields.errorCode`)
     /// says the name is taken.
     pub fn taken(&self, status: u16, code: Option<&str>) -> bool {
-        let code = code.map(|c| serde_json::Value::String(c.to_string()));
-        self.already_exists
-            .rules
-            .iter()
-            .any(|r| r.matches(status, &|_| code.as_ref(), None))
+        // The error carries its code as text (`code_text`): a host's numeric code (a
+        // gRPC-gateway's `6`) arrives as "6" and must still match a rule written `code: 6`.
+        let text = code.map(|c| serde_json::Value::String(c.to_string()));
+        let number = code
+            .and_then(|c| c.parse::<serde_json::Number>().ok())
+            .map(serde_json::Value::Number);
+        self.already_exists.rules.iter().any(|r| {
+            r.matches(status, &|_| text.as_ref(), None)
+                || (number.is_some() && r.matches(status, &|_| number.as_ref(), None))
+        })
     }
 }
 
@@ -143,6 +148,13 @@ mod tests {
         let n = c.mapping.create_name.as_ref().unwrap();
         assert!(n.taken(409, Some("AlreadyExists")));
         assert!(!n.taken(409, Some("Conflict")) && !n.taken(400, Some("AlreadyExists")));
+        // A numeric code (a gRPC-gateway's AlreadyExists is 6) matches a rule written as one.
+        let numeric = parse(
+            "host:\n  idempotency: none\n  createName:\n    findBy: \"/w/mcp-{callId}\"\n    alreadyExists: [{ status: 409, code: 6 }]\n  bodies:\n    createRun: { name: \"mcp-{callId}\" }\n",
+        )
+        .unwrap();
+        let n6 = numeric.mapping.create_name.as_ref().unwrap();
+        assert!(n6.taken(409, Some("6")) && !n6.taken(409, Some("7")));
         // idempotency none alone never repeats a create; with a name the route retries.
         assert!(c
             .routes
