@@ -342,7 +342,13 @@ impl RawRoutes {
             // refuses a second run of the same client-chosen name (host.createName).
             let replays = idempotency.replays() || named;
             let dr = dr && (op != Operation::CreateRun || replays);
-            let asks = match &raw.retry {
+            let retry = match &raw.retry {
+                Some(v) => Some(super::retry::read(v).map_err(|(at, m)| {
+                    cx.err(at, format!("host.routes.{}.retry: {m}", op.key()))
+                })?),
+                None => None,
+            };
+            let asks = match &retry {
                 Some(super::retry::RawRetry::On(on)) => *on,
                 Some(super::retry::RawRetry::Policy(p)) => p.attempts != Some(1),
                 None => false,
@@ -380,7 +386,7 @@ impl RawRoutes {
                 segments,
                 query,
                 timeout: ms(raw.timeout_ms, request_timeout),
-                retry: super::RetryPolicy::from_raw(raw.retry.as_ref(), dr)
+                retry: super::RetryPolicy::from_raw(retry.as_ref(), dr)
                     .map_err(|m| cx.err(None, format!("host.routes.{}.retry: {m}", op.key())))?,
                 headers,
                 header_templates,
@@ -413,7 +419,10 @@ pub struct RawRoute {
     #[schemars(with = "Option<String>")]
     pub path: Option<Spanned<String>>,
     pub timeout_ms: Option<u64>,
-    pub retry: Option<super::retry::RawRetry>,
+    // Read as a value and parsed with its location (`retry::read`): an untagged enum's
+    // refusal would carry no line. Plain comment: doc comments become the schema's text.
+    #[schemars(with = "Option<super::retry::RawRetry>")]
+    pub retry: Option<Spanned<serde_json::Value>>,
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
     /// cancelRun and resolveInterrupt only: the answers of this route that mean the run has

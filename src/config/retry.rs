@@ -31,6 +31,23 @@ pub enum RawRetry {
     Policy(RawRetryPolicy),
 }
 
+/// `retry` as written: `true`, `false` or a policy, refused at its own line otherwise.
+pub fn read(
+    v: &serde_saphyr::Spanned<serde_json::Value>,
+) -> Result<RawRetry, (Option<(u64, u64)>, String)> {
+    let at = Some((v.referenced.line(), v.referenced.column()));
+    match &v.value {
+        serde_json::Value::Bool(on) => Ok(RawRetry::On(*on)),
+        o @ serde_json::Value::Object(_) => serde_json::from_value(o.clone())
+            .map(RawRetry::Policy)
+            .map_err(|e| (at, e.to_string())),
+        _ => Err((
+            at,
+            "use true, false or a policy {statuses, attempts, backoffMs, retryAfterMaxMs}".into(),
+        )),
+    }
+}
+
 /// See [`RetryPolicy`]; each key left out keeps its default.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
