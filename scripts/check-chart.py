@@ -638,7 +638,7 @@ def raw_config_keys() -> dict:
     section (serde rename_all camelCase; a field's own `#[serde(rename = "…")]` wins). A field
     read by hand names its Raw* type in `#[schemars(with = "…")]`; an untagged Raw* enum (a
     word or an object) has the keys of its struct variants."""
-    src = "\n".join(f.read_text() for f in sorted((ROOT / "src" / "config").glob("*.rs")))
+    src = "\n".join(f.read_text() for f in sorted((ROOT / "src" / "config").rglob("*.rs")))
     structs = {}
     for m in re.finditer(r"pub struct (\w+)\s*\{(.*?)\n\}", src, re.S):
         fields = {}
@@ -687,10 +687,12 @@ def schema_config_keys(node: dict):
         return {k: schema_config_keys(v) for k, v in node["properties"].items()}
     if node.get("type") == "object" and isinstance(node.get("additionalProperties"), dict):
         return schema_config_keys(node["additionalProperties"])
-    if isinstance(node.get("anyOf"), list):
-        # A word or an object (`none` or `{name, value}`): the object alternatives' keys.
+    alts = (node.get("anyOf") or []) + (node.get("oneOf") or [])
+    if alts:
+        # A word or an object (`none` or `{name, value}`), a switch or an object (`retry`):
+        # the object alternatives' keys.
         merged = {}
-        for alt in node["anyOf"]:
+        for alt in alts:
             merged.update(schema_config_keys(alt) or {})
         return merged or None
     return None
