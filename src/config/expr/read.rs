@@ -8,13 +8,38 @@ use super::{Expr, ExprError};
 
 /// A key that reads a value out of a document as the file writes it: a JSON pointer (the
 /// short form, `/status`) or `{ jq: "<expression>" }` (the long form).
-#[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum RawRead {
     /// A JSON pointer (RFC 6901), like `/status`.
     Pointer(String),
     /// A jq expression over the document (src/config/expr/).
     Jq(RawJq),
+}
+
+// Read by hand rather than `#[serde(untagged)]`: an untagged enum buffers the value and its
+// refusal ("did not match any variant") carries no line; this one is located.
+impl<'de> serde::Deserialize<'de> for RawRead {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Either;
+        impl<'de> serde::de::Visitor<'de> for Either {
+            type Value = RawRead;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON pointer like /status, or { jq: \"<expression>\" }")
+            }
+            fn visit_str<E: serde::de::Error>(self, p: &str) -> Result<RawRead, E> {
+                Ok(RawRead::Pointer(p.to_string()))
+            }
+            fn visit_string<E: serde::de::Error>(self, p: String) -> Result<RawRead, E> {
+                Ok(RawRead::Pointer(p))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, m: A) -> Result<RawRead, A::Error> {
+                use serde::Deserialize as _;
+                RawJq::deserialize(serde::de::value::MapAccessDeserializer::new(m)).map(RawRead::Jq)
+            }
+        }
+        d.deserialize_any(Either)
+    }
 }
 
 /// `{ jq: "<expression>" }`.
