@@ -342,23 +342,7 @@ impl RawHost {
 
         let mut error_rules = Vec::new();
         for r in &self.errors {
-            let status = match &r.status.value {
-                Value::Number(n) => n
-                    .as_u64()
-                    .filter(|s| (100..600).contains(s))
-                    .map(|s| StatusMatch::Exact(s as u16)),
-                Value::String(s) => match s.as_str() {
-                    "4xx" => Some(StatusMatch::Class(4)),
-                    "5xx" => Some(StatusMatch::Class(5)),
-                    other => other
-                        .parse::<u16>()
-                        .ok()
-                        .filter(|s| (100..600).contains(s))
-                        .map(StatusMatch::Exact),
-                },
-                _ => None,
-            }
-            .ok_or_else(|| {
+            let status = super::answers::status_match(&r.status.value).ok_or_else(|| {
                 (
                     Some((r.status.referenced.line(), r.status.referenced.column())),
                     "host.errors[].status: use an HTTP status like 404, or 4xx / 5xx".to_string(),
