@@ -34,7 +34,6 @@ pub async fn run(mut cfg: Config, anonymous: bool) -> anyhow::Result<()> {
         });
     }
     let server = Server::start(cfg).await?;
-    let base = format!("http://{}", server.addr);
     // The host accepts demo tokens only when they were issued for this mount (RFC 8707), under
     // either loopback name a client may use.
     let mount = &server.state.cfg.mount.path;
@@ -47,6 +46,25 @@ pub async fn run(mut cfg: Config, anonymous: bool) -> anyhow::Result<()> {
     audiences.extend(cfg.mount.public_url.iter().map(|u| format!("{u}{mount}")));
     audiences.extend(cfg.auth.iter().filter_map(|a| a.resource.clone()));
     host.set_oauth_audiences(audiences);
+    let banner = banner(&server, &host, &host_cfg, anonymous);
+    let _ = crate::console::line(banner);
+    wait().await;
+    server.shutdown().await;
+    host.shutdown().await;
+    Ok(())
+}
+
+/// What the demo prints once it serves: where the mount is, the demo keys, the login and a
+/// first request to try.
+fn banner(
+    server: &Server,
+    host: &openwop_devhost::DevHost,
+    host_cfg: &openwop_devhost::DevHostConfig,
+    anonymous: bool,
+) -> String {
+    let cfg = &server.state.cfg;
+    let base = format!("http://{}", server.addr);
+    let host_url = host.base_url();
     let key = host_cfg
         .key_for("acme")
         .unwrap_or("acme-dev-key")
@@ -55,11 +73,7 @@ pub async fn run(mut cfg: Config, anonymous: bool) -> anyhow::Result<()> {
     // demo, which goes on serving.
     let mut banner = String::new();
     let _ = writeln!(banner, "openwop-mcp-sidecar demo");
-    let _ = writeln!(
-        banner,
-        "  MCP endpoint : {base}{}",
-        server.state.cfg.mount.path
-    );
+    let _ = writeln!(banner, "  MCP endpoint : {base}{}", cfg.mount.path);
     let _ = writeln!(
         banner,
         "    (MCP 2026-07-28, and the initialize handshake of 2025-11-25 and older clients)"
@@ -67,7 +81,7 @@ pub async fn run(mut cfg: Config, anonymous: bool) -> anyhow::Result<()> {
     let _ = writeln!(
         banner,
         "  REST (proxied): {base}/  (demo host itself: {})",
-        host.base_url()
+        host_url
     );
     let _ = writeln!(banner, "  demo keys    :");
     for k in &host_cfg.keys {
@@ -84,7 +98,7 @@ pub async fn run(mut cfg: Config, anonymous: bool) -> anyhow::Result<()> {
             openwop_devhost::ANONYMOUS_TENANT
         );
     }
-    if let Some(a) = &server.state.cfg.auth {
+    if let Some(a) = &cfg.auth {
         let _ = writeln!(
             banner,
             "  login (OAuth): issuer {}",
@@ -103,21 +117,17 @@ pub async fn run(mut cfg: Config, anonymous: bool) -> anyhow::Result<()> {
         let _ = writeln!(
             banner,
             "    metadata: {base}/.well-known/oauth-protected-resource{}",
-            server.state.cfg.mount.path
+            cfg.mount.path
         );
     }
     let _ = writeln!(banner, "  try:");
     let _ = writeln!(
         banner,
         "    curl -s {base}{mount} -H 'Authorization: Bearer {key}' -H 'Content-Type: application/json' \\\n      -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/list' \\\n      -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{{\"_meta\":{{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\",\"io.modelcontextprotocol/clientCapabilities\":{{}}}}}}}}'",
-        mount = server.state.cfg.mount.path
+        mount = cfg.mount.path
     );
     banner.push_str("ready");
-    let _ = crate::console::line(banner);
-    wait().await;
-    server.shutdown().await;
-    host.shutdown().await;
-    Ok(())
+    banner
 }
 
 async fn wait() {

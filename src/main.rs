@@ -4,7 +4,7 @@
 //! `openwop-mcp-sidecar serve | stdio | demo | check-config`.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -116,66 +116,13 @@ fn main() -> ExitCode {
         key,
     } = &cli.cmd
     {
-        let loaded = if *allow_missing_env {
-            Config::load_allowing_missing_env(file, &Overrides::default())
-        } else {
-            Config::load(file, &Overrides::default()).map(|c| (c, Vec::new()))
-        };
-        return match loaded {
-            // A closed stdout after a valid file still means "valid": the exit code says it.
-            Ok((cfg, missing)) => {
-                // A risk that only the missing value's stand-in creates (no state key, so
-                // sealed ids would not open on another replica) is not the file's.
-                let stand_in = |w: &String| {
-                    missing.iter().any(|m| {
-                        m.split(':')
-                            .next()
-                            .is_some_and(|key| w.contains(&format!("({key}")))
-                    })
-                };
-                for m in &missing {
-                    console::error_line(format_args!(
-                        "warning: {m} (allowed by --allow-missing-env)"
-                    ));
-                }
-                for w in cfg.warnings().iter().filter(|w| !stand_in(w)) {
-                    console::error_line(format_args!("warning: {w}"));
-                }
-                if *explain {
-                    if let Ok(Some(text)) = Config::explain(file) {
-                        let _ = console::line(text.trim_end());
-                    }
-                }
-                if let Some(sample) = sample {
-                    let mut cfg = cfg;
-                    return match openwop_mcp_sidecar::config::expr::explain_sample(
-                        cfg.exprs_mut(),
-                        sample,
-                        key.as_deref(),
-                    ) {
-                        Ok((text, true)) => {
-                            let _ = console::line(text.trim_end());
-                            let _ = console::line(format_args!("{}: ok", file.display()));
-                            ExitCode::SUCCESS
-                        }
-                        Ok((text, false)) => {
-                            let _ = console::line(text.trim_end());
-                            ExitCode::from(EXIT_CONFIG)
-                        }
-                        Err(e) => {
-                            console::error_line(format_args!("error: {e}"));
-                            ExitCode::from(EXIT_CONFIG)
-                        }
-                    };
-                }
-                let _ = console::line(format_args!("{}: ok", file.display()));
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                console::error_line(&e);
-                ExitCode::from(EXIT_CONFIG)
-            }
-        };
+        return check_config(
+            file,
+            *explain,
+            *allow_missing_env,
+            sample.as_deref(),
+            key.as_deref(),
+        );
     }
     if let Cmd::ConfigSchema = &cli.cmd {
         // `config-schema | head`: a reader that stopped early is not a failure.
@@ -242,6 +189,78 @@ fn main() -> ExitCode {
             Cmd::CheckConfig { .. } | Cmd::ConfigSchema => unreachable!("handled above"),
         }
     })
+}
+
+/// `check-config`: loads the file as `serve` would, prints its warnings, and with `--explain`
+/// or `--sample` what it makes of the file; the exit code says whether it is valid.
+fn check_config(
+    file: &Path,
+    explain: bool,
+    allow_missing_env: bool,
+    sample: Option<&Path>,
+    key: Option<&str>,
+) -> ExitCode {
+    let loaded = if allow_missing_env {
+        Config::load_allowing_missing_env(file, &Overrides::default())
+    } else {
+        Config::load(file, &Overrides::default()).map(|c| (c, Vec::new()))
+    };
+    match loaded {
+        // A closed stdout after a valid file still means "valid": the exit code says it.
+        Ok((cfg, missing)) => {
+            // A risk that only the missing value's stand-in creates (no state key, so
+            // sealed ids would not open on another replica) is not the file's.
+            let stand_in = |w: &String| {
+                missing.iter().any(|m| {
+                    m.split(':')
+                        .next()
+                        .is_some_and(|key| w.contains(&format!("({key}")))
+                })
+            };
+            for m in &missing {
+                console::error_line(format_args!(
+                    "warning: {m} (allowed by --allow-missing-env)"
+                ));
+            }
+            for w in cfg.warnings().iter().filter(|w| !stand_in(w)) {
+                console::error_line(format_args!("warning: {w}"));
+            }
+            if explain {
+                if let Ok(Some(text)) = Config::explain(file) {
+                    let _ = console::line(text.trim_end());
+                }
+            }
+            if let Some(sample) = sample {
+                return explain_sample(cfg, file, sample, key);
+            }
+            let _ = console::line(format_args!("{}: ok", file.display()));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            console::error_line(&e);
+            ExitCode::from(EXIT_CONFIG)
+        }
+    }
+}
+
+/// `check-config --explain --sample FILE [--key K]`: each jq expression evaluated against the
+/// sample; an expression that fails makes the file invalid for that host's documents.
+fn explain_sample(mut cfg: Config, file: &Path, sample: &Path, key: Option<&str>) -> ExitCode {
+    match openwop_mcp_sidecar::config::expr::explain_sample(cfg.exprs_mut(), sample, key) {
+        Ok((text, true)) => {
+            let _ = console::line(text.trim_end());
+            let _ = console::line(format_args!("{}: ok", file.display()));
+            ExitCode::SUCCESS
+        }
+        Ok((text, false)) => {
+            let _ = console::line(text.trim_end());
+            ExitCode::from(EXIT_CONFIG)
+        }
+        Err(e) => {
+            console::error_line(format_args!("error: {e}"));
+            ExitCode::from(EXIT_CONFIG)
+        }
+    }
 }
 
 /// Installs the log subscriber (stderr) and the OTLP exporter the file asks for.
