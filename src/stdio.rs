@@ -121,12 +121,15 @@ pub async fn run(cfg: Config, stop: impl std::future::Future<Output = ()>) -> an
     let stdout_gone = CancellationToken::new();
     let writer = tokio::spawn(write_stdout(out_rx, stdout_gone.clone()));
 
-    let session: Arc<Mutex<Option<Session>>> = Arc::default();
+    let lines = Lines {
+        ctx: ctx.clone(),
+        uri,
+        credential,
+        session: Arc::default(),
+        out: out_tx,
+    };
     let mut tasks = JoinSet::new();
-    // The unanswered requests by id, so a cancel can drop one; `by_task` forgets an entry once
-    // its task ended.
-    let mut by_id: HashMap<String, (tokio::task::Id, AbortHandle)> = HashMap::new();
-    let mut by_task: HashMap<tokio::task::Id, String> = HashMap::new();
+    let mut in_flight = InFlight::default();
     let mut stop = std::pin::pin!(stop);
     loop {
         let input = tokio::select! {
@@ -137,15 +140,10 @@ pub async fn run(cfg: Config, stop: impl std::future::Future<Output = ()>) -> an
                 break;
             }
             Some(done) = tasks.join_next_with_id(), if !tasks.is_empty() => {
-                let tid = match done {
+                in_flight.ended(match done {
                     Ok((tid, ())) => tid,
                     Err(e) => e.id(),
-                };
-                if let Some(key) = by_task.remove(&tid) {
-                    if by_id.get(&key).is_some_and(|(t, _)| *t == tid) {
-                        by_id.remove(&key);
-                    }
-                }
+                });
                 continue;
             }
             input = in_rx.recv() => match input {
@@ -158,12 +156,45 @@ pub async fn run(cfg: Config, stop: impl std::future::Future<Output = ()>) -> an
             Input::TooLong => {
                 // The mount's own answer to a body over the limit (src/mcp/mod.rs).
                 let e = json!({"jsonrpc": "2.0", "id": null, "error": {"code": crate::mcp::error::INVALID_REQUEST, "message": format!("Invalid Request: the body exceeds {max} bytes")}});
-                let _ = out_tx.send(Bytes::from(e.to_string())).await;
+                let _ = lines.out.send(Bytes::from(e.to_string())).await;
                 continue;
             }
         };
+        lines.serve(line, &mut tasks, &mut in_flight);
+    }
+    // The client is gone (or the process was told to stop): every request not answered yet
+    // is dropped, which cancels the runs they own, and the cancels are delivered before exit.
+    let unanswered = in_flight.by_id.len();
+    tasks.abort_all();
+    while tasks.join_next().await.is_some() {}
+    if unanswered > 0 {
+        tracing::info!(unanswered, "stdin closed: dropping the unanswered requests");
+    }
+    let _ = shutdown_tx.send(true);
+    ctx.dispatcher
+        .drain(ctx.cfg.ownership.cancel_deadline)
+        .await;
+    // The last sender: the writer ends once every answer queued before it is written.
+    drop(lines);
+    let _ = writer.await;
+    Ok(())
+}
+
+/// What every line is served with.
+struct Lines {
+    ctx: Arc<McpContext>,
+    uri: http::Uri,
+    credential: Credential,
+    session: Arc<Mutex<Option<Session>>>,
+    out: mpsc::Sender<Bytes>,
+}
+
+impl Lines {
+    /// Serves one line of stdin: a cancel of one of this process's requests here, anything
+    /// else as a request to the mount, on a task of its own.
+    fn serve(&self, line: Vec<u8>, tasks: &mut JoinSet<()>, in_flight: &mut InFlight) {
         if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
+            return;
         }
         // A line that is not JSON is still the mount's to refuse (-32700 with id null): it
         // goes as it came, with the headers every message carries.
@@ -182,55 +213,75 @@ pub async fn run(cfg: Config, stop: impl std::future::Future<Output = ()>) -> an
         if method == Some("notifications/cancelled") && id.is_none() {
             // Served here, not by the mount: the request it names is one of this process's
             // tasks, and dropping it is what cancels its run (RFC 0198 §G.12). One already
-            // answered is no longer in `by_id` and keeps its run.
+            // answered is no longer in flight and keeps its run.
             let named = msg
                 .as_ref()
                 .and_then(|m| m.get("params"))
                 .and_then(|p| p.get("requestId"))
                 .and_then(id_key);
-            if let Some((tid, handle)) = named.and_then(|k| by_id.remove(&k)) {
-                by_task.remove(&tid);
-                handle.abort();
+            if let Some(key) = named {
+                in_flight.cancel(&key);
             }
-            continue;
+            return;
         }
         let initialize = method == Some("initialize");
-        let known_session = session
+        let known_session = self
+            .session
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
             .filter(|_| !initialize);
-        let headers = headers_for(msg.as_ref(), credential.header(), known_session.as_ref());
+        let headers = headers_for(
+            msg.as_ref(),
+            self.credential.header(),
+            known_session.as_ref(),
+        );
         let request_key = id.filter(|_| method.is_some()).and_then(id_key);
         let job = serve_line(
-            ctx.clone(),
-            uri.clone(),
+            self.ctx.clone(),
+            self.uri.clone(),
             Bytes::from(line),
             headers,
-            out_tx.clone(),
-            initialize.then(|| session.clone()),
+            self.out.clone(),
+            initialize.then(|| self.session.clone()),
         );
         let handle = tasks.spawn(job);
         if let Some(key) = request_key {
-            by_task.insert(handle.id(), key.clone());
-            by_id.insert(key, (handle.id(), handle));
+            in_flight.insert(key, handle);
         }
     }
-    // The client is gone (or the process was told to stop): every request not answered yet
-    // is dropped, which cancels the runs they own, and the cancels are delivered before exit.
-    let unanswered = by_id.len();
-    tasks.abort_all();
-    while tasks.join_next().await.is_some() {}
-    if unanswered > 0 {
-        tracing::info!(unanswered, "stdin closed: dropping the unanswered requests");
+}
+
+/// The unanswered requests by id, so a cancel can drop one; `by_task` forgets an entry once
+/// its task ended.
+#[derive(Default)]
+struct InFlight {
+    by_id: HashMap<String, (tokio::task::Id, AbortHandle)>,
+    by_task: HashMap<tokio::task::Id, String>,
+}
+
+impl InFlight {
+    fn insert(&mut self, key: String, handle: AbortHandle) {
+        self.by_task.insert(handle.id(), key.clone());
+        self.by_id.insert(key, (handle.id(), handle));
     }
-    let _ = shutdown_tx.send(true);
-    ctx.dispatcher
-        .drain(ctx.cfg.ownership.cancel_deadline)
-        .await;
-    drop(out_tx);
-    let _ = writer.await;
-    Ok(())
+
+    /// A request's task ended: it was answered (or dropped) and can no longer be cancelled.
+    fn ended(&mut self, tid: tokio::task::Id) {
+        if let Some(key) = self.by_task.remove(&tid) {
+            if self.by_id.get(&key).is_some_and(|(t, _)| *t == tid) {
+                self.by_id.remove(&key);
+            }
+        }
+    }
+
+    /// Drops the unanswered request `key` names, which cancels the run it owns.
+    fn cancel(&mut self, key: &str) {
+        if let Some((tid, handle)) = self.by_id.remove(key) {
+            self.by_task.remove(&tid);
+            handle.abort();
+        }
+    }
 }
 
 /// The key a request id is found by: `1` and `"1"` are different requests.
