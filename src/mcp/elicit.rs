@@ -88,135 +88,146 @@ pub fn input_request(
     modes: Modes,
     resolve_url: &str,
 ) -> Result<Value, NotCarriable> {
-    let data = i.payload.get("data").cloned().unwrap_or(Value::Null);
-    let url_request = |message: String, url: String| json!({ "method": "elicitation/create", "params": { "mode": "url", "message": message, "url": url } });
-    match i.kind.as_str() {
-        "approval" | "low-confidence" => {
-            let title = data
-                .get("title")
-                .and_then(Value::as_str)
-                .unwrap_or("Approval required");
-            let message = match data.get("description").and_then(Value::as_str) {
-                Some(d) => format!("{title} — {d}"),
-                None => title.to_string(),
-            };
-            let actions = data
-                .get("actions")
-                .and_then(Value::as_array)
-                .filter(|a| !a.is_empty())
-                .cloned()
-                .unwrap_or_else(|| vec![json!("accept"), json!("reject")]);
-            if modes.form {
-                return Ok(form(
-                    message,
-                    json!({ "action": { "type": "string", "enum": actions } }),
-                    vec!["action".into()],
-                ));
-            }
-            if modes.url {
-                return Ok(url_request(message, resolve_url.to_string()));
-            }
-            Err(NotCarriable {
-                kind: i.kind.clone(),
-            })
-        }
-        "clarification" => {
-            let questions = data
-                .get("questions")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            let mut props = Map::new();
-            let mut required = Vec::new();
-            let mut texts = Vec::new();
-            let mut eligible = !questions.is_empty();
-            for q in &questions {
-                let Some(id) = q.get("id").and_then(Value::as_str) else {
-                    eligible = false;
-                    continue;
-                };
-                let text = q.get("question").and_then(Value::as_str).unwrap_or(id);
-                texts.push(text.to_string());
-                let schema = q
-                    .get("schema")
-                    .cloned()
-                    .unwrap_or_else(|| json!({ "type": "string", "description": text }));
-                eligible &= form_eligible_property(&schema);
-                props.insert(id.to_string(), schema);
-                required.push(id.to_string());
-            }
-            let message = texts.join("\n");
-            if modes.form && eligible {
-                return Ok(form(message, Value::Object(props), required));
-            }
-            if modes.url {
-                return Ok(url_request(message, resolve_url.to_string()));
-            }
-            Err(NotCarriable {
-                kind: i.kind.clone(),
-            })
-        }
+    let data = i.payload.get("data").unwrap_or(&Value::Null);
+    let ask = match i.kind.as_str() {
+        "approval" | "low-confidence" => approval(data),
+        "clarification" => clarification(data),
         // A credential is never asked for in a form (§3.6: always URL mode).
-        "credential" => {
-            let url = data
-                .get("connectUrl")
-                .and_then(Value::as_str)
-                .unwrap_or(resolve_url)
-                .to_string();
-            let provider = data
-                .get("provider")
-                .and_then(Value::as_str)
-                .unwrap_or("the provider");
-            if modes.url {
-                return Ok(url_request(format!("Connect your {provider} account"), url));
-            }
-            Err(NotCarriable {
-                kind: i.kind.clone(),
+        "credential" => credential(data),
+        _ => declared(i),
+    };
+    if let (true, Some((properties, required))) = (modes.form, ask.form) {
+        return Ok(form(ask.message, properties, required));
+    }
+    if modes.url {
+        let url = ask.url.unwrap_or_else(|| resolve_url.to_string());
+        return Ok(
+            json!({ "method": "elicitation/create", "params": { "mode": "url", "message": ask.message, "url": url } }),
+        );
+    }
+    Err(NotCarriable {
+        kind: i.kind.clone(),
+    })
+}
+
+/// What one interrupt asks: its message, the form it can be answered in (properties and
+/// required names) when it has one, and the page that answers it in URL mode when it is not
+/// the mount's resolve page.
+struct Ask {
+    message: String,
+    form: Option<(Value, Vec<String>)>,
+    url: Option<String>,
+}
+
+/// An approval: one choice among the host's actions (accept and reject when it names none).
+fn approval(data: &Value) -> Ask {
+    let title = data
+        .get("title")
+        .and_then(Value::as_str)
+        .unwrap_or("Approval required");
+    let message = match data.get("description").and_then(Value::as_str) {
+        Some(d) => format!("{title} — {d}"),
+        None => title.to_string(),
+    };
+    let actions = data
+        .get("actions")
+        .and_then(Value::as_array)
+        .filter(|a| !a.is_empty())
+        .cloned()
+        .unwrap_or_else(|| vec![json!("accept"), json!("reject")]);
+    Ask {
+        message,
+        form: Some((
+            json!({ "action": { "type": "string", "enum": actions } }),
+            vec!["action".into()],
+        )),
+        url: None,
+    }
+}
+
+/// A clarification: one answer per question, a form only when every question has an id and a
+/// flat schema.
+fn clarification(data: &Value) -> Ask {
+    let questions = data
+        .get("questions")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let mut props = Map::new();
+    let mut required = Vec::new();
+    let mut texts = Vec::new();
+    let mut eligible = !questions.is_empty();
+    for q in questions {
+        let Some(id) = q.get("id").and_then(Value::as_str) else {
+            eligible = false;
+            continue;
+        };
+        let text = q.get("question").and_then(Value::as_str).unwrap_or(id);
+        texts.push(text.to_string());
+        let schema = q
+            .get("schema")
+            .cloned()
+            .unwrap_or_else(|| json!({ "type": "string", "description": text }));
+        eligible &= form_eligible_property(&schema);
+        props.insert(id.to_string(), schema);
+        required.push(id.to_string());
+    }
+    Ask {
+        message: texts.join("\n"),
+        form: eligible.then(|| (Value::Object(props), required)),
+        url: None,
+    }
+}
+
+/// A credential: the provider's connect page, never a form.
+fn credential(data: &Value) -> Ask {
+    let provider = data
+        .get("provider")
+        .and_then(Value::as_str)
+        .unwrap_or("the provider");
+    Ask {
+        message: format!("Connect your {provider} account"),
+        form: None,
+        url: data
+            .get("connectUrl")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+    }
+}
+
+/// Other kinds: a declared flat resumeSchema can be a form, else URL mode.
+fn declared(i: &OpenInterrupt) -> Ask {
+    let schema = i.payload.get("resumeSchema").unwrap_or(&Value::Null);
+    let props = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .filter(|p| !p.is_empty() && p.values().all(form_eligible_property));
+    // A message the host gave (an input request read from the run document,
+    // `host.interrupts`), else one naming the kind.
+    let message = i
+        .payload
+        .get("message")
+        .and_then(Value::as_str)
+        .map_or_else(
+            || format!("The run needs input ({})", i.kind),
+            str::to_string,
+        );
+    let form = props.map(|p| {
+        let required = schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
             })
-        }
-        _ => {
-            // Other kinds: a declared flat resumeSchema can be a form, else URL mode.
-            let schema = i
-                .payload
-                .get("resumeSchema")
-                .cloned()
-                .unwrap_or(Value::Null);
-            let props = schema.get("properties").and_then(Value::as_object);
-            let eligible =
-                props.is_some_and(|p| !p.is_empty() && p.values().all(form_eligible_property));
-            // A message the host gave (an input request read from the run document,
-            // `host.interrupts`), else one naming the kind.
-            let message = i
-                .payload
-                .get("message")
-                .and_then(Value::as_str)
-                .map_or_else(
-                    || format!("The run needs input ({})", i.kind),
-                    str::to_string,
-                );
-            if modes.form && eligible {
-                let required = schema
-                    .get("required")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|v| v.as_str().map(str::to_string))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                return Ok(form(
-                    message,
-                    Value::Object(props.cloned().unwrap_or_default()),
-                    required,
-                ));
-            }
-            if modes.url {
-                return Ok(url_request(message, resolve_url.to_string()));
-            }
-            Err(NotCarriable {
-                kind: i.kind.clone(),
-            })
-        }
+            .unwrap_or_default();
+        (Value::Object(p.clone()), required)
+    });
+    Ask {
+        message,
+        form,
+        url: None,
     }
 }
 
