@@ -37,41 +37,8 @@ pub async fn listen(ctx: Arc<McpContext>, req: McpRequest) -> Response {
 }
 
 async fn listen_inner(ctx: Arc<McpContext>, req: &McpRequest) -> Result<Response, McpError> {
-    let filter = match req.params.get("notifications") {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(o)) => o.clone(),
-        Some(_) => {
-            return Err(McpError::InvalidParams(
-                "Invalid params: notifications must be an object".into(),
-            ))
-        }
-    };
-    let asked: Option<Vec<String>> = match filter.get("taskIds") {
-        None | Some(Value::Null) => None,
-        Some(Value::Array(a)) => Some(
-            a.iter()
-                .map(|v| v.as_str().map(str::to_string))
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| {
-                    McpError::InvalidParams("Invalid params: taskIds must be strings".into())
-                })?,
-        ),
-        Some(_) => {
-            return Err(McpError::InvalidParams(
-                "Invalid params: taskIds must be an array".into(),
-            ))
-        }
-    };
     let tasks_on = ctx.cfg.tasks.enabled;
-    if asked.is_some() && tasks_on {
-        require_tasks(req)?;
-    }
-    let max = ctx.cfg.tasks.max_listen_task_ids;
-    if asked.as_ref().is_some_and(|a| a.len() > max) {
-        return Err(McpError::InvalidParams(format!(
-            "Invalid params: at most {max} taskIds per listen"
-        )));
-    }
+    let asked = asked_task_ids(req, tasks_on, ctx.cfg.tasks.max_listen_task_ids)?;
     // Only ids the caller can read are acknowledged; the others are left out exactly like a
     // nonexistent id and never notified (RFC 0208, subscriptions/listen).
     let mut readable: Vec<String> = Vec::new();
@@ -138,6 +105,48 @@ async fn listen_inner(ctx: Arc<McpContext>, req: &McpRequest) -> Result<Response
         l.next_frame().await.map(|f| (f, l))
     });
     Ok(sse_response(FramesBody::new(Box::pin(frames), on_close)))
+}
+
+/// The task ids a listen asks to follow (`notifications.taskIds`), `None` when it names none.
+fn asked_task_ids(
+    req: &McpRequest,
+    tasks_on: bool,
+    max: usize,
+) -> Result<Option<Vec<String>>, McpError> {
+    let filter = match req.params.get("notifications") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(o)) => o.clone(),
+        Some(_) => {
+            return Err(McpError::InvalidParams(
+                "Invalid params: notifications must be an object".into(),
+            ))
+        }
+    };
+    let asked: Option<Vec<String>> = match filter.get("taskIds") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(a)) => Some(
+            a.iter()
+                .map(|v| v.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| {
+                    McpError::InvalidParams("Invalid params: taskIds must be strings".into())
+                })?,
+        ),
+        Some(_) => {
+            return Err(McpError::InvalidParams(
+                "Invalid params: taskIds must be an array".into(),
+            ))
+        }
+    };
+    if asked.is_some() && tasks_on {
+        require_tasks(req)?;
+    }
+    if asked.as_ref().is_some_and(|a| a.len() > max) {
+        return Err(McpError::InvalidParams(format!(
+            "Invalid params: at most {max} taskIds per listen"
+        )));
+    }
+    Ok(asked)
 }
 
 /// The result that ends a listen (RFC 0198 §G.14: never notifications/cancelled).

@@ -16,7 +16,7 @@ use super::request_state::Claims;
 use super::tools::ToolDef;
 use super::{McpContext, McpError, McpRequest};
 use crate::body::Response;
-use crate::host::{HostError, RunStatus};
+use crate::host::{HostError, OpenInterrupt, RunStatus};
 use crate::ownership::RunGuard;
 
 /// A first call (no requestState) to an `interruptKey` tool may carry `inputResponses` that
@@ -253,35 +253,7 @@ pub(super) async fn retry(
     // The retry continues the run, so it owns it until its answer is delivered (§G.12).
     let mut guard = RunGuard::new(ctx.dispatcher.clone(), ctx.host.clone());
     guard.own(&claims.r, &req.caller);
-    match effect {
-        Effect::Resolve(resume) => {
-            match super::resolve::resolve(&ctx, &req.caller, &claims.r, &interrupt, &resume, answer)
-                .await
-            {
-                // Spent only once the host took the answer: a retry that failed on a host
-                // fault can be sent again with the same requestState (the host's single
-                // resolution stays the real single-use guarantee).
-                Ok(_) => {
-                    keys.consume(&claims);
-                }
-                Err(HostError::Status { status, .. }) if status == http::StatusCode::CONFLICT => {
-                    guard.release();
-                    return Err(refused("its interrupt is no longer open"));
-                }
-                Err(e) => {
-                    guard.release();
-                    return Err(McpError::from_host(&e));
-                }
-            }
-        }
-        Effect::CancelRun => {
-            keys.consume(&claims);
-            let _ = ctx
-                .host
-                .cancel_run(&req.caller, &claims.r, Some("mcp-elicitation-cancelled"))
-                .await;
-        }
-    }
+    apply(&ctx, req, &claims, &interrupt, effect, answer, &mut guard).await?;
     if tasked {
         let now = ctx.host.get_run(&req.caller, &claims.r).await.ok();
         if now.as_ref().is_some_and(|r| !r.status.is_terminal()) {
@@ -301,6 +273,51 @@ pub(super) async fn retry(
         guard,
     )
     .await)
+}
+
+/// Gives the host the retry's answer: resolves the interrupt, or cancels the run when the
+/// answer declined it. A failure releases the run the retry owned.
+async fn apply(
+    ctx: &McpContext,
+    req: &McpRequest,
+    claims: &Claims,
+    interrupt: &OpenInterrupt,
+    effect: Effect,
+    answer: &Value,
+    guard: &mut RunGuard,
+) -> Result<(), McpError> {
+    match effect {
+        Effect::Resolve(resume) => {
+            match super::resolve::resolve(ctx, &req.caller, &claims.r, interrupt, &resume, answer)
+                .await
+            {
+                // Spent only once the host took the answer: a retry that failed on a host
+                // fault can be sent again with the same requestState (the host's single
+                // resolution stays the real single-use guarantee).
+                Ok(_) => {
+                    ctx.state_key.consume(claims);
+                }
+                Err(HostError::Status { status, .. }) if status == http::StatusCode::CONFLICT => {
+                    guard.release();
+                    return Err(McpError::InvalidParams(
+                        "requestState refused: its interrupt is no longer open".into(),
+                    ));
+                }
+                Err(e) => {
+                    guard.release();
+                    return Err(McpError::from_host(&e));
+                }
+            }
+        }
+        Effect::CancelRun => {
+            ctx.state_key.consume(claims);
+            let _ = ctx
+                .host
+                .cancel_run(&req.caller, &claims.r, Some("mcp-elicitation-cancelled"))
+                .await;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

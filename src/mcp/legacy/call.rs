@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 
 use super::era::{answer_error, tasks_served, TASKS_REVISION};
 use super::follow::{follow, json_message, legacy_result, modes_of, Asking, Followed};
+use super::inflight::Registration;
 use super::tasks;
 use crate::body::Response;
 use crate::config::TaskSupport;
@@ -149,6 +150,48 @@ fn message_of(ctx: &McpContext, req: &McpRequest, shape: Shape, f: Followed) -> 
     }
 }
 
+/// Follows the run to the call's answer (its message, and whether the run ended), and
+/// dispatches the run's cancel when the client cancelled the request or the follow failed.
+async fn follow_to_answer(
+    ctx: Arc<McpContext>,
+    req: McpRequest,
+    shape: Shape,
+    (run_id, via): (String, Via),
+    asking: Asking,
+    progress: Option<Progress>,
+    registration: Registration,
+) -> (Value, bool) {
+    let cap = if req.accepts_sse() {
+        ctx.cfg.mcp.sse_answer_cap
+    } else {
+        ctx.cfg.mcp.json_answer_cap
+    };
+    let token = registration.token.clone();
+    let f = follow(
+        &ctx,
+        &req,
+        (&run_id, &via),
+        &asking,
+        progress.as_ref(),
+        Some(&token),
+        cap,
+    )
+    .await;
+    let reason = match &f {
+        // RFC 0198 §G.12: the client cancelled the request before its answer.
+        Followed::Cancelled => Some("notifications_cancelled"),
+        // The client gets an error, so nobody holds a handle to the run.
+        Followed::Failed(_) => Some("follow_failed"),
+        _ => None,
+    };
+    if let Some(reason) = reason {
+        ctx.dispatcher
+            .dispatch(ctx.host.clone(), run_id, req.caller.clone(), reason);
+    }
+    drop(registration);
+    message_of(&ctx, &req, shape, f)
+}
+
 /// The blocking answer: JSON when the run settles within `mcp.jsonAnswerCapMs` and nothing
 /// must be sent first; otherwise SSE (every initialize-era client accepts both: 2025-11-25
 /// Basic Transports §Sending Messages to the Server 2) with keep-alives, progress and
@@ -187,46 +230,16 @@ async fn blocking(
         related_task: None,
         notes: notes.clone(),
     };
-    let st = ctx.clone();
-    let rid = run_id.clone();
-    let cap = if req.accepts_sse() {
-        ctx.cfg.mcp.sse_answer_cap
-    } else {
-        ctx.cfg.mcp.json_answer_cap
-    };
     let mut followed: std::pin::Pin<Box<dyn std::future::Future<Output = (Value, bool)> + Send>> =
-        Box::pin(async move {
-            let token = registration.token.clone();
-            let f = follow(
-                &st,
-                &req,
-                (&rid, &via),
-                &asking,
-                progress.as_ref(),
-                Some(&token),
-                cap,
-            )
-            .await;
-            match &f {
-                // RFC 0198 §G.12: the client cancelled the request before its answer.
-                Followed::Cancelled => st.dispatcher.dispatch(
-                    st.host.clone(),
-                    rid.clone(),
-                    req.caller.clone(),
-                    "notifications_cancelled",
-                ),
-                // The client gets an error, so nobody holds a handle to the run.
-                Followed::Failed(_) => st.dispatcher.dispatch(
-                    st.host.clone(),
-                    rid.clone(),
-                    req.caller.clone(),
-                    "follow_failed",
-                ),
-                _ => {}
-            }
-            drop(registration);
-            message_of(&st, &req, shape, f)
-        });
+        Box::pin(follow_to_answer(
+            ctx.clone(),
+            req,
+            shape,
+            (run_id, via),
+            asking,
+            progress,
+            registration,
+        ));
     if !at_once {
         let window = ctx.cfg.mcp.json_answer_cap;
         if let Ok((message, terminal)) = tokio::time::timeout(window, followed.as_mut()).await {

@@ -74,61 +74,14 @@ pub(super) async fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Value)
         .get(&MCP_PROTOCOL_VERSION)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let mut msg = match body {
-        Value::Object(o) => o,
-        // 2025-03-26 Basic §Batching allowed arrays; no client in use sends them and the
-        // later revisions removed them (2025-06-18 changelog), so one message per POST.
-        Value::Array(_) => {
-            return transport_error(
-                StatusCode::BAD_REQUEST,
-                &McpError::InvalidRequest(
-                    "batches are not supported: send one JSON-RPC message per POST".into(),
-                ),
-            )
-        }
-        _ => {
-            return transport_error(
-                StatusCode::BAD_REQUEST,
-                &McpError::InvalidRequest("expected a JSON-RPC message object".into()),
-            )
-        }
-    };
-    if msg.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return transport_error(
-            StatusCode::BAD_REQUEST,
-            &McpError::InvalidRequest("jsonrpc must be \"2.0\"".into()),
-        );
-    }
-    let id = msg.remove("id");
-    if let Some(i) = &id {
-        if !(i.is_string() || i.is_i64() || i.is_u64()) {
-            return transport_error(
-                StatusCode::BAD_REQUEST,
-                &McpError::InvalidRequest("id must be a string or an integer".into()),
-            );
-        }
-    }
-    let method = msg
-        .get("method")
-        .and_then(Value::as_str)
-        .map(|m| match Method::from_name(m) {
-            // The mount's own text for a name it knows: no copy per request.
-            Some(k) => Cow::Borrowed(k.name()),
-            None => match m {
-                "initialize" => Cow::Borrowed("initialize"),
-                other => Cow::Owned(other.to_string()),
-            },
-        });
-    let params = match msg.remove("params") {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(p)) => p,
-        Some(_) if method.is_some() && id.is_none() => Map::new(),
-        Some(_) => {
-            return answer_error(
-                id.as_ref().unwrap_or(&Value::Null),
-                &McpError::InvalidParams("Invalid params: params must be an object".into()),
-            )
-        }
+    let Message {
+        id,
+        method,
+        params,
+        rest: msg,
+    } = match Message::read(body) {
+        Ok(m) => m,
+        Err(refused) => return refused,
     };
     let Some(method) = method else {
         // A response from the client: the answer to an elicitation this mount sent
@@ -205,6 +158,86 @@ pub(super) async fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Value)
             ctx.metrics.request(label, e.label());
             answer_error(&id, &e)
         }
+    }
+}
+
+/// One initialize-era JSON-RPC message, read from the POST's body: a request, a
+/// notification, or a response from the client (no method).
+struct Message {
+    id: Option<Value>,
+    method: Option<Cow<'static, str>>,
+    params: Map<String, Value>,
+    /// What is left of the message: a response's `result` or `error`.
+    rest: Map<String, Value>,
+}
+
+impl Message {
+    /// The message, or the answer that refuses it.
+    // The refusal is the mount's answer as it goes out, made once and never moved again.
+    #[allow(clippy::result_large_err)]
+    fn read(body: Value) -> Result<Message, Response> {
+        let mut msg = match body {
+            Value::Object(o) => o,
+            // 2025-03-26 Basic §Batching allowed arrays; no client in use sends them and the
+            // later revisions removed them (2025-06-18 changelog), so one message per POST.
+            Value::Array(_) => {
+                return Err(transport_error(
+                    StatusCode::BAD_REQUEST,
+                    &McpError::InvalidRequest(
+                        "batches are not supported: send one JSON-RPC message per POST".into(),
+                    ),
+                ))
+            }
+            _ => {
+                return Err(transport_error(
+                    StatusCode::BAD_REQUEST,
+                    &McpError::InvalidRequest("expected a JSON-RPC message object".into()),
+                ))
+            }
+        };
+        if msg.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return Err(transport_error(
+                StatusCode::BAD_REQUEST,
+                &McpError::InvalidRequest("jsonrpc must be \"2.0\"".into()),
+            ));
+        }
+        let id = msg.remove("id");
+        if let Some(i) = &id {
+            if !(i.is_string() || i.is_i64() || i.is_u64()) {
+                return Err(transport_error(
+                    StatusCode::BAD_REQUEST,
+                    &McpError::InvalidRequest("id must be a string or an integer".into()),
+                ));
+            }
+        }
+        let method =
+            msg.get("method")
+                .and_then(Value::as_str)
+                .map(|m| match Method::from_name(m) {
+                    // The mount's own text for a name it knows: no copy per request.
+                    Some(k) => Cow::Borrowed(k.name()),
+                    None => match m {
+                        "initialize" => Cow::Borrowed("initialize"),
+                        other => Cow::Owned(other.to_string()),
+                    },
+                });
+        let params = match msg.remove("params") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(p)) => p,
+            Some(_) if method.is_some() && id.is_none() => Map::new(),
+            Some(_) => {
+                return Err(answer_error(
+                    id.as_ref().unwrap_or(&Value::Null),
+                    &McpError::InvalidParams("Invalid params: params must be an object".into()),
+                ))
+            }
+        };
+        Ok(Message {
+            id,
+            method,
+            params,
+            rest: msg,
+        })
     }
 }
 
