@@ -39,7 +39,6 @@ pub use error::{retry_after, HostError};
 pub use events::EventStream;
 pub use fill::{allowed_headers, CallMode, Missing, Vars};
 pub use poll::{doc_interrupt, StatusRead};
-pub(crate) use snapshot::Skip;
 pub use types::*;
 
 /// Who is calling: the credential and trace context relayed from the MCP request.

@@ -1,11 +1,10 @@
 //! A RunSnapshot read straight from the host's answer bytes, without a `serde_json::Value`
 //! tree when the mapped fields are top-level members (`tasks/get` reads one of these
-//! per poll). Kept apart from `types.rs`: a hand-written `serde` visitor, and its proof that it
+//! per poll). Kept apart from `types.rs`: the strict scanner's reading, and its proof that it
 //! reads exactly what [`RunSnapshot::from_json`] reads.
 
 use std::borrow::Cow;
 
-use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::types::RunSnapshot;
@@ -56,26 +55,15 @@ impl RunSnapshot {
             }
             names[i] = &p[1..];
         }
-        // The whole body checked as UTF-8 once, then read as a `str`: serde_json then skips
-        // its per-string check (about 40 strings per document: keys and values).
-        // A body that is not UTF-8 is read as bytes, so it is refused with the same error.
-        // The strict scanner first (src/json/scan.rs); a document it gives up on (escapes,
-        // exponents, not an object, not JSON) is read by serde_json, which answers refusals.
-        // A refusal is reported as the whole document's parse reports it: the raw-value
-        // reading of a member places some faults one column off.
-        let as_value = |e| serde_json::from_slice::<Value>(bytes).err().unwrap_or(e);
-        let top =
-            match std::str::from_utf8(bytes) {
-                Ok(text) => match scan_members(text, &names) {
-                    Some(read) => Some(read),
-                    None => members(serde_json::Deserializer::from_str(text), &names)
-                        .map_err(as_value)?,
-                },
-                Err(_) => members(serde_json::Deserializer::from_slice(bytes), &names)
-                    .map_err(as_value)?,
-            };
-        let Some(got) = top else {
-            return Ok(None);
+        // The strict scanner (src/json/scan.rs) reads the common document; one it gives up on
+        // (an escaped name or string field, an exponent, not an object, not JSON or not
+        // UTF-8) is read as a `Value`, and serde_json answers the refusals.
+        let Some(got) = std::str::from_utf8(bytes)
+            .ok()
+            .and_then(|text| scan_members(text, &names))
+        else {
+            let v: Value = serde_json::from_slice(bytes)?;
+            return Ok(RunSnapshot::from_json(v, m));
         };
         let Some(run_id) = got.strs[RUN_ID].as_deref() else {
             return Ok(None);
@@ -89,22 +77,12 @@ impl RunSnapshot {
         let [_, workflow_id, _, current_node_id, started_at, completed_at] = got.strs;
         let own = |s: Option<Cow<'_, str>>| s.map(Cow::into_owned);
         let [error, variables, inputs] = got.docs;
-        // A raw value was scanned but not checked the way `Value` checks strings (a lone
-        // surrogate escape passes): one that is not parsed is still checked, without
-        // allocating, so the same bytes are refused either way.
+        // Variables and inputs are parsed only for a run that is over; the scanner checked
+        // every value as a `Value` read would, so one not parsed needs no second look.
         let over = status.is_terminal();
-        // A refusal is reported as the whole document's parse reports it (its position).
-        // A scanned document was checked whole (it has no escapes), so a field that is not
-        // parsed needs no second look.
-        let checked = got.checked;
-        let doc = |raw: Option<&str>, wanted: bool| {
-            match raw {
-                Some(r) if wanted => serde_json::from_str::<Value>(r).map(Some),
-                Some(_) if checked => Ok(None),
-                Some(r) => serde_json::from_str::<Skip>(r).map(|_| None),
-                None => Ok(None),
-            }
-            .map_err(|e| serde_json::from_slice::<Value>(bytes).err().unwrap_or(e))
+        let doc = |raw: Option<&str>, wanted: bool| match raw {
+            Some(r) if wanted => serde_json::from_str::<Value>(r).map(Some),
+            _ => Ok(None),
         };
         Ok(Some(RunSnapshot {
             run_id,
@@ -118,16 +96,6 @@ impl RunSnapshot {
             inputs: doc(inputs, over)?,
         }))
     }
-}
-
-/// The document's top-level members, and nothing after it but whitespace.
-fn members<'de, R: serde_json::de::Read<'de>>(
-    mut de: serde_json::Deserializer<R>,
-    names: &[&str; 9],
-) -> Result<Option<Read<'de>>, serde_json::Error> {
-    let top = serde::de::DeserializeSeed::deserialize(Members(names), &mut de)?;
-    de.end()?;
-    Ok(top)
 }
 
 const RUN_ID: usize = 0;
@@ -144,19 +112,17 @@ struct Read<'de> {
     strs: [Option<Cow<'de, str>>; FIRST_DOC],
     /// error, variables, inputs, as they were sent.
     docs: [Option<&'de str>; 3],
-    /// Read by the strict scanner, which checked every value as it went.
-    checked: bool,
 }
 
-/// [`members`] by the strict scanner: `None` when it gives up (the serde path then reads the
-/// same bytes), so only an object without escapes, exponents or odd nesting is read here.
+/// The document's top-level members with the names of the mapped fields (one per field, in
+/// [`RunSnapshot::from_slice`]'s order; several fields may name the same member), and nothing
+/// after it but whitespace: `None` when the scanner gives up (the `Value` path then reads the
+/// same bytes), so only an object without escaped names or string fields, exponents or odd
+/// nesting is read here.
 fn scan_members<'de>(text: &'de str, names: &[&str; 9]) -> Option<Read<'de>> {
     let mut s = Scan::new(text);
     s.ws();
-    let mut r = Read {
-        checked: true,
-        ..Read::default()
-    };
+    let mut r = Read::default();
     s.object(|k, s| {
         // The fields this member fills, one bit each: a length check first, so most names
         // are passed over without a byte compare (an array of nine `bool`s per member, and
@@ -171,11 +137,14 @@ fn scan_members<'de>(text: &'de str, names: &[&str; 9]) -> Option<Read<'de>> {
             return s.skip();
         }
         let raw = s.raw()?;
-        // A string field holds the member only when its value is a string (as `StrOrSkip`).
-        let text = raw
-            .strip_prefix('"')
-            .and_then(|r| r.strip_suffix('"'))
-            .map(Cow::Borrowed);
+        // A string field holds the member only when its value is a string; one with escapes
+        // gives up, and the `Value` path decodes it (a document field keeps its raw text,
+        // escapes and all, for serde_json to parse).
+        let text = raw.strip_prefix('"').and_then(|r| r.strip_suffix('"'));
+        if text.is_some_and(|t| t.contains('\\')) && hits & ((1 << FIRST_DOC) - 1) != 0 {
+            return None;
+        }
+        let text = text.map(Cow::Borrowed);
         for i in 0..names.len() {
             if hits & (1 << i) != 0 {
                 match i.checked_sub(FIRST_DOC) {
@@ -187,203 +156,6 @@ fn scan_members<'de>(text: &'de str, names: &[&str; 9]) -> Option<Read<'de>> {
         Some(())
     })?;
     s.at_end().then_some(r)
-}
-
-/// Reads the document with the member names of the mapped fields (one per field, in
-/// [`RunSnapshot::from_slice`]'s order; several fields may name the same member); `None`
-/// when the document is not an object.
-struct Members<'n>(&'n [&'n str; 9]);
-
-impl<'de> serde::de::DeserializeSeed<'de> for Members<'_> {
-    type Value = Option<Read<'de>>;
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Option<Read<'de>>, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for Members<'_> {
-    type Value = Option<Read<'de>>;
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Self::Value, A::Error> {
-        while s.next_element::<Skip>()?.is_some() {}
-        Ok(None)
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
-        let mut r = Read::default();
-        while let Some(Key(k)) = m.next_key::<Key<'de>>()? {
-            let hits = self.0.map(|n| n == k);
-            if !hits.contains(&true) {
-                m.next_value::<Skip>()?;
-            } else if hits[FIRST_DOC..].contains(&true) {
-                // A document field: kept as its raw bytes and parsed once the status says
-                // whether it is needed (variables and inputs only for a run that is over); a
-                // string field naming the same member reads the string out of it.
-                let raw: &'de RawValue = m.next_value()?;
-                let raw = raw.get();
-                for (i, hit) in hits.iter().enumerate() {
-                    if !hit {
-                        continue;
-                    }
-                    match i.checked_sub(FIRST_DOC) {
-                        Some(d) => r.docs[d] = Some(raw),
-                        None => {
-                            r.strs[i] = serde_json::from_str::<StrOrSkip<'_>>(raw)
-                                .map_err(serde::de::Error::custom)?
-                                .0
-                                .map(|s| Cow::Owned(s.into_owned()))
-                        }
-                    }
-                }
-            } else {
-                let s = m.next_value::<StrOrSkip<'de>>()?.0;
-                for (slot, hit) in r.strs.iter_mut().zip(hits) {
-                    if hit {
-                        *slot = s.clone();
-                    }
-                }
-            }
-        }
-        Ok(Some(r))
-    }
-}
-
-/// A member name, borrowed from the body unless it has escapes.
-struct Key<'a>(std::borrow::Cow<'a, str>);
-
-impl<'de> serde::Deserialize<'de> for Key<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a member name")
-            }
-            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(std::borrow::Cow::Borrowed(s)))
-            }
-            fn visit_str<E>(self, s: &str) -> Result<Key<'de>, E> {
-                Ok(Key(std::borrow::Cow::Owned(s.to_owned())))
-            }
-        }
-        d.deserialize_str(V)
-    }
-}
-
-/// A member value that counts only when it is a string (borrowed unless escaped); any other
-/// value is parsed like [`Skip`] and forgotten.
-struct StrOrSkip<'a>(Option<Cow<'a, str>>);
-
-impl<'de> serde::Deserialize<'de> for StrOrSkip<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = StrOrSkip<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("any JSON value")
-            }
-            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
-                Ok(StrOrSkip(Some(std::borrow::Cow::Borrowed(s))))
-            }
-            fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
-                Ok(StrOrSkip(Some(std::borrow::Cow::Owned(s.to_owned()))))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(StrOrSkip(None))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(StrOrSkip(None))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(StrOrSkip(None))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(StrOrSkip(None))
-            }
-            fn visit_unit<E>(self) -> Result<Self::Value, E> {
-                Ok(StrOrSkip(None))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                s: A,
-            ) -> Result<Self::Value, A::Error> {
-                SkipV.visit_seq(s).map(|_| StrOrSkip(None))
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                m: A,
-            ) -> Result<Self::Value, A::Error> {
-                SkipV.visit_map(m).map(|_| StrOrSkip(None))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// Any JSON value, parsed and checked exactly as `Value` would be (strings are decoded, so a
-/// lone surrogate escape is refused; numbers are read the same way) but kept nowhere, so
-/// nothing is allocated for it. The envelope skips the members it does not read with it too
-/// (src/mcp/envelope/).
-pub(crate) struct Skip;
-
-struct SkipV;
-
-impl<'de> serde::de::Visitor<'de> for SkipV {
-    type Value = Skip;
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_unit<E>(self) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Skip, A::Error> {
-        while s.next_element::<Skip>()?.is_some() {}
-        Ok(Skip)
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Skip, A::Error> {
-        while m.next_entry::<Skip, Skip>()?.is_some() {}
-        Ok(Skip)
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Skip {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(SkipV)
-    }
 }
 
 #[cfg(test)]
@@ -403,6 +175,9 @@ mod tests {
             r#"{"runId":"x/r-0","runId":"acme/r-1","status":"running","status":"paused","startedAt":"a","startedAt":5}"#,
             // Escaped names and values, a non-string id or status, missing members.
             r#"{"run\u0049d":"acme/r-1","runId":"acme\/r-1","status":"waiting-input","currentNodeId":"g\u00e9"}"#,
+            // Escaped strings in the document fields and elsewhere: read by the scanner.
+            r#"{"runId":"acme/r-1","status":"completed","variables":{"t":"a\n\"b\" \u00e9"},"note":"x\ty"}"#,
+            r#"{"runId":"acme/r-1","status":"failed","error":{"message":"bad \"input\""}}"#,
             r#"{"runId":7,"status":"running"}"#,
             r#"{"runId":"acme/r-1"}"#,
             r#"{"runId":"acme~ZZr-1","status":"running"}"#,

@@ -4,5 +4,7 @@
 
 pub mod pointer;
 pub(crate) mod scan;
+mod skip;
 
 pub use pointer::at;
+pub(crate) use skip::Skip;

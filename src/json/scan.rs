@@ -1,12 +1,15 @@
 //! A strict scanner for the JSON the hot paths read on every request: the MCP request envelope
 //! (src/mcp/envelope/) and the host's run document (src/host/snapshot.rs).
 //!
-//! It reads a subset of JSON (RFC 8259) and gives up (`None`) on anything outside it: a string
-//! with an escape or a control character, a number with an exponent or more than 18 integer
-//! digits, nesting deeper than [`MAX_DEPTH`], anything that is not JSON. On what it accepts it
-//! reads exactly what serde_json reads (strings need no decoding, numbers are handed to
-//! serde_json); a caller whose scan gives up reads the same bytes with serde_json, so every
-//! refusal, every escape and every odd number keeps serde_json's answer. The common document
+//! It reads a subset of JSON (RFC 8259) and gives up (`None`) on anything outside it: a member
+//! name or a borrowed string ([`Scan::str`]) with an escape, a control character in a string,
+//! a number with an exponent or more than 18 integer digits, nesting deeper than
+//! [`MAX_DEPTH`], anything that is not JSON. A string value with escapes is found by its
+//! closing quote and handed to serde_json, which checks (a lone surrogate escape is refused
+//! as a `Value` read refuses it) and decodes it. On what it accepts it reads exactly what
+//! serde_json reads (numbers too are handed to serde_json); a caller whose scan gives up reads
+//! the same bytes with serde_json, so every refusal and every odd number keeps serde_json's
+//! answer. The common document
 //! (plain ids, times and status names) is read without serde's visitor layers, which cost
 //! about as much as the rest of a `tasks/get` translation.
 
@@ -39,7 +42,7 @@ impl<'a> Scan<'a> {
     }
 
     /// The deepest nesting read so far: for a whole document read, the depth a byte-wise count
-    /// of its brackets outside strings finds (every string it read is free of escapes).
+    /// of its brackets outside strings finds (every string was read to its closing quote).
     pub(crate) fn deepest(&self) -> u32 {
         self.deepest
     }
@@ -107,9 +110,45 @@ impl<'a> Scan<'a> {
     /// Any value as the `Value` serde_json reads from it.
     pub(crate) fn value(&mut self) -> Option<Value> {
         if self.peek()? == b'"' {
-            return self.str().map(|s| Value::String(s.to_owned()));
+            let (raw, escaped) = self.string()?;
+            return Some(Value::String(if escaped {
+                serde_json::from_str(raw).ok()?
+            } else {
+                raw[1..raw.len() - 1].to_owned()
+            }));
         }
         serde_json::from_str(self.raw()?).ok()
+    }
+
+    /// A string's text, quotes included, and whether it holds an escape; one with escapes is
+    /// checked by serde_json (the decoded text is then dropped: only [`Scan::value`] keeps
+    /// it). `None` at a control character, an escape serde_json refuses, or the text's end.
+    fn string(&mut self) -> Option<(&'a str, bool)> {
+        let start = self.i;
+        self.eat(b'"')?;
+        let b = self.bytes();
+        let mut i = self.i;
+        let mut escaped = false;
+        let end = loop {
+            let at = i + special_at(b.get(i..)?)?;
+            match b[at] {
+                b'"' => break at,
+                // The escaped byte is passed over with its backslash (a `\"` does not end the
+                // string); what the escape says is serde_json's to check below.
+                b'\\' => {
+                    escaped = true;
+                    i = at + 2;
+                }
+                _ => return None,
+            }
+        };
+        self.i = end + 1;
+        // Both ends sit at ASCII quotes, so they are char boundaries.
+        let raw = self.text.get(start..=end)?;
+        if escaped && serde_json::from_str::<String>(raw).is_err() {
+            return None;
+        }
+        Some((raw, escaped))
     }
 
     /// An object's members: `member` is called with each name and the scanner at its value,
@@ -152,7 +191,7 @@ impl<'a> Scan<'a> {
     /// Any value, checked and passed over.
     pub(crate) fn skip(&mut self) -> Option<()> {
         match self.peek()? {
-            b'"' => self.str().map(drop),
+            b'"' => self.string().map(drop),
             b'{' => self.object(|_, s| s.skip()),
             b'[' => {
                 self.i += 1;
@@ -218,10 +257,16 @@ impl<'a> Scan<'a> {
 
 /// Where the string that starts at `b` (after its opening quote) ends: the index of its
 /// closing quote, or `None` when an escape or a control character comes first (RFC 8259 §7:
-/// those must be escaped; serde_json refuses them) or the text ends. Read eight bytes at a
-/// time: the lowest byte flagged as a quote, a backslash or below 0x20 is the first such byte
-/// (a flag can only be wrong above a true one).
+/// those must be escaped; serde_json refuses them) or the text ends.
 fn plain_len(b: &[u8]) -> Option<usize> {
+    let at = special_at(b)?;
+    (b[at] == b'"').then_some(at)
+}
+
+/// The index of the first quote, backslash or control character in `b`, `None` when there is
+/// none. Read eight bytes at a time: the lowest byte flagged is the first such byte (a flag can
+/// only be wrong above a true one).
+fn special_at(b: &[u8]) -> Option<usize> {
     let mut i = 0;
     loop {
         let (w, len) = match b.get(i..i + 8) {
@@ -237,10 +282,7 @@ fn plain_len(b: &[u8]) -> Option<usize> {
         let flags = special(w);
         if flags != 0 {
             let at = (flags.trailing_zeros() / 8) as usize;
-            if at >= len {
-                return None;
-            }
-            return (b[i + at] == b'"').then_some(i + at);
+            return (at < len).then_some(i + at);
         }
         if len < 8 {
             return None;
@@ -321,6 +363,9 @@ mod tests {
             "123456789012345678",
             "-0",
             "[[[[1]]]]",
+            r#"{"text":"line\nbreak \"quoted\" back\\slash \u00e9 \ud83d\ude00","n":["a\"b"]}"#,
+            r#""a\"b""#,
+            r#"["\\", "\\\"", "\/", "end\\"]"#,
         ];
         for d in docs {
             let want: Value = serde_json::from_str(d).unwrap();
@@ -331,8 +376,14 @@ mod tests {
     #[test]
     fn the_scanner_gives_up_on_what_it_does_not_read_itself() {
         for d in [
-            r#""a\"b""#,
             r#""tab	inside""#,
+            r#""\x""#,
+            r#""\ud800""#,
+            r#"["\ud800 lone"]"#,
+            r#"{"k":"\udc00"}"#,
+            r#""\u00e""#,
+            r#"{"a\"b":1}"#,
+            "\"ends in a backslash\\",
             "\"unterminated",
             "1e5",
             "1234567890123456789",
@@ -362,8 +413,7 @@ mod tests {
     /// serde_json reads: the scanner never accepts what serde_json refuses.
     #[test]
     fn a_damaged_document_is_never_read_differently_from_serde_json() {
-        let doc =
-            r#"{"runId":"acme/r-1","status":"running","n":[1,-0.5,true,null],"o":{"k":"vé"}}"#;
+        let doc = r#"{"runId":"acme/r-1","status":"running","n":[1,-0.5,true,null],"o":{"k":"v\"é\u0041"}}"#;
         let mut tried = 0;
         let mut check = |t: &str| {
             tried += 1;

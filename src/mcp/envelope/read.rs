@@ -9,8 +9,8 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::super::{META_CAPS, META_VERSION};
-use crate::host::Skip;
 use crate::json::scan::Scan;
+use crate::json::Skip;
 
 /// A request body as the envelope checks need it, read in one pass without building a
 /// `Value` tree of the whole message: the top-level members the checks look at are kept
