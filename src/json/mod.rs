@@ -4,7 +4,5 @@
 
 pub mod pointer;
 pub(crate) mod scan;
-mod skip;
 
 pub use pointer::at;
-pub(crate) use skip::Skip;

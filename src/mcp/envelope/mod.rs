@@ -66,8 +66,8 @@ fn parse_envelope_inner(
 ) -> Result<Parsed, (Value, McpError)> {
     // Checked as UTF-8 once and read as a `str`, so serde_json skips its check of each string;
     // a body that is not UTF-8 is read as bytes and refused as before.
-    // The common body is read by the strict scanner; one it gives up on (escapes,
-    // exponents, anything not JSON) is read by serde_json, which answers every refusal.
+    // The common body is read by the strict scanner; one it gives up on (an escaped name,
+    // exponents, anything not JSON) is read as a `Value`, and serde_json answers every refusal.
     // A body nested deeper than the limit is refused before any parse; the
     // scanner counts the depth of the bodies it reads whole, the others are counted here.
     let text = std::str::from_utf8(bytes).ok();
@@ -78,10 +78,10 @@ fn parse_envelope_inner(
         return Ok(Parsed::TooDeep(depth));
     }
     let read = match text {
-        Some(text) => serde_json::from_str::<Body<'_>>(text),
-        None => serde_json::from_slice::<Body<'_>>(bytes),
+        Some(text) => serde_json::from_str::<Value>(text),
+        None => serde_json::from_slice::<Value>(bytes),
     };
-    let obj = match read {
+    let obj = match read.map(Body::of_value) {
         Err(_) => return Err((Value::Null, McpError::Parse)),
         Ok(Body::Object(o)) => o,
         Ok(Body::Batch) => {

@@ -1,6 +1,6 @@
-//! The request body read in one pass: the strict scanner (src/json/scan.rs) first, and
-//! serde visitors over the same text for a body the scanner gives up on; both keep only what
-//! the envelope checks read.
+//! The request body read in one pass: the strict scanner (src/json/scan.rs) first, and a
+//! `serde_json::Value` for a body the scanner gives up on; both keep only what the envelope
+//! checks read.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -10,15 +10,14 @@ use serde_json::{Map, Value};
 
 use super::super::{META_CAPS, META_VERSION};
 use crate::json::scan::Scan;
-use crate::json::Skip;
 
-/// A request body as the envelope checks need it, read in one pass without building a
-/// `Value` tree of the whole message: the top-level members the checks look at are kept
-/// (strings borrowed from the body where they have no escapes), `params` as the map handlers
-/// read, but for its `_meta`, whose few members the mount reads are taken out as they are read
-/// ([`Meta`]). Every other member is still parsed and checked as a `Value` would be
-/// and dropped, so exactly the bodies `serde_json::from_slice::<Value>` refuses are a parse
-/// error here too (a `serde::de::IgnoredAny` would let a lone surrogate escape through).
+/// A request body as the envelope checks need it: the top-level members the checks look at
+/// (strings borrowed from the body when the scanner read it), `params` as the map handlers
+/// read, but for its `_meta`, whose few members the mount reads are taken out ([`Meta`]).
+/// The scanner ([`scan_body`]) reads the common body in one pass without a `Value` tree of
+/// the whole message, checking every other member as a `Value` read would; any other body is
+/// read as a `Value` ([`Body::of_value`]), so exactly the bodies
+/// `serde_json::from_slice::<Value>` refuses are a parse error.
 // A stack value of one parse, moved out of once: boxing the large variant would add an
 // allocation per request, which is what this reading avoids.
 #[allow(clippy::large_enum_variant)]
@@ -67,240 +66,61 @@ pub(super) struct Meta<'a> {
     pub(super) tracestate: Option<Cow<'a, str>>,
 }
 
-impl<'de> serde::Deserialize<'de> for ParamsRead<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = ParamsRead<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("any JSON value")
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(ParamsRead::Other)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(ParamsRead::Other)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(ParamsRead::Other)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(ParamsRead::Other)
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-                Ok(ParamsRead::Other)
-            }
-            fn visit_unit<E>(self) -> Result<Self::Value, E> {
-                Ok(ParamsRead::Null)
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut s: A,
-            ) -> Result<Self::Value, A::Error> {
-                while s.next_element::<Skip>()?.is_some() {}
-                Ok(ParamsRead::Other)
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut m: A,
-            ) -> Result<Self::Value, A::Error> {
-                // The same map `Value` builds, inserted in the same order, without `_meta`.
-                let mut params = Map::new();
-                let (mut meta, mut meta_at) = (None, None);
-                while let Some(StrOrNot(k)) = m.next_key::<StrOrNot<'de>>()? {
-                    let k = k.unwrap_or_default();
-                    if k == "_meta" {
-                        // A repeated member keeps its first place in a map, as in `Value`'s.
-                        meta_at.get_or_insert(params.len());
-                        meta = m.next_value::<MetaOrNot<'de>>()?.0;
-                    } else {
-                        let v = m.next_value::<Value>()?;
-                        params.insert(k.into_owned(), v);
-                    }
+impl Body<'static> {
+    /// The body as serde_json reads it into a `Value`: what the mount reads when the scanner
+    /// gives up (an escaped member name or string member, an exponent, a batch, a scalar). A
+    /// `Value` object keeps a repeated member's last value at its first place, which is what
+    /// [`scan_body`] reads too.
+    pub(super) fn of_value(v: Value) -> Body<'static> {
+        let mut m = match v {
+            Value::Object(m) => m,
+            Value::Array(_) => return Body::Batch,
+            _ => return Body::Other,
+        };
+        Body::Object(Envelope {
+            jsonrpc: owned_str(m.remove("jsonrpc")),
+            id: m.remove("id"),
+            method: owned_str(m.remove("method")),
+            params: m.remove("params").map(|p| match p {
+                Value::Null => ParamsRead::Null,
+                Value::Object(mut p) => {
+                    let at = p.keys().position(|k| k == "_meta");
+                    let meta = match p.shift_remove("_meta") {
+                        Some(Value::Object(meta)) => Some(Meta::of_map(meta)),
+                        _ => None,
+                    };
+                    ParamsRead::Object(p, meta, at)
                 }
-                Ok(ParamsRead::Object(params, meta, meta_at))
-            }
-        }
-        d.deserialize_any(V)
+                _ => ParamsRead::Other,
+            }),
+        })
     }
 }
 
-/// `_meta` read into a [`Meta`] when it is an object; any other value is checked and forgotten.
-pub(super) struct MetaOrNot<'a>(Option<Meta<'a>>);
-
-impl<'de> serde::Deserialize<'de> for MetaOrNot<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = MetaOrNot<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("any JSON value")
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(MetaOrNot(None))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(MetaOrNot(None))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(MetaOrNot(None))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(MetaOrNot(None))
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-                Ok(MetaOrNot(None))
-            }
-            fn visit_unit<E>(self) -> Result<Self::Value, E> {
-                Ok(MetaOrNot(None))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut s: A,
-            ) -> Result<Self::Value, A::Error> {
-                while s.next_element::<Skip>()?.is_some() {}
-                Ok(MetaOrNot(None))
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut m: A,
-            ) -> Result<Self::Value, A::Error> {
-                let mut meta = Meta::default();
-                while let Some(StrOrNot(k)) = m.next_key::<StrOrNot<'de>>()? {
-                    match k.as_deref().unwrap_or("") {
-                        META_VERSION => meta.version = m.next_value::<StrOrNot<'de>>()?.0,
-                        META_CAPS => meta.caps = Some(Arc::new(m.next_value()?)),
-                        "progressToken" => meta.progress_token = Some(m.next_value()?),
-                        "traceparent" => meta.traceparent = m.next_value::<StrOrNot<'de>>()?.0,
-                        "tracestate" => meta.tracestate = m.next_value::<StrOrNot<'de>>()?.0,
-                        _ => {
-                            m.next_value::<Skip>()?;
-                        }
-                    }
-                }
-                Ok(MetaOrNot(Some(meta)))
-            }
+impl Meta<'static> {
+    fn of_map(mut m: Map<String, Value>) -> Meta<'static> {
+        Meta {
+            version: owned_str(m.remove(META_VERSION)),
+            caps: m.remove(META_CAPS).map(Arc::new),
+            progress_token: m.remove("progressToken"),
+            traceparent: owned_str(m.remove("traceparent")),
+            tracestate: owned_str(m.remove("tracestate")),
         }
-        d.deserialize_any(V)
     }
 }
 
-/// A member that counts only when it is a string; any other value is parsed and checked as a
-/// `Value` would be ([`Skip`]) and forgotten.
-pub(super) struct StrOrNot<'a>(Option<Cow<'a, str>>);
-
-impl<'de> serde::Deserialize<'de> for StrOrNot<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = StrOrNot<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("any JSON value")
-            }
-            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
-                Ok(StrOrNot(Some(Cow::Borrowed(s))))
-            }
-            fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
-                Ok(StrOrNot(Some(Cow::Owned(s.to_owned()))))
-            }
-            fn visit_string<E>(self, s: String) -> Result<Self::Value, E> {
-                Ok(StrOrNot(Some(Cow::Owned(s))))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(StrOrNot(None))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(StrOrNot(None))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(StrOrNot(None))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(StrOrNot(None))
-            }
-            fn visit_unit<E>(self) -> Result<Self::Value, E> {
-                Ok(StrOrNot(None))
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut m: A,
-            ) -> Result<Self::Value, A::Error> {
-                while m.next_entry::<Skip, Skip>()?.is_some() {}
-                Ok(StrOrNot(None))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut s: A,
-            ) -> Result<Self::Value, A::Error> {
-                while s.next_element::<Skip>()?.is_some() {}
-                Ok(StrOrNot(None))
-            }
-        }
-        d.deserialize_any(V)
+/// A member that counts only when it is a string.
+fn owned_str(v: Option<Value>) -> Option<Cow<'static, str>> {
+    match v {
+        Some(Value::String(s)) => Some(Cow::Owned(s)),
+        _ => None,
     }
 }
 
-impl<'de> serde::Deserialize<'de> for Body<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Body<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("any JSON value")
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(Body::Other)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(Body::Other)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(Body::Other)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(Body::Other)
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-                Ok(Body::Other)
-            }
-            fn visit_unit<E>(self) -> Result<Self::Value, E> {
-                Ok(Body::Other)
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut s: A,
-            ) -> Result<Self::Value, A::Error> {
-                while s.next_element::<Skip>()?.is_some() {}
-                Ok(Body::Batch)
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut m: A,
-            ) -> Result<Self::Value, A::Error> {
-                // A repeated member replaces the earlier one, as in a `Value` map.
-                let mut e = Envelope::default();
-                while let Some(StrOrNot(k)) = m.next_key::<StrOrNot<'de>>()? {
-                    match k.as_deref().unwrap_or("") {
-                        "jsonrpc" => e.jsonrpc = m.next_value::<StrOrNot<'de>>()?.0,
-                        "id" => e.id = Some(m.next_value()?),
-                        "method" => e.method = m.next_value::<StrOrNot<'de>>()?.0,
-                        "params" => e.params = Some(m.next_value::<ParamsRead<'de>>()?),
-                        _ => {
-                            m.next_value::<Skip>()?;
-                        }
-                    }
-                }
-                Ok(Body::Object(e))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// The body as the serde visitors read it (a repeated member counts with its last value, a
+/// The body as [`Body::of_value`] reads it (a repeated member counts with its last value, a
 /// repeated `_meta` keeps its first place), by [`crate::json::scan`]: `None` when the scanner
 /// gives up, or when the body is not an object (batches and scalars are refused by the
-/// serde path's answer).
+/// `Value` path's answer).
 ///
 /// With a `depth_limit`, a body nested deeper is given up on too, so that the caller's
 /// byte-wise depth check ([`too_deep`]) runs only on the bodies the scanner did not read
