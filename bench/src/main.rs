@@ -71,17 +71,18 @@ struct Args {
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Profiling aid: run one workload against the sidecar and stop it with SIGTERM
-    /// (tasks-get, passthrough, direct, tools-call (blocking, conformance-noop): saturation;
-    /// forward: saturation through the bare forward, which `--wrap` then wraps instead of the
-    /// sidecar; listen, sse: `--soak-count` open streams).
+    /// (tasks-get, legacy-tasks-get (the 2025-11-25 poll), passthrough, direct, tools-call
+    /// (blocking, conformance-noop): saturation; forward: saturation through the bare
+    /// forward, which `--wrap` then wraps instead of the sidecar; listen, sse: `--soak-count`
+    /// open streams).
     #[arg(long)]
     soak: Option<String>,
     #[arg(long, default_value_t = 20)]
     soak_seconds: u64,
     #[arg(long, default_value_t = 1000)]
     soak_count: usize,
-    /// With `--soak tasks-get|passthrough|direct|forward|tools-call`: send exactly this many
-    /// requests (over 4 connections) instead of saturating for `--soak-seconds`; two runs
+    /// With `--soak tasks-get|legacy-tasks-get|passthrough|direct|forward|tools-call`: send
+    /// exactly this many requests (over 4 connections) instead of saturating for `--soak-seconds`; two runs
     /// that differ only in this count give per-request figures (allocations, instructions)
     /// by difference.
     #[arg(long)]

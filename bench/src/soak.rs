@@ -44,6 +44,7 @@ pub(crate) async fn soak(ctx: &mut Ctx, what: &str, args: &Args) -> anyhow::Resu
     let secs = Duration::from_secs(args.soak_seconds);
     let target = match what {
         "tasks-get" => Some(tasks_get_target(sc.addr, &id)),
+        "legacy-tasks-get" => Some(legacy_tasks_get_target(sc.addr, &id)),
         "passthrough" => Some(get_run_target("GET /runs/{id} via sidecar", sc.addr, &id)),
         "direct" => Some(get_run_target("direct GET /runs/{id}", host, &id)),
         "tools-call" => Some(blocking_call_target(sc.addr)),

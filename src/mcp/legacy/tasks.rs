@@ -21,9 +21,10 @@ use crate::sse::message_frame;
 /// A 2025-11-25 `Task` (`schema 2025-11-25 Task`): the Tasks extension's fields
 /// (src/mcp/project.rs `task_fields`) with `ttl` and `pollInterval` in place of 2026-07-28's
 /// `ttlMs` and `pollIntervalMs`; `ttl` null = kept as long as the host keeps the run.
-/// Serialized straight from the struct: a task poll builds no `Value` map of its answer.
-#[derive(serde::Serialize)]
-#[serde(rename_all = "camelCase")]
+/// Written by hand ([`Task::write_json`]), as the 2026-07-28 task is: a task poll builds no
+/// `Value` map of its answer, and serde's derived writer cost more than the rest of the poll.
+#[cfg_attr(test, derive(serde::Serialize))]
+#[cfg_attr(test, serde(rename_all = "camelCase"))]
 struct Task<'a> {
     task_id: &'a str,
     status: &'static str,
@@ -32,6 +33,32 @@ struct Task<'a> {
     last_updated_at: &'a str,
     ttl: Option<u64>,
     poll_interval: u64,
+}
+
+impl Task<'_> {
+    /// The bytes serde_json writes for the struct (a unit test holds them equal), its plain
+    /// strings copied as they are rather than escaped a byte at a time.
+    fn write_json(&self, out: &mut Vec<u8>) {
+        use crate::json::scan::write_str;
+        out.extend_from_slice(br#"{"taskId":"#);
+        write_str(out, self.task_id);
+        out.extend_from_slice(br#","status":"#);
+        write_str(out, self.status);
+        out.extend_from_slice(br#","statusMessage":"#);
+        write_str(out, &self.status_message);
+        out.extend_from_slice(br#","createdAt":"#);
+        write_str(out, self.created_at);
+        out.extend_from_slice(br#","lastUpdatedAt":"#);
+        write_str(out, self.last_updated_at);
+        out.extend_from_slice(br#","ttl":"#);
+        match self.ttl {
+            Some(ttl) => out.extend_from_slice(itoa::Buffer::new().format(ttl).as_bytes()),
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(br#","pollInterval":"#);
+        out.extend_from_slice(itoa::Buffer::new().format(self.poll_interval).as_bytes());
+        out.push(b'}');
+    }
 }
 
 /// The Task of `run` as `req` names it, written into a JSON-RPC result (or, with `wrap`,
@@ -70,7 +97,7 @@ fn task_answer(
     if wrap {
         out.extend_from_slice(br#"{"task":"#);
     }
-    let _ = serde_json::to_writer(&mut out, &task);
+    task.write_json(&mut out);
     if wrap {
         out.push(b'}');
     }
@@ -265,4 +292,34 @@ async fn final_message(
         }
     }
     json!({ "jsonrpc": "2.0", "id": req.id, "result": r })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Task;
+
+    /// The hand-written task is the bytes serde_json writes for it, escapes, a ttl and none.
+    #[test]
+    fn a_task_is_written_as_serde_json_writes_it() {
+        for (id, message, ttl) in [
+            ("acme~2Fr-1.abc", "the run is running", None),
+            ("q\"uote", "the run is \u{1} odd é", Some(60_000)),
+        ] {
+            let task = Task {
+                task_id: id,
+                status: "working",
+                status_message: message.to_string(),
+                created_at: "2026-12-05T00:00:00Z",
+                last_updated_at: "2026-12-05T00:00:01.5Z",
+                ttl,
+                poll_interval: 500,
+            };
+            let mut out = Vec::new();
+            task.write_json(&mut out);
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                serde_json::to_string(&task).unwrap()
+            );
+        }
+    }
 }
