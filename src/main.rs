@@ -278,7 +278,7 @@ fn init_telemetry(cfg: &Config) -> Result<(), ExitCode> {
 }
 
 /// `stdio`: the mount over stdin and stdout until stdin closes or a signal comes; the runs of
-/// the unanswered requests are cancelled before the process exits (src/stdio.rs).
+/// the unanswered requests are cancelled before the process exits (src/stdio/).
 async fn stdio(cfg: Config) -> ExitCode {
     for w in cfg.warnings() {
         tracing::warn!("{w}");
