@@ -18,11 +18,11 @@ use serde_json::{json, Map, Value};
 use crate::api::{json_object, ApiError, Reply};
 use crate::auth::{authenticate, Caller};
 use crate::faults::RouteClass;
-use crate::host::{faults_admin, lock, HostState, Req};
-use crate::legacy::decode_segment;
+use crate::host::{faults_admin, HostState, Req};
 use crate::ops::{self, GateMiss};
 use crate::runs::{self, Run, RunState, RunStatus};
-use crate::util::parse_query;
+use crate::util::lock;
+use crate::util::{decode_segment, parse_query};
 
 /// `@type` of the metadata and response `Any`s.
 const METADATA_TYPE: &str = "type.googleapis.com/openwop.devhost.jobs.v1.RunJobMetadata";

@@ -20,9 +20,10 @@ use serde_json::{json, Map, Value};
 use crate::api::{json_object, ApiError, Reply};
 use crate::auth::{authenticate, Caller};
 use crate::faults::RouteClass;
-use crate::host::{faults_admin, lock, HostState, Req};
+use crate::host::{faults_admin, HostState, Req};
 use crate::ops::{self, GateMiss};
 use crate::runs::{self, Run, RunState, RunStatus};
+use crate::util::lock;
 use crate::util::parse_query;
 
 /// The one `api-version` this host serves.
@@ -300,7 +301,7 @@ fn serve(host: &HostState, req: &Req<'_>) -> Result<Reply, ApiError> {
         }
         Route::JobType(raw) => {
             caller.require("manifest:read")?;
-            let name = crate::legacy::decode_segment(raw, "name")?;
+            let name = crate::util::decode_segment(raw, "name")?;
             ops::catalog(host)
                 .unwrap_or_default()
                 .iter()
@@ -316,7 +317,7 @@ fn serve(host: &HostState, req: &Req<'_>) -> Result<Reply, ApiError> {
         }
         Route::Job(raw) if *req.method == Method::PUT => {
             caller.require("runs:create")?;
-            let name = crate::legacy::decode_segment(raw, "name")?;
+            let name = crate::util::decode_segment(raw, "name")?;
             create(host, &caller, req, Some(&name))
         }
         Route::Job(raw) => {
@@ -394,7 +395,7 @@ fn job_not_found(name: &str) -> ApiError {
 
 /// The caller's job `raw` names; another tenant's is as absent as a missing one.
 fn job_of(host: &HostState, caller: &Caller, raw: &str) -> Result<Arc<Job>, ApiError> {
-    let name = crate::legacy::decode_segment(raw, "name")?;
+    let name = crate::util::decode_segment(raw, "name")?;
     lock(&host.azure.inner)
         .jobs
         .get(&(caller.tenant.clone(), name.clone()))
@@ -728,7 +729,7 @@ fn resource(job: &Job) -> Value {
 /// `GET /operations/{id}`: the status monitor, `Retry-After` while it is not terminal;
 /// every read is recorded.
 fn monitor(host: &HostState, caller: &Caller, raw: &str, base: &str) -> Result<Reply, ApiError> {
-    let id = crate::legacy::decode_segment(raw, "operationId")?;
+    let id = crate::util::decode_segment(raw, "operationId")?;
     let job = lock(&host.azure.inner)
         .ops
         .get(&(caller.tenant.clone(), id.clone()))

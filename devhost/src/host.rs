@@ -14,13 +14,14 @@ use tokio::sync::watch;
 
 use crate::api::{closed, json_object, ApiError, Body, Reply};
 use crate::auth::{authenticate, Caller, ANONYMOUS_TENANT};
+use crate::config::{DevHostConfig, Flavor};
 use crate::faults::{Fault, Faults, RouteClass};
 use crate::fixtures::{self, Workflow};
 use crate::idempotency::{fingerprint, idempotent, IdemEntry};
 use crate::runs::{self, NewRun, Run, RunStatus};
 use crate::tokens::{self, Claims, TokenKey};
-use crate::util::{id_chars, parse_query, random_token};
-use crate::{legacy, sse, wire_id, DevHostConfig, Flavor, RecordedRequest};
+use crate::util::{id_chars, lock, parse_query, random_token};
+use crate::{legacy, sse, wire_id, RecordedRequest};
 
 /// Everything one host instance holds in memory.
 pub(crate) struct HostState {
@@ -97,11 +98,6 @@ impl HostState {
     pub(crate) fn run(&self, bound: &str) -> Option<Arc<Run>> {
         lock(&self.runs).by_id.get(bound).cloned()
     }
-}
-
-/// Mutex poisoning only follows a panic elsewhere; keep serving.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn family(status: &str, facets: Value) -> Value {
@@ -639,7 +635,7 @@ fn discovery(host: &HostState, headers: &HeaderMap) -> Reply {
 /// `%` only in the legacy flavour.
 fn decode_segment(host: &HostState, raw: &str, field: &str) -> Result<String, ApiError> {
     match host.config.flavor {
-        Flavor::Legacy => legacy::decode_segment(raw, field),
+        Flavor::Legacy => crate::util::decode_segment(raw, field),
         _ => wire_id::unproject(raw).map_err(|e| ApiError::validation(field, e.message())),
     }
 }

@@ -6,8 +6,9 @@ use sha2::{Digest, Sha256};
 
 use crate::api::{ApiError, Reply};
 use crate::auth::Caller;
-use crate::host::{lock, HostState};
+use crate::host::HostState;
 use crate::util::id_chars;
+use crate::util::lock;
 
 /// One record: the request is being processed, or its answer is kept for replays.
 pub(crate) enum IdemEntry {

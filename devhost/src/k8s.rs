@@ -20,8 +20,9 @@ use crate::api::{json_object, ApiError, Reply};
 use crate::auth::{authenticate, Caller};
 use crate::faults::RouteClass;
 use crate::fixtures::VarType;
-use crate::host::{faults_admin, lock, HostState, Req};
+use crate::host::{faults_admin, HostState, Req};
 use crate::runs::{self, Run, RunStatus};
+use crate::util::lock;
 use crate::util::parse_query;
 
 /// The flavour's jobs by `(namespace, name)`; a deleted job is gone.
