@@ -18,9 +18,9 @@ use serde_json::{json, Map, Value};
 use crate::api::{json_object, ApiError, Reply};
 use crate::auth::{authenticate, Caller};
 use crate::faults::RouteClass;
-use crate::host::{faults_admin, HostState, Req};
 use crate::ops::{self, GateMiss};
 use crate::runs::{self, Run, RunState, RunStatus};
+use crate::state::{faults_admin, HostState, Req};
 use crate::util::lock;
 use crate::util::{decode_segment, parse_query};
 

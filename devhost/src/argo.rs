@@ -24,9 +24,9 @@ use crate::api::{json_object, ApiError, Reply};
 use crate::auth::{authenticate, Caller};
 use crate::faults::RouteClass;
 use crate::fixtures::{VarType, Workflow};
-use crate::host::{faults_admin, HostState, Req};
 use crate::ops;
 use crate::runs::{OpenInterrupt, OpenKind, Run, RunStatus};
+use crate::state::{faults_admin, HostState, Req};
 use crate::util::lock;
 use crate::util::parse_query;
 

@@ -1,168 +1,26 @@
-// Over 700 lines: the host state and the v2 REST handlers share its private tables (runs, cursors, idempotency); the other flavours live in their own files.
-//! Host state and the REST handlers (OpenWOP v2 api/v2/openapi.yaml).
+// Over 700 lines: one handler per v2 route, all sharing the route table and its path decoding; the host state is state.rs, the other flavours live in their own files.
+//! The OpenWOP REST surface (OpenWOP v2 api/v2/openapi.yaml): the v2 routes and handlers,
+//! which also serve the legacy flavour's job API (legacy.rs).
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::{HeaderMap, Method, Response, StatusCode};
 use serde_json::{json, Map, Value};
-use sha2::{Digest, Sha256};
-use tokio::sync::watch;
 
 use crate::api::{closed, json_object, ApiError, Body, Reply};
-use crate::auth::{authenticate, Caller, ANONYMOUS_TENANT};
-use crate::config::{DevHostConfig, Flavor};
-use crate::faults::{Fault, Faults, RouteClass};
-use crate::fixtures::{self, Workflow};
-use crate::idempotency::{fingerprint, idempotent, IdemEntry};
+use crate::auth::{authenticate, Caller};
+use crate::config::Flavor;
+use crate::faults::RouteClass;
+use crate::fixtures::Workflow;
+use crate::idempotency::{fingerprint, idempotent};
 use crate::runs::{self, NewRun, Run, RunStatus};
-use crate::tokens::{self, Claims, TokenKey};
+use crate::state::{
+    faults_admin, run_from_path, start_run, Answer, Cursor, HostState, Req, MAX_PAGE,
+};
+use crate::tokens::{self, Claims};
 use crate::util::{id_chars, lock, parse_query, random_token};
-use crate::{legacy, sse, wire_id, RecordedRequest};
-
-/// Everything one host instance holds in memory.
-pub(crate) struct HostState {
-    pub config: DevHostConfig,
-    pub(crate) workflows: Vec<Arc<Workflow>>,
-    runs: Mutex<RunTable>,
-    next_ordinal: AtomicU64,
-    pub(crate) idempotency: Mutex<HashMap<(String, &'static str, String), IdemEntry>>,
-    cursors: Mutex<HashMap<String, Cursor>>,
-    discovery: Discovery,
-    tokens: TokenKey,
-    pub requests: Mutex<Vec<RecordedRequest>>,
-    pub recording: AtomicBool,
-    pub shutdown: watch::Receiver<bool>,
-    pub faults: Faults,
-    /// The demo authorization server whose tokens `authenticate` accepts (oauth.rs).
-    pub oauth: crate::oauth::OAuth,
-    /// The operation-style flavours' own tables (aip151.rs, azure.rs).
-    pub(crate) aip: crate::aip151::Table,
-    pub(crate) azure: crate::azure::Table,
-    pub(crate) k8s: crate::k8s::Table,
-    pub(crate) argo: crate::argo::Table,
-}
-
-#[derive(Default)]
-struct RunTable {
-    by_id: HashMap<String, Arc<Run>>,
-    /// Creation order; listRuns walks it backwards (newest first).
-    order: Vec<Arc<Run>>,
-}
-
-/// A listRuns cursor this host minted: the page continues below `before`.
-struct Cursor {
-    tenant: String,
-    before: u64,
-}
-
-/// The discovery document, serialised once so every response is byte-identical and
-/// the strong ETag is stable (OpenWOP v2 capabilities.md, getCapabilities).
-struct Discovery {
-    body: Bytes,
-    etag: String,
-}
-
-impl HostState {
-    pub(crate) fn new(config: DevHostConfig, shutdown: watch::Receiver<bool>) -> HostState {
-        let workflows: Vec<Arc<Workflow>> = fixtures::builtin().into_iter().map(Arc::new).collect();
-        let discovery = build_discovery(&config, &workflows);
-        HostState {
-            config,
-            workflows,
-            runs: Mutex::new(RunTable::default()),
-            next_ordinal: AtomicU64::new(0),
-            idempotency: Mutex::new(HashMap::new()),
-            cursors: Mutex::new(HashMap::new()),
-            discovery,
-            tokens: TokenKey::random(),
-            requests: Mutex::new(Vec::new()),
-            recording: AtomicBool::new(true),
-            shutdown,
-            faults: Faults::default(),
-            oauth: Default::default(),
-            aip: Default::default(),
-            azure: Default::default(),
-            k8s: Default::default(),
-            argo: Default::default(),
-        }
-    }
-
-    pub(crate) fn workflow(&self, id: &str) -> Option<Arc<Workflow>> {
-        self.workflows.iter().find(|w| w.id == id).cloned()
-    }
-
-    pub(crate) fn run(&self, bound: &str) -> Option<Arc<Run>> {
-        lock(&self.runs).by_id.get(bound).cloned()
-    }
-}
-
-fn family(status: &str, facets: Value) -> Value {
-    let mut o = Map::new();
-    o.insert("status".into(), json!(status));
-    o.insert("since".into(), json!("2.0"));
-    o.insert("witness".into(), json!("witnessable-gated"));
-    if let Value::Object(f) = facets {
-        o.extend(f);
-    }
-    Value::Object(o)
-}
-
-fn build_discovery(config: &DevHostConfig, workflows: &[Arc<Workflow>]) -> Discovery {
-    let mut root = Map::new();
-    root.insert("protocolVersions".into(), json!(["2.0"]));
-    root.insert("preferredVersion".into(), json!("2.0"));
-    root.insert(
-        "fixtures".into(),
-        json!(workflows.iter().map(|w| w.id.clone()).collect::<Vec<_>>()),
-    );
-    root.insert(
-        "runList".into(),
-        family(
-            "stable",
-            json!({ "maxPageSize": MAX_PAGE, "filters": ["workflowId", "status"] }),
-        ),
-    );
-    root.insert(
-        "interrupt".into(),
-        family(
-            "stable",
-            json!({ "tokenAlgs": ["hs256"], "refKinds": ["principal"] }),
-        ),
-    );
-    // The legacy job API has no tool catalog route, so only the v2 surface claims one.
-    if config.tool_catalog && config.flavor != Flavor::Legacy {
-        root.insert("toolCatalog".into(), family("stable", json!({})));
-    }
-    if config.flavor == Flavor::Legacy {
-        // The legacy flavour keeps the v2 root (the sidecar finds the fixtures here)
-        // and says which dialect the rest of the surface speaks.
-        root.insert("flavor".into(), json!("legacy"));
-    }
-    if config.anonymous {
-        root.insert(
-            "anonymousActor".into(),
-            family(
-                "experimental",
-                json!({ "tenant": ANONYMOUS_TENANT, "lane": "anonymous" }),
-            ),
-        );
-    }
-    // No `mcp` family: the sidecar in front of this host adds it.
-    let body = Bytes::from(serde_json::to_vec(&Value::Object(root)).unwrap_or_default());
-    let digest = Sha256::digest(&body);
-    let etag = format!("\"{}\"", hex(&digest[..16]));
-    Discovery { body, etag }
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-const MAX_PAGE: usize = 100;
+use crate::{legacy, sse, wire_id};
 
 /// Routes of the v2 surface (bare paths, OpenWOP v2 headers.md and errors.md). Ids stay raw here;
 /// they are decoded by the handlers so `%2F` survives routing (§2.2).
@@ -350,59 +208,6 @@ fn outgoing(host: &HostState, class: RouteClass, reply: Reply) -> Reply {
     }
 }
 
-/// `GET|POST|DELETE /_devhost/faults`: read, change or reset the fault switches.
-/// POST takes `{clear?: bool, resetCounts?: bool, faults?: [Fault JSON]}` (see
-/// [`Fault::from_json`]); every fault is checked before any is applied. DELETE
-/// clears the faults and zeroes the counters. All three answer
-/// `{faults: [...], counts: {...}}`.
-pub(crate) fn faults_admin(host: &HostState, req: &Req<'_>) -> Result<Reply, ApiError> {
-    let f = &host.faults;
-    if *req.method == Method::DELETE {
-        f.clear();
-        f.reset_counts();
-    } else if *req.method == Method::POST {
-        let obj = json_object(req.body, true)?;
-        closed(&obj, &["clear", "resetCounts", "faults"])?;
-        let flag = |k: &str| match obj.get(k) {
-            None => Ok(false),
-            Some(Value::Bool(b)) => Ok(*b),
-            Some(_) => Err(ApiError::validation(k, format!("{k} must be a boolean"))),
-        };
-        let faults = match obj.get("faults") {
-            None => Vec::new(),
-            Some(Value::Array(a)) => a
-                .iter()
-                .enumerate()
-                .map(|(i, v)| {
-                    Fault::from_json(v)
-                        .map_err(|m| ApiError::validation(&format!("faults[{i}]"), m))
-                })
-                .collect::<Result<Vec<_>, _>>()?,
-            Some(_) => return Err(ApiError::validation("faults", "faults must be an array")),
-        };
-        let (clear, reset) = (flag("clear")?, flag("resetCounts")?);
-        if clear {
-            f.clear();
-        }
-        if reset {
-            f.reset_counts();
-        }
-        for fault in faults {
-            f.add(fault);
-        }
-    }
-    Ok(Reply::json(200, &f.to_json()))
-}
-
-/// Everything one request needs after its body has been read.
-pub(crate) struct Req<'a> {
-    pub method: &'a Method,
-    pub path: &'a str,
-    pub query: Option<&'a str>,
-    pub headers: &'a HeaderMap,
-    pub body: &'a Bytes,
-}
-
 /// Dispatch one request. The caller adds `OpenWOP-Version` to whatever comes back.
 pub(crate) async fn handle(host: &Arc<HostState>, req: Req<'_>) -> Response<Body> {
     match host.config.flavor {
@@ -418,11 +223,6 @@ pub(crate) async fn handle(host: &Arc<HostState>, req: Req<'_>) -> Response<Body
         Ok(Answer::Stream(resp)) => resp,
         Err(e) => outgoing(host, class, e.into_reply()).into_response(),
     }
-}
-
-pub(crate) enum Answer {
-    Reply(Reply),
-    Stream(Response<Body>),
 }
 
 async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiError> {
@@ -663,48 +463,6 @@ fn node_from_path(host: &HostState, raw: &str) -> Result<String, ApiError> {
     Ok(id)
 }
 
-/// Decode a run id from a path segment (OpenWOP v2 identity.md §5; OpenWOP v2 identity.md): `~2F` or `%2F`
-/// form; malformed → 400; another tenant → 403 `id_tenant_mismatch` (checked before
-/// lookup, so existence is never disclosed); unknown → 404; a bare opaque resolves
-/// under the caller's tenant.
-pub(crate) fn run_from_path(
-    host: &HostState,
-    caller: &Caller,
-    raw: &str,
-) -> Result<Arc<Run>, ApiError> {
-    let bad = |why: &str| ApiError::validation("runId", format!("malformed runId: {why}"));
-    let decoded = match host.config.flavor {
-        Flavor::Legacy => legacy::decode_job_id(raw)?,
-        _ => wire_id::unproject(raw).map_err(|e| bad(e.message()))?,
-    };
-    let bound = match decoded.split_once('/') {
-        Some((tenant, opaque)) => {
-            let t = tenant.strip_prefix("anon:").unwrap_or(tenant);
-            if !id_chars(t, 1, 128, false) || !id_chars(opaque, 16, 128, false) {
-                return Err(bad("it does not match the tenant-bound id grammar"));
-            }
-            if tenant != caller.tenant {
-                return Err(ApiError::new(
-                    403,
-                    "id_tenant_mismatch",
-                    "the id is bound to another tenant",
-                ));
-            }
-            decoded
-        }
-        None => {
-            if !id_chars(&decoded, 16, 128, false) {
-                return Err(bad("it does not match the id grammar"));
-            }
-            format!("{}/{decoded}", caller.tenant)
-        }
-    };
-    match host.run(&bound) {
-        Some(run) if run.tenant == caller.tenant => Ok(run),
-        _ => Err(ApiError::not_found("no such run")),
-    }
-}
-
 /// The devhost-private `X-OpenWOP-Transport: mcp|rest|a2a|ui` request header of
 /// `POST /runs`, which sets `run.started.payload.transport` (default `rest`). A REST
 /// createRun has no transport field (OpenWOP v2 runs.md, createRun; docs/architecture.md, deliberate differences), so this is the
@@ -859,29 +617,6 @@ fn create_run(
         "statusUrl": format!("/runs/{wire}"),
     });
     Ok(Reply::json(201, &body).header("location", &format!("/runs/{wire}")))
-}
-
-/// Create a run and start its executor; also the operation-style flavours' create
-/// (aip151.rs, azure.rs). Returns the run and its status before the executor starts.
-pub(crate) fn start_run(
-    host: &HostState,
-    caller: &Caller,
-    workflow: Arc<Workflow>,
-    new: NewRun,
-) -> (Arc<Run>, RunStatus) {
-    let id = format!("{}/r-{}", caller.tenant, random_token(18));
-    let ordinal = host.next_ordinal.fetch_add(1, Ordering::SeqCst);
-    let run = runs::create(id, ordinal, caller, workflow, new);
-    let status = run.lock().status;
-    {
-        let mut table = lock(&host.runs);
-        table.by_id.insert(run.id.clone(), run.clone());
-        table.order.push(run.clone());
-    }
-    // The run is in the table before the executor starts and before the 201 leaves,
-    // so `GET /runs/{id}` answers 200 at once (§1.3).
-    runs::start_executor(run.clone(), host.shutdown.clone());
-    (run, status)
 }
 
 /// `GET /runs/{id}` (§1.4) with a strong ETag and 304.

@@ -6,7 +6,7 @@ use sha2::{Digest, Sha256};
 
 use crate::api::{ApiError, Reply};
 use crate::auth::Caller;
-use crate::host::HostState;
+use crate::state::HostState;
 use crate::util::id_chars;
 use crate::util::lock;
 

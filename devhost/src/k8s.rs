@@ -20,8 +20,8 @@ use crate::api::{json_object, ApiError, Reply};
 use crate::auth::{authenticate, Caller};
 use crate::faults::RouteClass;
 use crate::fixtures::VarType;
-use crate::host::{faults_admin, HostState, Req};
 use crate::runs::{self, Run, RunStatus};
+use crate::state::{faults_admin, HostState, Req};
 use crate::util::lock;
 use crate::util::parse_query;
 

@@ -321,6 +321,7 @@ pub mod oauth;
 mod ops;
 mod runs;
 mod sse;
+mod state;
 mod tokens;
 mod util;
 pub mod wire_id;
@@ -331,42 +332,16 @@ pub use config::{DevHostConfig, Flavor, TenantKey};
 pub use faults::{Fault, FaultKind, Faults, RouteClass};
 pub use host::TRANSPORT_HEADER;
 pub use k8s::JobRecord;
+pub use state::RecordedRequest;
 
 use api::ApiError;
-use host::{HostState, Req};
+use state::{HostState, Req};
 use util::lock;
 
 /// Default listen address of the binary.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";
 /// Largest request body the host reads (larger → `413`).
 pub const MAX_BODY_BYTES: usize = 1 << 20;
-
-/// One HTTP request as the host received it.
-#[derive(Debug, Clone)]
-pub struct RecordedRequest {
-    pub method: String,
-    /// Raw path bytes as received (not percent-decoded), without the query.
-    pub path: String,
-    pub query: Option<String>,
-    /// Header names are lowercase; values lossily decoded as UTF-8.
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
-    pub at: Instant,
-    /// The protocol it came over (HTTP/1.1, or HTTP/2 for h2c / ALPN h2 clients).
-    pub version: http::Version,
-    /// Which accepted connection carried it: 1 for the first the host accepted, and so on.
-    pub connection: u64,
-}
-
-impl RecordedRequest {
-    /// First value of a header (name compared case-insensitively).
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
 
 struct Inner {
     addr: SocketAddr,

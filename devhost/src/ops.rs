@@ -13,8 +13,8 @@ use serde_json::{json, Map, Value};
 use crate::api::{ApiError, Reply};
 use crate::auth::Caller;
 use crate::fixtures::Workflow;
-use crate::host::{start_run, HostState};
 use crate::runs::{self, NewRun, OpenInterrupt, OpenKind, Run, RunState, RunStatus};
+use crate::state::{start_run, HostState};
 
 /// Start a job of `job_type` with `parameters` (the run's inputs) for `caller`.
 /// An unknown job type is `None`; parameters are checked as `POST /runs` checks inputs.

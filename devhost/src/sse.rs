@@ -18,9 +18,9 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use crate::api::{ApiError, Body};
 use crate::config::Flavor;
-use crate::host::HostState;
 use crate::legacy;
 use crate::runs::{is_terminal_event, Run};
+use crate::state::HostState;
 
 const SUPPORTED: [&str; 4] = ["updates", "values", "messages", "debug"];
 
