@@ -20,7 +20,7 @@ use crate::state::{
 };
 use crate::tokens::{self, Claims};
 use crate::util::{id_chars, lock, parse_query, random_token};
-use crate::{legacy, sse, wire_id};
+use crate::{sse, wire_id};
 
 /// Routes of the v2 surface (bare paths, OpenWOP v2 headers.md and errors.md). Ids stay raw here;
 /// they are decoded by the handlers so `%2F` survives routing (§2.2).
@@ -110,16 +110,9 @@ fn v2_route<'a>(segs: &[&'a str]) -> Option<Route<'a>> {
     Some(r)
 }
 
-/// The fault-switch class of a request (`None` for the admin endpoint, which is
-/// never counted nor faulted).
+/// The fault-switch class of a request to the OpenWOP surface (`None` for the admin
+/// endpoint, which is never counted nor faulted).
 pub(crate) fn classify(flavor: Flavor, method: &Method, path: &str) -> Option<RouteClass> {
-    match flavor {
-        Flavor::Aip151 => return crate::aip151::classify(method, path),
-        Flavor::Azure => return crate::azure::classify(method, path),
-        Flavor::K8s => return crate::k8s::classify(method, path),
-        Flavor::Argo => return crate::argo::classify(method, path),
-        Flavor::V2 | Flavor::Legacy => {}
-    }
     let Some(route) = route(flavor, path) else {
         return Some(RouteClass::Other);
     };
@@ -138,90 +131,16 @@ pub(crate) fn classify(flavor: Flavor, method: &Method, path: &str) -> Option<Ro
     })
 }
 
-/// The answer of a `Status` fault: the error envelope with a code that fits the
-/// status, `Retry-After` on 429 (default 1 s) or when asked for.
-pub(crate) fn fault_response(
-    host: &HostState,
-    status: u16,
-    retry_after: Option<u64>,
-) -> Response<Body> {
-    let code = match status {
-        400 => "validation_error",
-        401 => "unauthenticated",
-        403 => "forbidden",
-        404 => "not_found",
-        429 => "rate_limited",
-        500 => "internal_error",
-        503 => "runner_unavailable",
-        _ => "devhost.injected_fault",
-    };
-    let mut err = ApiError::new(status, code, "injected by the devhost fault switches");
-    let retry_after = retry_after.or((status == 429).then_some(1));
-    if let Some(r) = retry_after {
-        err = err.with_header("retry-after", r.to_string());
-    }
-    error_response(host, err)
-}
-
-/// The answer of a `StatusUntil` fault: as [`fault_response`], with `Retry-After` the
-/// IMF-fixdate (RFC 9110 §5.6.7) `after_secs` seconds from now, rounded up to the next whole
-/// second so a client that waits until the date never comes back sooner than asked.
-pub(crate) fn fault_response_until(
-    host: &HostState,
-    status: u16,
-    after_secs: u64,
-) -> Response<Body> {
-    let mut resp = fault_response(host, status, None);
-    let at = time::OffsetDateTime::now_utc() + time::Duration::seconds(after_secs as i64);
-    let at = if at.nanosecond() > 0 {
-        at.replace_nanosecond(0).unwrap_or(at) + time::Duration::seconds(1)
-    } else {
-        at
-    };
-    let fmt = time::macros::format_description!(
-        "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] GMT"
-    );
-    if let Ok(v) = at
-        .format(&fmt)
-        .map_err(|_| ())
-        .and_then(|d| http::HeaderValue::from_str(&d).map_err(|_| ()))
-    {
-        resp.headers_mut().insert(http::header::RETRY_AFTER, v);
-    }
-    resp
-}
-
-/// An error answered outside `dispatch` (body too large, injected faults).
-pub(crate) fn error_response(host: &HostState, err: ApiError) -> Response<Body> {
-    outgoing(host, RouteClass::Other, err.into_reply()).into_response()
-}
-
-/// A buffered answer in the host's dialect (legacy.rs rewrites v2 shapes).
-fn outgoing(host: &HostState, class: RouteClass, reply: Reply) -> Reply {
-    match host.config.flavor {
-        Flavor::V2 => reply,
-        Flavor::Legacy => legacy::outgoing(class, reply),
-        Flavor::Aip151 => crate::aip151::outgoing(reply),
-        Flavor::Azure => crate::azure::outgoing(reply),
-        Flavor::K8s => crate::k8s::outgoing(reply),
-        Flavor::Argo => crate::argo::outgoing(reply),
-    }
-}
-
-/// Dispatch one request. The caller adds `OpenWOP-Version` to whatever comes back.
-pub(crate) async fn handle(host: &Arc<HostState>, req: Req<'_>) -> Response<Body> {
-    match host.config.flavor {
-        Flavor::Aip151 => return crate::aip151::handle(host, &req).await.into_response(),
-        Flavor::Azure => return crate::azure::handle(host, &req).into_response(),
-        Flavor::K8s => return crate::k8s::handle(host, &req).into_response(),
-        Flavor::Argo => return crate::argo::handle(host, &req).into_response(),
-        Flavor::V2 | Flavor::Legacy => {}
-    }
+/// Dispatch one request to the OpenWOP surface; buffered answers leave in the host's
+/// dialect (legacy.rs rewrites v2 shapes). The caller adds `OpenWOP-Version` to whatever
+/// comes back.
+pub(crate) async fn handle(host: &Arc<HostState>, req: &Req<'_>) -> Response<Body> {
     let class = classify(host.config.flavor, req.method, req.path).unwrap_or(RouteClass::Other);
-    match dispatch(host, &req).await {
-        Ok(Answer::Reply(r)) => outgoing(host, class, r).into_response(),
+    let outgoing = host.dialect.outgoing;
+    match dispatch(host, req).await {
+        Ok(Answer::Reply(r)) => outgoing(class, r).into_response(),
         Ok(Answer::Stream(resp)) => resp,
-        Err(e) => outgoing(host, class, e.into_reply()).into_response(),
+        Err(e) => outgoing(class, e.into_reply()).into_response(),
     }
 }
 
@@ -311,9 +230,14 @@ async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiErr
             caller.require("runs:create")?;
             let transport = transport_of(req.headers)?;
             let fp = fingerprint("createRun", transport, req.body);
-            let reply = idempotent(host, &caller, "createRun", req.headers, fp, || {
-                create_run(host, &caller, req.body, transport)
-            })?;
+            let reply = idempotent(
+                &host.idempotency,
+                &caller,
+                "createRun",
+                req.headers,
+                fp,
+                || create_run(host, &caller, req.body, transport),
+            )?;
             Ok(Answer::Reply(reply))
         }
         Route::Runs => {
@@ -329,9 +253,14 @@ async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiErr
             caller.require("runs:cancel")?;
             let run = run_from_path(host, &caller, raw)?;
             let fp = fingerprint("cancelRun", &run.id, req.body);
-            let reply = idempotent(host, &caller, "cancelRun", req.headers, fp, || {
-                cancel_run(&run, req.body)
-            })?;
+            let reply = idempotent(
+                &host.idempotency,
+                &caller,
+                "cancelRun",
+                req.headers,
+                fp,
+                || cancel_run(&run, req.body),
+            )?;
             Ok(Answer::Reply(reply))
         }
         Route::Interrupt(raw, raw_node) if *req.method == Method::GET => {
@@ -345,17 +274,14 @@ async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiErr
             let run = run_from_path(host, &caller, raw)?;
             let node = node_from_path(host, raw_node)?;
             // Legacy `{value}` is the v2 `{resumeValue}` (legacy.rs).
-            let body = match flavor {
-                Flavor::Legacy => legacy::resolve_body(req.body)?,
-                _ => req.body.clone(),
-            };
+            let body = (host.dialect.resolve_body)(req.body)?;
             let fp = fingerprint(
                 "resolveInterruptByRun",
                 &format!("{}\n{node}", run.id),
                 &body,
             );
             let reply = idempotent(
-                host,
+                &host.idempotency,
                 &caller,
                 "resolveInterruptByRun",
                 req.headers,
@@ -434,10 +360,7 @@ fn discovery(host: &HostState, headers: &HeaderMap) -> Reply {
 /// Decode an author id (workflow, node) from a path segment: `~`/`%` in v2 (§2.2),
 /// `%` only in the legacy flavour.
 fn decode_segment(host: &HostState, raw: &str, field: &str) -> Result<String, ApiError> {
-    match host.config.flavor {
-        Flavor::Legacy => crate::util::decode_segment(raw, field),
-        _ => wire_id::unproject(raw).map_err(|e| ApiError::validation(field, e.message())),
-    }
+    (host.dialect.decode_segment)(raw, field)
 }
 
 fn workflow_from_path(host: &HostState, raw: &str) -> Result<Arc<Workflow>, ApiError> {
@@ -629,15 +552,6 @@ fn get_run(run: &Run, headers: &HeaderMap) -> Reply {
     Reply::json(200, &run.snapshot(&st)).header("etag", &etag)
 }
 
-/// The `status` filter of listRuns: a v2 status, or in the legacy flavour a legacy
-/// state (`NEEDS_APPROVAL`, ...).
-fn status_filter(flavor: Flavor, s: &str) -> Option<RunStatus> {
-    match flavor {
-        Flavor::Legacy => legacy::status_of(s).and_then(RunStatus::parse),
-        _ => RunStatus::parse(s),
-    }
-}
-
 /// `GET /runs` (§1.5): newest first, the caller's tenant only, opaque cursors.
 fn list_runs(
     host: &HostState,
@@ -660,7 +574,7 @@ fn list_runs(
     let status =
         match get("status") {
             None => None,
-            Some(s) => Some(status_filter(host.config.flavor, s).ok_or_else(|| {
+            Some(s) => Some((host.dialect.status_filter)(s).ok_or_else(|| {
                 ApiError::validation("status", format!("{s} is not a run status"))
             })?),
         };
@@ -930,7 +844,7 @@ fn interrupt_by_token(host: &Arc<HostState>, req: &Req<'_>, raw: &str) -> Result
     }
     let fp = fingerprint("resolveInterruptByToken", &claims.interrupt_id, req.body);
     idempotent(
-        host,
+        &host.idempotency,
         &caller,
         "resolveInterruptByToken",
         req.headers,

@@ -26,7 +26,19 @@ use serde_json::{json, Map, Value};
 
 use crate::api::{closed, json_object, ApiError, Reply};
 use crate::faults::RouteClass;
+use crate::state::Dialect;
 use crate::util::decode_segment;
+
+/// The legacy job API as a dialect of the OpenWOP surface (host.rs): what the table above says.
+pub(crate) const DIALECT: Dialect = Dialect {
+    decode_segment,
+    decode_run_id: decode_job_id,
+    status_filter: |s| status_of(s).and_then(crate::runs::RunStatus::parse),
+    resolve_body: |body| resolve_body(body),
+    outgoing,
+    event,
+    snapshot,
+};
 
 /// v2 `RunSnapshot.status` → legacy `state`.
 pub(crate) fn state_of(v2: &str) -> Option<&'static str> {

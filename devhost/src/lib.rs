@@ -319,6 +319,7 @@ mod k8s;
 mod legacy;
 pub mod oauth;
 mod ops;
+mod router;
 mod runs;
 mod sse;
 mod state;
@@ -335,6 +336,7 @@ pub use k8s::JobRecord;
 pub use state::RecordedRequest;
 
 use api::ApiError;
+use router::Surface;
 use state::{HostState, Req};
 use util::lock;
 
@@ -347,6 +349,8 @@ struct Inner {
     addr: SocketAddr,
     config: DevHostConfig,
     state: Arc<HostState>,
+    /// The flavour the host serves, with its own tables.
+    surface: Arc<Surface>,
     stop: watch::Sender<bool>,
     /// Bumped by [`DevHost::drop_connections`]; every connection task watches it.
     kick: watch::Sender<u64>,
@@ -408,7 +412,10 @@ impl DevHost {
     /// polls, against the `Retry-After` each answer asked for. Also
     /// `GET /_devhost/status-reads` (see the crate docs, "Azure flavour").
     pub fn status_monitor_reads(&self) -> Vec<MonitorReads> {
-        self.inner.state.azure.reads()
+        match &*self.inner.surface {
+            Surface::Azure(t) => t.reads(),
+            _ => Vec::new(),
+        }
     }
 
     /// The event log the host keeps for the run `id` names, in the flavour's own id: a v2
@@ -417,16 +424,7 @@ impl DevHost {
     /// it to prove what the host accepted (an approval resolved once, not twice). Empty for
     /// an unknown id.
     pub fn run_events(&self, id: &str) -> Vec<serde_json::Value> {
-        let state = &self.inner.state;
-        let run = match state.config.flavor {
-            Flavor::Aip151 => state
-                .aip
-                .run_of(id.strip_prefix("operations/").unwrap_or(id)),
-            Flavor::Azure => state.azure.run_of(id),
-            Flavor::K8s => state.k8s.run_of(id),
-            Flavor::Argo => state.argo.run_of(id),
-            Flavor::V2 | Flavor::Legacy => state.run(id),
-        };
+        let run = self.inner.surface.run_of(&self.inner.state, id);
         run.map(|r| r.lock().events.clone()).unwrap_or_default()
     }
 
@@ -434,12 +432,17 @@ impl DevHost {
     /// (empty for the other flavours): a deleted Job is gone from the API, and tests still
     /// need to find the run a sidecar started and then cancelled.
     pub fn k8s_jobs(&self) -> Vec<JobRecord> {
-        self.inner.state.k8s.records()
+        match &*self.inner.surface {
+            Surface::K8s(t) => t.records(),
+            _ => Vec::new(),
+        }
     }
 
     /// Forget the recorded status monitor reads (`DELETE /_devhost/status-reads`).
     pub fn clear_status_monitor_reads(&self) {
-        self.inner.state.azure.clear_reads();
+        if let Surface::Azure(t) = &*self.inner.surface {
+            t.clear_reads();
+        }
     }
 
     /// Close every open connection at once, streams included, without a GOAWAY or a
@@ -472,15 +475,24 @@ pub async fn spawn(config: DevHostConfig, addr: SocketAddr) -> anyhow::Result<De
     let addr = listener.local_addr()?;
     let (stop, stopped) = watch::channel(false);
     let (kick, kicked) = watch::channel(0u64);
-    let state = Arc::new(HostState::new(config.clone(), stopped.clone()));
+    let dialect = Surface::dialect(config.flavor);
+    let surface = Arc::new(Surface::new(config.flavor));
+    let state = Arc::new(HostState::new(config.clone(), dialect, stopped.clone()));
     state.oauth.set_issuer(format!("http://{addr}"));
-    let server = tokio::spawn(accept_loop(listener, state.clone(), stopped, kicked));
+    let server = tokio::spawn(accept_loop(
+        listener,
+        state.clone(),
+        surface.clone(),
+        stopped,
+        kicked,
+    ));
     tracing::info!(%addr, "openwop-devhost listening");
     Ok(DevHost {
         inner: Arc::new(Inner {
             addr,
             config,
             state,
+            surface,
             stop,
             kick,
             server: Mutex::new(Some(server)),
@@ -491,6 +503,7 @@ pub async fn spawn(config: DevHostConfig, addr: SocketAddr) -> anyhow::Result<De
 async fn accept_loop(
     listener: TcpListener,
     state: Arc<HostState>,
+    surface: Arc<Surface>,
     mut stop: watch::Receiver<bool>,
     kicked: watch::Receiver<u64>,
 ) {
@@ -511,14 +524,17 @@ async fn accept_loop(
                 };
                 let _ = stream.set_nodelay(true);
                 let state = state.clone();
+                let surface = surface.clone();
                 seq += 1;
                 let connection = seq;
                 let mut kicked = kicked.clone();
                 kicked.mark_unchanged();
                 conns.spawn(async move {
                     let svc = service_fn(move |req| {
-                        let state = state.clone();
-                        async move { Ok::<_, Infallible>(serve(&state, req, connection).await) }
+                        let (state, surface) = (state.clone(), surface.clone());
+                        async move {
+                            Ok::<_, Infallible>(serve(&state, &surface, req, connection).await)
+                        }
                     });
                     let mut builder = auto::Builder::new(TokioExecutor::new());
                     if let Some(n) = h2_limit {
@@ -543,6 +559,7 @@ async fn accept_loop(
 
 async fn serve(
     state: &Arc<HostState>,
+    surface: &Surface,
     req: http::Request<Incoming>,
     connection: u64,
 ) -> http::Response<api::Body> {
@@ -551,7 +568,7 @@ async fn serve(
         Ok(c) => c.to_bytes(),
         Err(_) => {
             let err = ApiError::new(413, "payload_too_large", "the request body is too large");
-            return finish_for(state, host::error_response(state, err));
+            return finish_for(state, router::error_response(state, surface, err));
         }
     };
     if state.recording.load(Ordering::Relaxed) {
@@ -569,7 +586,7 @@ async fn serve(
     }
     // Fault switches (faults.rs): a status fault answers before processing; the
     // others damage the answer after the request took effect.
-    let plan = match host::classify(state.config.flavor, &parts.method, parts.uri.path()) {
+    let plan = match surface.classify(state.config.flavor, &parts.method, parts.uri.path()) {
         Some(class) => state.faults.plan(class),
         None => Default::default(),
     };
@@ -581,13 +598,19 @@ async fn serve(
         if let Some(d) = plan.delay {
             tokio::time::sleep(d).await;
         }
-        return finish_for(state, host::fault_response(state, status, retry_after));
+        return finish_for(
+            state,
+            router::fault_response(state, surface, status, retry_after),
+        );
     }
     if let Some(FaultKind::StatusUntil { status, after_secs }) = plan.action {
         if let Some(d) = plan.delay {
             tokio::time::sleep(d).await;
         }
-        return finish_for(state, host::fault_response_until(state, status, after_secs));
+        return finish_for(
+            state,
+            router::fault_response_until(state, surface, status, after_secs),
+        );
     }
     // A fault that damages the answer's body damages the answer the host sends whole: a
     // conditional read is answered as an unconditional one, since a `304` has no body to
@@ -598,17 +621,18 @@ async fn serve(
     ) {
         parts.headers.remove(http::header::IF_NONE_MATCH);
     }
-    let resp = host::handle(
-        state,
-        Req {
-            method: &parts.method,
-            path: parts.uri.path(),
-            query: parts.uri.query(),
-            headers: &parts.headers,
-            body: &body,
-        },
-    )
-    .await;
+    let resp = surface
+        .handle(
+            state,
+            Req {
+                method: &parts.method,
+                path: parts.uri.path(),
+                query: parts.uri.query(),
+                headers: &parts.headers,
+                body: &body,
+            },
+        )
+        .await;
     if let Some(d) = plan.delay {
         tokio::time::sleep(d).await;
     }

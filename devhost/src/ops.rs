@@ -1,5 +1,5 @@
 //! What the operation-style flavours (aip151.rs, azure.rs) share: starting a job on the
-//! one run engine (runs.rs, through `host::start_run`), reading a run's open gates,
+//! one run engine (runs.rs, through `state::start_run`), reading a run's open gates,
 //! answering one, the catalog's entries, page tokens and a few id formats. Neither
 //! flavour has an event log: clients follow a job by reading it.
 

@@ -17,13 +17,13 @@ use tokio::sync::watch;
 use crate::api::{closed, json_object, ApiError, Body, Reply};
 use crate::auth::{Caller, ANONYMOUS_TENANT};
 use crate::config::{DevHostConfig, Flavor};
-use crate::faults::{Fault, Faults};
+use crate::faults::{Fault, Faults, RouteClass};
 use crate::fixtures::{self, Workflow};
-use crate::idempotency::IdemEntry;
+use crate::idempotency::Records;
 use crate::runs::{self, NewRun, Run, RunStatus};
 use crate::tokens::TokenKey;
 use crate::util::{id_chars, lock, random_token};
-use crate::{legacy, wire_id};
+use crate::wire_id;
 
 /// Everything one host instance holds in memory.
 pub(crate) struct HostState {
@@ -31,7 +31,7 @@ pub(crate) struct HostState {
     pub(crate) workflows: Vec<Arc<Workflow>>,
     pub(crate) runs: Mutex<RunTable>,
     next_ordinal: AtomicU64,
-    pub(crate) idempotency: Mutex<HashMap<(String, &'static str, String), IdemEntry>>,
+    pub(crate) idempotency: Records,
     pub(crate) cursors: Mutex<HashMap<String, Cursor>>,
     pub(crate) discovery: Discovery,
     pub(crate) tokens: TokenKey,
@@ -41,11 +41,49 @@ pub(crate) struct HostState {
     pub faults: Faults,
     /// The demo authorization server whose tokens `authenticate` accepts (oauth.rs).
     pub oauth: crate::oauth::OAuth,
-    /// The operation-style flavours' own tables (aip151.rs, azure.rs).
-    pub(crate) aip: crate::aip151::Table,
-    pub(crate) azure: crate::azure::Table,
-    pub(crate) k8s: crate::k8s::Table,
-    pub(crate) argo: crate::argo::Table,
+    /// How the OpenWOP surface speaks on the wire (v2, or the legacy job API).
+    pub(crate) dialect: Dialect,
+}
+
+/// How the OpenWOP surface (host.rs, sse.rs, [`run_from_path`]) speaks on the wire: v2
+/// itself ([`Dialect::V2`]) or another job API translated at the edge (legacy.rs). The entry
+/// (router.rs) picks one from the configured flavour, so the core never names a flavour.
+#[derive(Clone, Copy)]
+pub(crate) struct Dialect {
+    /// An author id (workflow, node) from a path segment; the `&str` names the field.
+    pub decode_segment: fn(&str, &str) -> Result<String, ApiError>,
+    /// A run id from a path segment, before it is bound to the caller's tenant.
+    pub decode_run_id: fn(&str) -> Result<String, ApiError>,
+    /// The run status a listRuns `status` filter names.
+    pub status_filter: fn(&str) -> Option<RunStatus>,
+    /// An interrupt resolution body as the v2 `{resumeValue}` body.
+    pub resolve_body: fn(&Bytes) -> Result<Bytes, ApiError>,
+    /// A buffered v2 answer to a request of the class, in the dialect.
+    pub outgoing: fn(RouteClass, Reply) -> Reply,
+    /// A RunEventDoc (poll and stream frames), in the dialect.
+    pub event: fn(Value) -> Value,
+    /// A RunSnapshot (stream `values` frames), in the dialect.
+    pub snapshot: fn(Value) -> Value,
+}
+
+impl Dialect {
+    /// OpenWOP v2 itself: ids `~`-projected or `%`-encoded (OpenWOP v2 identity.md §5),
+    /// every shape as the handlers build it.
+    pub(crate) const V2: Dialect = Dialect {
+        decode_segment: |raw, field| {
+            wire_id::unproject(raw).map_err(|e| ApiError::validation(field, e.message()))
+        },
+        decode_run_id: |raw| {
+            wire_id::unproject(raw).map_err(|e| {
+                ApiError::validation("runId", format!("malformed runId: {}", e.message()))
+            })
+        },
+        status_filter: RunStatus::parse,
+        resolve_body: |body| Ok(body.clone()),
+        outgoing: |_, reply| reply,
+        event: |v| v,
+        snapshot: |v| v,
+    };
 }
 
 #[derive(Default)]
@@ -69,7 +107,11 @@ pub(crate) struct Discovery {
 }
 
 impl HostState {
-    pub(crate) fn new(config: DevHostConfig, shutdown: watch::Receiver<bool>) -> HostState {
+    pub(crate) fn new(
+        config: DevHostConfig,
+        dialect: Dialect,
+        shutdown: watch::Receiver<bool>,
+    ) -> HostState {
         let workflows: Vec<Arc<Workflow>> = fixtures::builtin().into_iter().map(Arc::new).collect();
         let discovery = build_discovery(&config, &workflows);
         HostState {
@@ -86,10 +128,7 @@ impl HostState {
             shutdown,
             faults: Faults::default(),
             oauth: Default::default(),
-            aip: Default::default(),
-            azure: Default::default(),
-            k8s: Default::default(),
-            argo: Default::default(),
+            dialect,
         }
     }
 
@@ -234,10 +273,7 @@ pub(crate) fn run_from_path(
     raw: &str,
 ) -> Result<Arc<Run>, ApiError> {
     let bad = |why: &str| ApiError::validation("runId", format!("malformed runId: {why}"));
-    let decoded = match host.config.flavor {
-        Flavor::Legacy => legacy::decode_job_id(raw)?,
-        _ => wire_id::unproject(raw).map_err(|e| bad(e.message()))?,
-    };
+    let decoded = (host.dialect.decode_run_id)(raw)?;
     let bound = match decoded.split_once('/') {
         Some((tenant, opaque)) => {
             let t = tenant.strip_prefix("anon:").unwrap_or(tenant);
