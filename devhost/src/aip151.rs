@@ -18,11 +18,11 @@ use serde_json::{json, Map, Value};
 use crate::api::{json_object, ApiError, Reply};
 use crate::auth::{authenticate, Caller};
 use crate::faults::RouteClass;
-use crate::host::{faults_admin, lock, HostState, Req};
-use crate::legacy::decode_segment;
 use crate::ops::{self, GateMiss};
 use crate::runs::{self, Run, RunState, RunStatus};
-use crate::util::parse_query;
+use crate::state::{faults_admin, HostState, Req};
+use crate::util::lock;
+use crate::util::{decode_segment, parse_query};
 
 /// `@type` of the metadata and response `Any`s.
 const METADATA_TYPE: &str = "type.googleapis.com/openwop.devhost.jobs.v1.RunJobMetadata";
@@ -131,15 +131,15 @@ pub(crate) fn classify(method: &Method, path: &str) -> Option<RouteClass> {
 }
 
 /// Serve one request; errors come back in the google form ([`outgoing`]).
-pub(crate) async fn handle(host: &Arc<HostState>, req: &Req<'_>) -> Reply {
-    let reply = match serve(host, req).await {
+pub(crate) async fn handle(host: &Arc<HostState>, table: &Table, req: &Req<'_>) -> Reply {
+    let reply = match serve(host, table, req).await {
         Ok(r) => r,
         Err(e) => e.into_reply(),
     };
     outgoing(reply)
 }
 
-async fn serve(host: &Arc<HostState>, req: &Req<'_>) -> Result<Reply, ApiError> {
+async fn serve(host: &Arc<HostState>, table: &Table, req: &Req<'_>) -> Result<Reply, ApiError> {
     let Some(route) = route(req.method, req.path) else {
         return Err(ApiError::new(
             404,
@@ -192,17 +192,17 @@ async fn serve(host: &Arc<HostState>, req: &Req<'_>) -> Result<Reply, ApiError> 
             caller.require("runs:create")?;
             let project = project(&caller, p)?;
             let job_type = decode_segment(jt, "name")?;
-            run_job(host, &caller, &project, &job_type, req.body)
+            run_job(host, table, &caller, &project, &job_type, req.body)
         }
         Route::Operations => {
             known_query(&query, &["pageSize", "pageToken", "filter"])?;
             caller.require("runs:read")?;
-            list_operations(host, &caller, q("pageSize"), q("pageToken"), q("filter"))
+            list_operations(table, &caller, q("pageSize"), q("pageToken"), q("filter"))
         }
         Route::Operation(raw) => {
             known_query(&query, &[])?;
             caller.require("runs:read")?;
-            let op = operation_of(host, &caller, raw)?;
+            let op = operation_of(table, &caller, raw)?;
             Ok(Reply::json(200, &operation(&op)))
         }
         Route::Verb(raw, verb) => {
@@ -213,7 +213,7 @@ async fn serve(host: &Arc<HostState>, req: &Req<'_>) -> Result<Reply, ApiError> 
                 _ => "approvals:respond",
             };
             caller.require(scope)?;
-            let op = operation_of(host, &caller, raw)?;
+            let op = operation_of(table, &caller, raw)?;
             match verb {
                 Verb::Cancel => {
                     strict_body(req.body, &[])?;
@@ -292,9 +292,9 @@ impl Table {
 }
 
 /// The caller's operation `raw` names; another tenant's is as absent as a missing one.
-fn operation_of(host: &HostState, caller: &Caller, raw: &str) -> Result<Arc<Op>, ApiError> {
+fn operation_of(table: &Table, caller: &Caller, raw: &str) -> Result<Arc<Op>, ApiError> {
     let id = decode_segment(raw, "name")?;
-    let t = lock(&host.aip.inner);
+    let t = lock(&table.inner);
     match t.ops.get(&id) {
         Some(op) if op.tenant == caller.tenant => Ok(op.clone()),
         _ => Err(not_found(&format!("operations/{id}"))),
@@ -374,6 +374,7 @@ fn job_type(project: &str, w: &crate::fixtures::Workflow) -> Value {
 /// whatever that request's body was.
 fn run_job(
     host: &HostState,
+    table: &Table,
     caller: &Caller,
     project: &str,
     job_type: &str,
@@ -414,7 +415,7 @@ fn run_job(
     };
     // The table stays locked from the lookup to the insert so two requests with one
     // requestId cannot both start a job (nothing else locks it while holding a run).
-    let mut t = lock(&host.aip.inner);
+    let mut t = lock(&table.inner);
     if let Some(rid) = &request_id {
         let seen = t.requests.get(&(caller.tenant.clone(), rid.clone()));
         if let Some(op) = seen.and_then(|id| t.ops.get(id)) {
@@ -454,7 +455,7 @@ fn hex8() -> String {
 /// `GET /v1/operations` (google.longrunning ListOperations): the caller's, newest first.
 /// Only an empty `filter` is supported.
 fn list_operations(
-    host: &HostState,
+    table: &Table,
     caller: &Caller,
     page_size: Option<&str>,
     page_token: Option<&str>,
@@ -468,7 +469,7 @@ fn list_operations(
     }
     let scope = format!("operations\n{}", caller.tenant);
     let (size, offset) = page(page_size, page_token, &scope)?;
-    let mine: Vec<Arc<Op>> = lock(&host.aip.inner)
+    let mine: Vec<Arc<Op>> = lock(&table.inner)
         .order
         .iter()
         .rev()

@@ -24,9 +24,10 @@ use crate::api::{json_object, ApiError, Reply};
 use crate::auth::{authenticate, Caller};
 use crate::faults::RouteClass;
 use crate::fixtures::{VarType, Workflow};
-use crate::host::{faults_admin, lock, HostState, Req};
 use crate::ops;
 use crate::runs::{OpenInterrupt, OpenKind, Run, RunStatus};
+use crate::state::{faults_admin, HostState, Req};
+use crate::util::lock;
 use crate::util::parse_query;
 
 /// The label Argo puts on a workflow submitted from a template.
@@ -146,12 +147,12 @@ fn grpc(code: u16, message: impl Into<String>) -> ApiError {
 }
 
 /// Serve one request; errors come back in the gateway's form ([`outgoing`]).
-pub(crate) fn handle(host: &HostState, req: &Req<'_>) -> Reply {
-    let reply = serve(host, req).unwrap_or_else(ApiError::into_reply);
+pub(crate) fn handle(host: &HostState, table: &Table, req: &Req<'_>) -> Reply {
+    let reply = serve(host, table, req).unwrap_or_else(ApiError::into_reply);
     outgoing(reply)
 }
 
-fn serve(host: &HostState, req: &Req<'_>) -> Result<Reply, ApiError> {
+fn serve(host: &HostState, table: &Table, req: &Req<'_>) -> Result<Reply, ApiError> {
     let Some(route) = route(req.path) else {
         return Err(grpc(5, "Not Found"));
     };
@@ -212,9 +213,9 @@ fn serve(host: &HostState, req: &Req<'_>) -> Result<Reply, ApiError> {
                     format!("workflowtemplates.argoproj.io \"{name}\" not found"),
                 )
             }),
-        Route::Submit(_) => submit(host, &caller, req),
+        Route::Submit(_) => submit(host, table, &caller, req),
         Route::Workflows(_) => {
-            let t = lock(&host.argo.inner);
+            let t = lock(&table.inner);
             let items: Vec<Value> = t
                 .order
                 .iter()
@@ -227,17 +228,17 @@ fn serve(host: &HostState, req: &Req<'_>) -> Result<Reply, ApiError> {
                 &json!({ "metadata": { "resourceVersion": t.next_version.to_string() }, "items": items }),
             ))
         }
-        Route::Workflow(_, name) => Ok(Reply::json(200, &document(&*wf_of(host, &caller, name)?))),
+        Route::Workflow(_, name) => Ok(Reply::json(200, &document(&*wf_of(table, &caller, name)?))),
         Route::Action(_, name, action) => {
-            let wf = wf_of(host, &caller, name)?;
+            let wf = wf_of(table, &caller, name)?;
             act(host, &caller, &wf, action, req.body)?;
             Ok(Reply::json(200, &document(&wf)))
         }
     }
 }
 
-fn wf_of(host: &HostState, caller: &Caller, name: &str) -> Result<Arc<Wf>, ApiError> {
-    lock(&host.argo.inner)
+fn wf_of(table: &Table, caller: &Caller, name: &str) -> Result<Arc<Wf>, ApiError> {
+    lock(&table.inner)
         .workflows
         .get(&(caller.tenant.clone(), name.to_owned()))
         .cloned()
@@ -303,7 +304,12 @@ fn template(w: &Workflow, ns: &str) -> Value {
 /// submitOptions: {name?, generateName?, labels?, parameters?: ["key=value"]}}`: a
 /// workflow from the template; a template parameter without a value that the submit does
 /// not give is `400` (`spec.arguments.NAME.value is required`), a taken name `409`.
-fn submit(host: &HostState, caller: &Caller, req: &Req<'_>) -> Result<Reply, ApiError> {
+fn submit(
+    host: &HostState,
+    table: &Table,
+    caller: &Caller,
+    req: &Req<'_>,
+) -> Result<Reply, ApiError> {
     let body = json_object(req.body, false)?;
     match body.get("resourceKind").and_then(Value::as_str) {
         Some("WorkflowTemplate" | "workflowtemplate") => {}
@@ -377,7 +383,7 @@ fn submit(host: &HostState, caller: &Caller, req: &Req<'_>) -> Result<Reply, Api
     }
     let tenant = caller.tenant.clone();
     // Locked from the lookup to the insert: two submits of one name make one workflow.
-    let mut t = lock(&host.argo.inner);
+    let mut t = lock(&table.inner);
     if t.workflows.contains_key(&(tenant.clone(), name.clone())) {
         return Err(grpc(
             6,

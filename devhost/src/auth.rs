@@ -4,7 +4,7 @@ use http::HeaderMap;
 use serde_json::{json, Value};
 
 use crate::api::ApiError;
-use crate::{DevHostConfig, TenantKey};
+use crate::config::{DevHostConfig, TenantKey};
 
 /// Issuer of every api-key Subject this host mints (§2.4 `subject.issuer`).
 pub const API_KEY_ISSUER: &str = "urn:openwop-devhost:api-key";

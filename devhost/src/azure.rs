@@ -20,9 +20,10 @@ use serde_json::{json, Map, Value};
 use crate::api::{json_object, ApiError, Reply};
 use crate::auth::{authenticate, Caller};
 use crate::faults::RouteClass;
-use crate::host::{faults_admin, lock, HostState, Req};
 use crate::ops::{self, GateMiss};
 use crate::runs::{self, Run, RunState, RunStatus};
+use crate::state::{faults_admin, HostState, Req};
+use crate::util::lock;
 use crate::util::parse_query;
 
 /// The one `api-version` this host serves.
@@ -247,12 +248,12 @@ pub(crate) fn classify(method: &Method, path: &str) -> Option<RouteClass> {
 }
 
 /// Serve one request; errors come back in the Azure form ([`outgoing`]).
-pub(crate) fn handle(host: &HostState, req: &Req<'_>) -> Reply {
-    let reply = serve(host, req).unwrap_or_else(ApiError::into_reply);
+pub(crate) fn handle(host: &HostState, table: &Table, req: &Req<'_>) -> Reply {
+    let reply = serve(host, table, req).unwrap_or_else(ApiError::into_reply);
     outgoing(reply)
 }
 
-fn serve(host: &HostState, req: &Req<'_>) -> Result<Reply, ApiError> {
+fn serve(host: &HostState, table: &Table, req: &Req<'_>) -> Result<Reply, ApiError> {
     let route = route(req.path);
     if !matches!(route, Some(Route::Faults | Route::StatusReads)) {
         api_version(req.query)?;
@@ -277,14 +278,9 @@ fn serve(host: &HostState, req: &Req<'_>) -> Result<Reply, ApiError> {
         Route::Faults => return faults_admin(host, req),
         Route::StatusReads => {
             if *req.method == Method::DELETE {
-                host.azure.clear_reads();
+                table.clear_reads();
             }
-            let all: Vec<Value> = host
-                .azure
-                .reads()
-                .iter()
-                .map(MonitorReads::to_json)
-                .collect();
+            let all: Vec<Value> = table.reads().iter().map(MonitorReads::to_json).collect();
             return Ok(Reply::json(200, &json!({ "operations": all })));
         }
         _ => {}
@@ -300,7 +296,7 @@ fn serve(host: &HostState, req: &Req<'_>) -> Result<Reply, ApiError> {
         }
         Route::JobType(raw) => {
             caller.require("manifest:read")?;
-            let name = crate::legacy::decode_segment(raw, "name")?;
+            let name = crate::util::decode_segment(raw, "name")?;
             ops::catalog(host)
                 .unwrap_or_default()
                 .iter()
@@ -312,16 +308,16 @@ fn serve(host: &HostState, req: &Req<'_>) -> Result<Reply, ApiError> {
         }
         Route::Jobs => {
             caller.require("runs:create")?;
-            create(host, &caller, req, None)
+            create(host, table, &caller, req, None)
         }
         Route::Job(raw) if *req.method == Method::PUT => {
             caller.require("runs:create")?;
-            let name = crate::legacy::decode_segment(raw, "name")?;
-            create(host, &caller, req, Some(&name))
+            let name = crate::util::decode_segment(raw, "name")?;
+            create(host, table, &caller, req, Some(&name))
         }
         Route::Job(raw) => {
             caller.require("runs:read")?;
-            let job = job_of(host, &caller, raw)?;
+            let job = job_of(table, &caller, raw)?;
             let body = resource(&job);
             // Like the status monitor: `Retry-After` while the job is not terminal, and every
             // read recorded with it.
@@ -341,7 +337,7 @@ fn serve(host: &HostState, req: &Req<'_>) -> Result<Reply, ApiError> {
         }
         Route::Operation(raw) => {
             caller.require("runs:read")?;
-            monitor(host, &caller, raw, base)
+            monitor(host, table, &caller, raw, base)
         }
         Route::Action(raw, action) => {
             let scope = match action {
@@ -349,7 +345,7 @@ fn serve(host: &HostState, req: &Req<'_>) -> Result<Reply, ApiError> {
                 _ => "approvals:respond",
             };
             caller.require(scope)?;
-            let job = job_of(host, &caller, raw)?;
+            let job = job_of(table, &caller, raw)?;
             if action == Action::Cancel {
                 // The body, if any, is ignored: the action takes no parameters.
                 runs::cancel(&job.run, "caller-requested")?;
@@ -393,9 +389,9 @@ fn job_not_found(name: &str) -> ApiError {
 }
 
 /// The caller's job `raw` names; another tenant's is as absent as a missing one.
-fn job_of(host: &HostState, caller: &Caller, raw: &str) -> Result<Arc<Job>, ApiError> {
-    let name = crate::legacy::decode_segment(raw, "name")?;
-    lock(&host.azure.inner)
+fn job_of(table: &Table, caller: &Caller, raw: &str) -> Result<Arc<Job>, ApiError> {
+    let name = crate::util::decode_segment(raw, "name")?;
+    lock(&table.inner)
         .jobs
         .get(&(caller.tenant.clone(), name.clone()))
         .cloned()
@@ -478,6 +474,7 @@ fn header<'a>(req: &'a Req<'_>, name: &str) -> Option<&'a str> {
 /// replaced). `POST /jobs` without `Operation-Id` is not idempotent.
 fn create(
     host: &HostState,
+    table: &Table,
     caller: &Caller,
     req: &Req<'_>,
     name: Option<&str>,
@@ -545,7 +542,7 @@ fn create(
     let tenant = caller.tenant.clone();
     // Locked from the lookups to the insert, so a retry racing its original cannot
     // start a second job (nothing else locks the table while holding a run).
-    let mut t = lock(&host.azure.inner);
+    let mut t = lock(&table.inner);
     if let Some(op) = &operation_id {
         if let Some(j) = t.ops.get(&(tenant.clone(), op.clone())) {
             if !same(j) {
@@ -727,9 +724,15 @@ fn resource(job: &Job) -> Value {
 
 /// `GET /operations/{id}`: the status monitor, `Retry-After` while it is not terminal;
 /// every read is recorded.
-fn monitor(host: &HostState, caller: &Caller, raw: &str, base: &str) -> Result<Reply, ApiError> {
-    let id = crate::legacy::decode_segment(raw, "operationId")?;
-    let job = lock(&host.azure.inner)
+fn monitor(
+    host: &HostState,
+    table: &Table,
+    caller: &Caller,
+    raw: &str,
+    base: &str,
+) -> Result<Reply, ApiError> {
+    let id = crate::util::decode_segment(raw, "operationId")?;
+    let job = lock(&table.inner)
         .ops
         .get(&(caller.tenant.clone(), id.clone()))
         .cloned()

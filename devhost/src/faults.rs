@@ -335,7 +335,7 @@ impl Faults {
         if fault.times == Some(0) {
             return;
         }
-        crate::host::lock(&self.table.faults).push(fault);
+        crate::util::lock(&self.table.faults).push(fault);
     }
 
     /// Answer the next `n` requests of `route` with `status` without processing them.
@@ -416,7 +416,7 @@ impl Faults {
 
     /// Drop every active fault (the counters keep counting).
     pub fn clear(&self) {
-        crate::host::lock(&self.table.faults).clear();
+        crate::util::lock(&self.table.faults).clear();
     }
 
     /// Zero every counter.
@@ -428,7 +428,7 @@ impl Faults {
 
     /// The active faults with their remaining `times`, in the order they apply.
     pub fn active(&self) -> Vec<Fault> {
-        crate::host::lock(&self.table.faults).clone()
+        crate::util::lock(&self.table.faults).clone()
     }
 
     /// Requests received for `route` since the start (or [`Faults::reset_counts`]);
@@ -464,7 +464,7 @@ impl Faults {
         if class != RouteClass::All {
             self.table.counts[class.index()].fetch_add(1, Ordering::SeqCst);
         }
-        let mut faults = crate::host::lock(&self.table.faults);
+        let mut faults = crate::util::lock(&self.table.faults);
         let mut plan = Plan::default();
         let mut i = 0;
         while i < faults.len() {

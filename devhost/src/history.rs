@@ -20,8 +20,8 @@ use serde_json::{json, Value};
 
 use crate::api::{json_object, ApiError, Reply};
 use crate::auth::authenticate;
-use crate::host::{run_from_path, Answer, HostState, Req};
 use crate::runs::{OpenKind, RunStatus};
+use crate::state::{run_from_path, Answer, HostState, Req};
 use crate::util::parse_query;
 
 /// The history or query route `req` names; any other path is the v2 "no route" 404.

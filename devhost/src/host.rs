@@ -1,172 +1,26 @@
-// Over 700 lines: the host state and the v2 REST handlers share its private tables (runs, cursors, idempotency); the other flavours live in their own files.
-//! Host state and the REST handlers (OpenWOP v2 api/v2/openapi.yaml).
+// Over 700 lines: one handler per v2 route, all sharing the route table and its path decoding; the host state is state.rs, the other flavours live in their own files.
+//! The OpenWOP REST surface (OpenWOP v2 api/v2/openapi.yaml): the v2 routes and handlers,
+//! which also serve the legacy flavour's job API (legacy.rs).
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::{HeaderMap, Method, Response, StatusCode};
 use serde_json::{json, Map, Value};
-use sha2::{Digest, Sha256};
-use tokio::sync::watch;
 
 use crate::api::{closed, json_object, ApiError, Body, Reply};
-use crate::auth::{authenticate, Caller, ANONYMOUS_TENANT};
-use crate::faults::{Fault, Faults, RouteClass};
-use crate::fixtures::{self, Workflow};
-use crate::idempotency::{fingerprint, idempotent, IdemEntry};
+use crate::auth::{authenticate, Caller};
+use crate::config::Flavor;
+use crate::faults::RouteClass;
+use crate::fixtures::Workflow;
+use crate::idempotency::{fingerprint, idempotent};
 use crate::runs::{self, NewRun, Run, RunStatus};
-use crate::tokens::{self, Claims, TokenKey};
-use crate::util::{id_chars, parse_query, random_token};
-use crate::{legacy, sse, wire_id, DevHostConfig, Flavor, RecordedRequest};
-
-/// Everything one host instance holds in memory.
-pub(crate) struct HostState {
-    pub config: DevHostConfig,
-    pub(crate) workflows: Vec<Arc<Workflow>>,
-    runs: Mutex<RunTable>,
-    next_ordinal: AtomicU64,
-    pub(crate) idempotency: Mutex<HashMap<(String, &'static str, String), IdemEntry>>,
-    cursors: Mutex<HashMap<String, Cursor>>,
-    discovery: Discovery,
-    tokens: TokenKey,
-    pub requests: Mutex<Vec<RecordedRequest>>,
-    pub recording: AtomicBool,
-    pub shutdown: watch::Receiver<bool>,
-    pub faults: Faults,
-    /// The demo authorization server whose tokens `authenticate` accepts (oauth.rs).
-    pub oauth: crate::oauth::OAuth,
-    /// The operation-style flavours' own tables (aip151.rs, azure.rs).
-    pub(crate) aip: crate::aip151::Table,
-    pub(crate) azure: crate::azure::Table,
-    pub(crate) k8s: crate::k8s::Table,
-    pub(crate) argo: crate::argo::Table,
-}
-
-#[derive(Default)]
-struct RunTable {
-    by_id: HashMap<String, Arc<Run>>,
-    /// Creation order; listRuns walks it backwards (newest first).
-    order: Vec<Arc<Run>>,
-}
-
-/// A listRuns cursor this host minted: the page continues below `before`.
-struct Cursor {
-    tenant: String,
-    before: u64,
-}
-
-/// The discovery document, serialised once so every response is byte-identical and
-/// the strong ETag is stable (OpenWOP v2 capabilities.md, getCapabilities).
-struct Discovery {
-    body: Bytes,
-    etag: String,
-}
-
-impl HostState {
-    pub(crate) fn new(config: DevHostConfig, shutdown: watch::Receiver<bool>) -> HostState {
-        let workflows: Vec<Arc<Workflow>> = fixtures::builtin().into_iter().map(Arc::new).collect();
-        let discovery = build_discovery(&config, &workflows);
-        HostState {
-            config,
-            workflows,
-            runs: Mutex::new(RunTable::default()),
-            next_ordinal: AtomicU64::new(0),
-            idempotency: Mutex::new(HashMap::new()),
-            cursors: Mutex::new(HashMap::new()),
-            discovery,
-            tokens: TokenKey::random(),
-            requests: Mutex::new(Vec::new()),
-            recording: AtomicBool::new(true),
-            shutdown,
-            faults: Faults::default(),
-            oauth: Default::default(),
-            aip: Default::default(),
-            azure: Default::default(),
-            k8s: Default::default(),
-            argo: Default::default(),
-        }
-    }
-
-    pub(crate) fn workflow(&self, id: &str) -> Option<Arc<Workflow>> {
-        self.workflows.iter().find(|w| w.id == id).cloned()
-    }
-
-    pub(crate) fn run(&self, bound: &str) -> Option<Arc<Run>> {
-        lock(&self.runs).by_id.get(bound).cloned()
-    }
-}
-
-/// Mutex poisoning only follows a panic elsewhere; keep serving.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn family(status: &str, facets: Value) -> Value {
-    let mut o = Map::new();
-    o.insert("status".into(), json!(status));
-    o.insert("since".into(), json!("2.0"));
-    o.insert("witness".into(), json!("witnessable-gated"));
-    if let Value::Object(f) = facets {
-        o.extend(f);
-    }
-    Value::Object(o)
-}
-
-fn build_discovery(config: &DevHostConfig, workflows: &[Arc<Workflow>]) -> Discovery {
-    let mut root = Map::new();
-    root.insert("protocolVersions".into(), json!(["2.0"]));
-    root.insert("preferredVersion".into(), json!("2.0"));
-    root.insert(
-        "fixtures".into(),
-        json!(workflows.iter().map(|w| w.id.clone()).collect::<Vec<_>>()),
-    );
-    root.insert(
-        "runList".into(),
-        family(
-            "stable",
-            json!({ "maxPageSize": MAX_PAGE, "filters": ["workflowId", "status"] }),
-        ),
-    );
-    root.insert(
-        "interrupt".into(),
-        family(
-            "stable",
-            json!({ "tokenAlgs": ["hs256"], "refKinds": ["principal"] }),
-        ),
-    );
-    // The legacy job API has no tool catalog route, so only the v2 surface claims one.
-    if config.tool_catalog && config.flavor != Flavor::Legacy {
-        root.insert("toolCatalog".into(), family("stable", json!({})));
-    }
-    if config.flavor == Flavor::Legacy {
-        // The legacy flavour keeps the v2 root (the sidecar finds the fixtures here)
-        // and says which dialect the rest of the surface speaks.
-        root.insert("flavor".into(), json!("legacy"));
-    }
-    if config.anonymous {
-        root.insert(
-            "anonymousActor".into(),
-            family(
-                "experimental",
-                json!({ "tenant": ANONYMOUS_TENANT, "lane": "anonymous" }),
-            ),
-        );
-    }
-    // No `mcp` family: the sidecar in front of this host adds it.
-    let body = Bytes::from(serde_json::to_vec(&Value::Object(root)).unwrap_or_default());
-    let digest = Sha256::digest(&body);
-    let etag = format!("\"{}\"", hex(&digest[..16]));
-    Discovery { body, etag }
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-const MAX_PAGE: usize = 100;
+use crate::state::{
+    faults_admin, run_from_path, start_run, Answer, Cursor, HostState, Req, MAX_PAGE,
+};
+use crate::tokens::{self, Claims};
+use crate::util::{id_chars, lock, parse_query, random_token};
+use crate::{sse, wire_id};
 
 /// Routes of the v2 surface (bare paths, OpenWOP v2 headers.md and errors.md). Ids stay raw here;
 /// they are decoded by the handlers so `%2F` survives routing (§2.2).
@@ -256,16 +110,9 @@ fn v2_route<'a>(segs: &[&'a str]) -> Option<Route<'a>> {
     Some(r)
 }
 
-/// The fault-switch class of a request (`None` for the admin endpoint, which is
-/// never counted nor faulted).
+/// The fault-switch class of a request to the OpenWOP surface (`None` for the admin
+/// endpoint, which is never counted nor faulted).
 pub(crate) fn classify(flavor: Flavor, method: &Method, path: &str) -> Option<RouteClass> {
-    match flavor {
-        Flavor::Aip151 => return crate::aip151::classify(method, path),
-        Flavor::Azure => return crate::azure::classify(method, path),
-        Flavor::K8s => return crate::k8s::classify(method, path),
-        Flavor::Argo => return crate::argo::classify(method, path),
-        Flavor::V2 | Flavor::Legacy => {}
-    }
     let Some(route) = route(flavor, path) else {
         return Some(RouteClass::Other);
     };
@@ -284,149 +131,17 @@ pub(crate) fn classify(flavor: Flavor, method: &Method, path: &str) -> Option<Ro
     })
 }
 
-/// The answer of a `Status` fault: the error envelope with a code that fits the
-/// status, `Retry-After` on 429 (default 1 s) or when asked for.
-pub(crate) fn fault_response(
-    host: &HostState,
-    status: u16,
-    retry_after: Option<u64>,
-) -> Response<Body> {
-    let code = match status {
-        400 => "validation_error",
-        401 => "unauthenticated",
-        403 => "forbidden",
-        404 => "not_found",
-        429 => "rate_limited",
-        500 => "internal_error",
-        503 => "runner_unavailable",
-        _ => "devhost.injected_fault",
-    };
-    let mut err = ApiError::new(status, code, "injected by the devhost fault switches");
-    let retry_after = retry_after.or((status == 429).then_some(1));
-    if let Some(r) = retry_after {
-        err = err.with_header("retry-after", r.to_string());
-    }
-    error_response(host, err)
-}
-
-/// The answer of a `StatusUntil` fault: as [`fault_response`], with `Retry-After` the
-/// IMF-fixdate (RFC 9110 §5.6.7) `after_secs` seconds from now, rounded up to the next whole
-/// second so a client that waits until the date never comes back sooner than asked.
-pub(crate) fn fault_response_until(
-    host: &HostState,
-    status: u16,
-    after_secs: u64,
-) -> Response<Body> {
-    let mut resp = fault_response(host, status, None);
-    let at = time::OffsetDateTime::now_utc() + time::Duration::seconds(after_secs as i64);
-    let at = if at.nanosecond() > 0 {
-        at.replace_nanosecond(0).unwrap_or(at) + time::Duration::seconds(1)
-    } else {
-        at
-    };
-    let fmt = time::macros::format_description!(
-        "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] GMT"
-    );
-    if let Ok(v) = at
-        .format(&fmt)
-        .map_err(|_| ())
-        .and_then(|d| http::HeaderValue::from_str(&d).map_err(|_| ()))
-    {
-        resp.headers_mut().insert(http::header::RETRY_AFTER, v);
-    }
-    resp
-}
-
-/// An error answered outside `dispatch` (body too large, injected faults).
-pub(crate) fn error_response(host: &HostState, err: ApiError) -> Response<Body> {
-    outgoing(host, RouteClass::Other, err.into_reply()).into_response()
-}
-
-/// A buffered answer in the host's dialect (legacy.rs rewrites v2 shapes).
-fn outgoing(host: &HostState, class: RouteClass, reply: Reply) -> Reply {
-    match host.config.flavor {
-        Flavor::V2 => reply,
-        Flavor::Legacy => legacy::outgoing(class, reply),
-        Flavor::Aip151 => crate::aip151::outgoing(reply),
-        Flavor::Azure => crate::azure::outgoing(reply),
-        Flavor::K8s => crate::k8s::outgoing(reply),
-        Flavor::Argo => crate::argo::outgoing(reply),
-    }
-}
-
-/// `GET|POST|DELETE /_devhost/faults`: read, change or reset the fault switches.
-/// POST takes `{clear?: bool, resetCounts?: bool, faults?: [Fault JSON]}` (see
-/// [`Fault::from_json`]); every fault is checked before any is applied. DELETE
-/// clears the faults and zeroes the counters. All three answer
-/// `{faults: [...], counts: {...}}`.
-pub(crate) fn faults_admin(host: &HostState, req: &Req<'_>) -> Result<Reply, ApiError> {
-    let f = &host.faults;
-    if *req.method == Method::DELETE {
-        f.clear();
-        f.reset_counts();
-    } else if *req.method == Method::POST {
-        let obj = json_object(req.body, true)?;
-        closed(&obj, &["clear", "resetCounts", "faults"])?;
-        let flag = |k: &str| match obj.get(k) {
-            None => Ok(false),
-            Some(Value::Bool(b)) => Ok(*b),
-            Some(_) => Err(ApiError::validation(k, format!("{k} must be a boolean"))),
-        };
-        let faults = match obj.get("faults") {
-            None => Vec::new(),
-            Some(Value::Array(a)) => a
-                .iter()
-                .enumerate()
-                .map(|(i, v)| {
-                    Fault::from_json(v)
-                        .map_err(|m| ApiError::validation(&format!("faults[{i}]"), m))
-                })
-                .collect::<Result<Vec<_>, _>>()?,
-            Some(_) => return Err(ApiError::validation("faults", "faults must be an array")),
-        };
-        let (clear, reset) = (flag("clear")?, flag("resetCounts")?);
-        if clear {
-            f.clear();
-        }
-        if reset {
-            f.reset_counts();
-        }
-        for fault in faults {
-            f.add(fault);
-        }
-    }
-    Ok(Reply::json(200, &f.to_json()))
-}
-
-/// Everything one request needs after its body has been read.
-pub(crate) struct Req<'a> {
-    pub method: &'a Method,
-    pub path: &'a str,
-    pub query: Option<&'a str>,
-    pub headers: &'a HeaderMap,
-    pub body: &'a Bytes,
-}
-
-/// Dispatch one request. The caller adds `OpenWOP-Version` to whatever comes back.
-pub(crate) async fn handle(host: &Arc<HostState>, req: Req<'_>) -> Response<Body> {
-    match host.config.flavor {
-        Flavor::Aip151 => return crate::aip151::handle(host, &req).await.into_response(),
-        Flavor::Azure => return crate::azure::handle(host, &req).into_response(),
-        Flavor::K8s => return crate::k8s::handle(host, &req).into_response(),
-        Flavor::Argo => return crate::argo::handle(host, &req).into_response(),
-        Flavor::V2 | Flavor::Legacy => {}
-    }
+/// Dispatch one request to the OpenWOP surface; buffered answers leave in the host's
+/// dialect (legacy.rs rewrites v2 shapes). The caller adds `OpenWOP-Version` to whatever
+/// comes back.
+pub(crate) async fn handle(host: &Arc<HostState>, req: &Req<'_>) -> Response<Body> {
     let class = classify(host.config.flavor, req.method, req.path).unwrap_or(RouteClass::Other);
-    match dispatch(host, &req).await {
-        Ok(Answer::Reply(r)) => outgoing(host, class, r).into_response(),
+    let outgoing = host.dialect.outgoing;
+    match dispatch(host, req).await {
+        Ok(Answer::Reply(r)) => outgoing(class, r).into_response(),
         Ok(Answer::Stream(resp)) => resp,
-        Err(e) => outgoing(host, class, e.into_reply()).into_response(),
+        Err(e) => outgoing(class, e.into_reply()).into_response(),
     }
-}
-
-pub(crate) enum Answer {
-    Reply(Reply),
-    Stream(Response<Body>),
 }
 
 async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiError> {
@@ -515,9 +230,14 @@ async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiErr
             caller.require("runs:create")?;
             let transport = transport_of(req.headers)?;
             let fp = fingerprint("createRun", transport, req.body);
-            let reply = idempotent(host, &caller, "createRun", req.headers, fp, || {
-                create_run(host, &caller, req.body, transport)
-            })?;
+            let reply = idempotent(
+                &host.idempotency,
+                &caller,
+                "createRun",
+                req.headers,
+                fp,
+                || create_run(host, &caller, req.body, transport),
+            )?;
             Ok(Answer::Reply(reply))
         }
         Route::Runs => {
@@ -533,9 +253,14 @@ async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiErr
             caller.require("runs:cancel")?;
             let run = run_from_path(host, &caller, raw)?;
             let fp = fingerprint("cancelRun", &run.id, req.body);
-            let reply = idempotent(host, &caller, "cancelRun", req.headers, fp, || {
-                cancel_run(&run, req.body)
-            })?;
+            let reply = idempotent(
+                &host.idempotency,
+                &caller,
+                "cancelRun",
+                req.headers,
+                fp,
+                || cancel_run(&run, req.body),
+            )?;
             Ok(Answer::Reply(reply))
         }
         Route::Interrupt(raw, raw_node) if *req.method == Method::GET => {
@@ -549,17 +274,14 @@ async fn dispatch(host: &Arc<HostState>, req: &Req<'_>) -> Result<Answer, ApiErr
             let run = run_from_path(host, &caller, raw)?;
             let node = node_from_path(host, raw_node)?;
             // Legacy `{value}` is the v2 `{resumeValue}` (legacy.rs).
-            let body = match flavor {
-                Flavor::Legacy => legacy::resolve_body(req.body)?,
-                _ => req.body.clone(),
-            };
+            let body = (host.dialect.resolve_body)(req.body)?;
             let fp = fingerprint(
                 "resolveInterruptByRun",
                 &format!("{}\n{node}", run.id),
                 &body,
             );
             let reply = idempotent(
-                host,
+                &host.idempotency,
                 &caller,
                 "resolveInterruptByRun",
                 req.headers,
@@ -638,10 +360,7 @@ fn discovery(host: &HostState, headers: &HeaderMap) -> Reply {
 /// Decode an author id (workflow, node) from a path segment: `~`/`%` in v2 (§2.2),
 /// `%` only in the legacy flavour.
 fn decode_segment(host: &HostState, raw: &str, field: &str) -> Result<String, ApiError> {
-    match host.config.flavor {
-        Flavor::Legacy => legacy::decode_segment(raw, field),
-        _ => wire_id::unproject(raw).map_err(|e| ApiError::validation(field, e.message())),
-    }
+    (host.dialect.decode_segment)(raw, field)
 }
 
 fn workflow_from_path(host: &HostState, raw: &str) -> Result<Arc<Workflow>, ApiError> {
@@ -665,48 +384,6 @@ fn node_from_path(host: &HostState, raw: &str) -> Result<String, ApiError> {
         ));
     }
     Ok(id)
-}
-
-/// Decode a run id from a path segment (OpenWOP v2 identity.md §5; OpenWOP v2 identity.md): `~2F` or `%2F`
-/// form; malformed → 400; another tenant → 403 `id_tenant_mismatch` (checked before
-/// lookup, so existence is never disclosed); unknown → 404; a bare opaque resolves
-/// under the caller's tenant.
-pub(crate) fn run_from_path(
-    host: &HostState,
-    caller: &Caller,
-    raw: &str,
-) -> Result<Arc<Run>, ApiError> {
-    let bad = |why: &str| ApiError::validation("runId", format!("malformed runId: {why}"));
-    let decoded = match host.config.flavor {
-        Flavor::Legacy => legacy::decode_job_id(raw)?,
-        _ => wire_id::unproject(raw).map_err(|e| bad(e.message()))?,
-    };
-    let bound = match decoded.split_once('/') {
-        Some((tenant, opaque)) => {
-            let t = tenant.strip_prefix("anon:").unwrap_or(tenant);
-            if !id_chars(t, 1, 128, false) || !id_chars(opaque, 16, 128, false) {
-                return Err(bad("it does not match the tenant-bound id grammar"));
-            }
-            if tenant != caller.tenant {
-                return Err(ApiError::new(
-                    403,
-                    "id_tenant_mismatch",
-                    "the id is bound to another tenant",
-                ));
-            }
-            decoded
-        }
-        None => {
-            if !id_chars(&decoded, 16, 128, false) {
-                return Err(bad("it does not match the id grammar"));
-            }
-            format!("{}/{decoded}", caller.tenant)
-        }
-    };
-    match host.run(&bound) {
-        Some(run) if run.tenant == caller.tenant => Ok(run),
-        _ => Err(ApiError::not_found("no such run")),
-    }
 }
 
 /// The devhost-private `X-OpenWOP-Transport: mcp|rest|a2a|ui` request header of
@@ -865,29 +542,6 @@ fn create_run(
     Ok(Reply::json(201, &body).header("location", &format!("/runs/{wire}")))
 }
 
-/// Create a run and start its executor; also the operation-style flavours' create
-/// (aip151.rs, azure.rs). Returns the run and its status before the executor starts.
-pub(crate) fn start_run(
-    host: &HostState,
-    caller: &Caller,
-    workflow: Arc<Workflow>,
-    new: NewRun,
-) -> (Arc<Run>, RunStatus) {
-    let id = format!("{}/r-{}", caller.tenant, random_token(18));
-    let ordinal = host.next_ordinal.fetch_add(1, Ordering::SeqCst);
-    let run = runs::create(id, ordinal, caller, workflow, new);
-    let status = run.lock().status;
-    {
-        let mut table = lock(&host.runs);
-        table.by_id.insert(run.id.clone(), run.clone());
-        table.order.push(run.clone());
-    }
-    // The run is in the table before the executor starts and before the 201 leaves,
-    // so `GET /runs/{id}` answers 200 at once (§1.3).
-    runs::start_executor(run.clone(), host.shutdown.clone());
-    (run, status)
-}
-
 /// `GET /runs/{id}` (§1.4) with a strong ETag and 304.
 fn get_run(run: &Run, headers: &HeaderMap) -> Reply {
     let st = run.lock();
@@ -896,15 +550,6 @@ fn get_run(run: &Run, headers: &HeaderMap) -> Reply {
         return not_modified(&etag);
     }
     Reply::json(200, &run.snapshot(&st)).header("etag", &etag)
-}
-
-/// The `status` filter of listRuns: a v2 status, or in the legacy flavour a legacy
-/// state (`NEEDS_APPROVAL`, ...).
-fn status_filter(flavor: Flavor, s: &str) -> Option<RunStatus> {
-    match flavor {
-        Flavor::Legacy => legacy::status_of(s).and_then(RunStatus::parse),
-        _ => RunStatus::parse(s),
-    }
 }
 
 /// `GET /runs` (§1.5): newest first, the caller's tenant only, opaque cursors.
@@ -929,7 +574,7 @@ fn list_runs(
     let status =
         match get("status") {
             None => None,
-            Some(s) => Some(status_filter(host.config.flavor, s).ok_or_else(|| {
+            Some(s) => Some((host.dialect.status_filter)(s).ok_or_else(|| {
                 ApiError::validation("status", format!("{s} is not a run status"))
             })?),
         };
@@ -1199,7 +844,7 @@ fn interrupt_by_token(host: &Arc<HostState>, req: &Req<'_>, raw: &str) -> Result
     }
     let fp = fingerprint("resolveInterruptByToken", &claims.interrupt_id, req.body);
     idempotent(
-        host,
+        &host.idempotency,
         &caller,
         "resolveInterruptByToken",
         req.headers,

@@ -1,13 +1,19 @@
 //! `Idempotency-Key` for the v2 and legacy flavours (OpenWOP v2 idempotency.md): the
 //! record table's entries, the request fingerprint and the replay rules.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use http::HeaderMap;
 use sha2::{Digest, Sha256};
 
 use crate::api::{ApiError, Reply};
 use crate::auth::Caller;
-use crate::host::{lock, HostState};
 use crate::util::id_chars;
+use crate::util::lock;
+
+/// The records of one host, keyed by (tenant, endpoint, key).
+pub(crate) type Records = Mutex<HashMap<(String, &'static str, String), IdemEntry>>;
 
 /// One record: the request is being processed, or its answer is kept for replays.
 pub(crate) enum IdemEntry {
@@ -30,7 +36,7 @@ pub(crate) fn fingerprint(op: &str, resource: &str, body: &[u8]) -> [u8; 32] {
 /// `OpenWOP-Idempotent-Replay: true`; a different request under the same key is
 /// `409 idempotency_key_mismatch`; a concurrent duplicate is `409 idempotency_in_flight`.
 pub(crate) fn idempotent(
-    host: &HostState,
+    records: &Records,
     caller: &Caller,
     endpoint: &'static str,
     headers: &HeaderMap,
@@ -50,7 +56,7 @@ pub(crate) fn idempotent(
     }
     let record = (caller.tenant.clone(), endpoint, key.to_owned());
     {
-        let mut table = lock(&host.idempotency);
+        let mut table = lock(records);
         match table.get(&record) {
             Some(IdemEntry::Done { fingerprint, .. } | IdemEntry::InFlight { fingerprint })
                 if *fingerprint != fp =>
@@ -81,7 +87,7 @@ pub(crate) fn idempotent(
     let code = reply.status.as_u16();
     let cacheable = reply.status.is_success()
         || (reply.status.is_client_error() && !matches!(code, 400 | 401 | 403 | 429));
-    let mut table = lock(&host.idempotency);
+    let mut table = lock(records);
     if cacheable {
         table.insert(
             record,

@@ -20,8 +20,9 @@ use crate::api::{json_object, ApiError, Reply};
 use crate::auth::{authenticate, Caller};
 use crate::faults::RouteClass;
 use crate::fixtures::VarType;
-use crate::host::{faults_admin, lock, HostState, Req};
 use crate::runs::{self, Run, RunStatus};
+use crate::state::{faults_admin, HostState, Req};
+use crate::util::lock;
 use crate::util::parse_query;
 
 /// The flavour's jobs by `(namespace, name)`; a deleted job is gone.
@@ -127,12 +128,12 @@ fn status(code: u16, reason: &'static str, message: impl Into<String>) -> ApiErr
 }
 
 /// Serve one request; errors come back as `Status` objects ([`outgoing`]).
-pub(crate) fn handle(host: &HostState, req: &Req<'_>) -> Reply {
-    let reply = serve(host, req).unwrap_or_else(ApiError::into_reply);
+pub(crate) fn handle(host: &HostState, table: &Table, req: &Req<'_>) -> Reply {
+    let reply = serve(host, table, req).unwrap_or_else(ApiError::into_reply);
     outgoing(reply)
 }
 
-fn serve(host: &HostState, req: &Req<'_>) -> Result<Reply, ApiError> {
+fn serve(host: &HostState, table: &Table, req: &Req<'_>) -> Result<Reply, ApiError> {
     let Some(route) = route(req.path) else {
         return Err(status(
             404,
@@ -179,9 +180,9 @@ fn serve(host: &HostState, req: &Req<'_>) -> Result<Reply, ApiError> {
     caller.require(scope)?;
     match route {
         Route::Faults => unreachable!("answered above"),
-        Route::Jobs(_) if verb == "create" => create(host, &caller, req),
+        Route::Jobs(_) if verb == "create" => create(host, table, &caller, req),
         Route::Jobs(_) => {
-            let t = lock(&host.k8s.inner);
+            let t = lock(&table.inner);
             let mut items: Vec<Value> = t
                 .order
                 .iter()
@@ -210,10 +211,10 @@ fn serve(host: &HostState, req: &Req<'_>) -> Result<Reply, ApiError> {
             ))
         }
         Route::Job(_, name) if verb == "get" => {
-            let job = job_of(host, &caller, name)?;
+            let job = job_of(table, &caller, name)?;
             Ok(Reply::json(200, &document(&job)))
         }
-        Route::Job(_, name) => delete(host, &caller, req, name),
+        Route::Job(_, name) => delete(table, &caller, req, name),
     }
 }
 
@@ -224,8 +225,8 @@ fn not_found(name: &str) -> ApiError {
         .detail("kind", json!("jobs"))
 }
 
-fn job_of(host: &HostState, caller: &Caller, name: &str) -> Result<Arc<Job>, ApiError> {
-    lock(&host.k8s.inner)
+fn job_of(table: &Table, caller: &Caller, name: &str) -> Result<Arc<Job>, ApiError> {
+    lock(&table.inner)
         .jobs
         .get(&(caller.tenant.clone(), name.to_owned()))
         .cloned()
@@ -253,7 +254,12 @@ fn invalid(field: &str, message: impl Into<String>) -> ApiError {
 
 /// `POST .../jobs`: a Job with a client-chosen `metadata.name` (or a `generateName`); a name
 /// taken in the namespace is `409 AlreadyExists`, whatever the rest of the Job says.
-fn create(host: &HostState, caller: &Caller, req: &Req<'_>) -> Result<Reply, ApiError> {
+fn create(
+    host: &HostState,
+    table: &Table,
+    caller: &Caller,
+    req: &Req<'_>,
+) -> Result<Reply, ApiError> {
     let body = json_object(req.body, false)?;
     for (k, want) in [("apiVersion", "batch/v1"), ("kind", "Job")] {
         if let Some(v) = body.get(k) {
@@ -340,7 +346,7 @@ fn create(host: &HostState, caller: &Caller, req: &Req<'_>) -> Result<Reply, Api
     }
     let tenant = caller.tenant.clone();
     // Locked from the lookup to the insert: two creates of one name make one job.
-    let mut t = lock(&host.k8s.inner);
+    let mut t = lock(&table.inner);
     if t.jobs.contains_key(&(tenant.clone(), name.clone())) {
         return Err(status(
             409,
@@ -389,7 +395,7 @@ fn create(host: &HostState, caller: &Caller, req: &Req<'_>) -> Result<Reply, Api
 /// `DELETE .../jobs/{name}[?propagationPolicy=Background|Foreground|Orphan]`: the job is
 /// gone at once (its pods are stopped, the run cancelled); answered with a `Status` of
 /// `Success`. A job that is gone is `404 NotFound`.
-fn delete(host: &HostState, caller: &Caller, req: &Req<'_>, name: &str) -> Result<Reply, ApiError> {
+fn delete(table: &Table, caller: &Caller, req: &Req<'_>, name: &str) -> Result<Reply, ApiError> {
     let q = parse_query(req.query);
     if let Some((_, p)) = q.iter().find(|(k, _)| k == "propagationPolicy") {
         if !matches!(p.as_str(), "Background" | "Foreground" | "Orphan") {
@@ -400,7 +406,7 @@ fn delete(host: &HostState, caller: &Caller, req: &Req<'_>, name: &str) -> Resul
             ));
         }
     }
-    let job = lock(&host.k8s.inner)
+    let job = lock(&table.inner)
         .jobs
         .remove(&(caller.tenant.clone(), name.to_owned()))
         .ok_or_else(|| not_found(name))?;

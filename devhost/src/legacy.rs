@@ -26,6 +26,19 @@ use serde_json::{json, Map, Value};
 
 use crate::api::{closed, json_object, ApiError, Reply};
 use crate::faults::RouteClass;
+use crate::state::Dialect;
+use crate::util::decode_segment;
+
+/// The legacy job API as a dialect of the OpenWOP surface (host.rs): what the table above says.
+pub(crate) const DIALECT: Dialect = Dialect {
+    decode_segment,
+    decode_run_id: decode_job_id,
+    status_filter: |s| status_of(s).and_then(crate::runs::RunStatus::parse),
+    resolve_body: |body| resolve_body(body),
+    outgoing,
+    event,
+    snapshot,
+};
 
 /// v2 `RunSnapshot.status` → legacy `state`.
 pub(crate) fn state_of(v2: &str) -> Option<&'static str> {
@@ -84,40 +97,6 @@ pub(crate) fn encode_id(bound: &str) -> String {
         }
     }
     out
-}
-
-/// Percent-decode a path segment (`~` is an ordinary character here).
-pub(crate) fn decode_segment(raw: &str, field: &str) -> Result<String, ApiError> {
-    let b = raw.as_bytes();
-    let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            match (
-                b.get(i + 1).copied().and_then(hex),
-                b.get(i + 2).copied().and_then(hex),
-            ) {
-                (Some(hi), Some(lo)) => {
-                    out.push((hi << 4) | lo);
-                    i += 3;
-                }
-                _ => {
-                    return Err(ApiError::validation(
-                        field,
-                        format!(
-                            "malformed {field}: '%' at byte {i} is not followed by two hex digits"
-                        ),
-                    ))
-                }
-            }
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out)
-        .map_err(|_| ApiError::validation(field, format!("malformed {field}: not UTF-8")))
 }
 
 /// A job id from a path: percent form only. The v2 `~` projection is not this

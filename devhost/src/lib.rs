@@ -309,6 +309,7 @@ mod api;
 mod argo;
 mod auth;
 mod azure;
+mod config;
 pub mod faults;
 mod fixtures;
 mod history;
@@ -318,226 +319,38 @@ mod k8s;
 mod legacy;
 pub mod oauth;
 mod ops;
+mod router;
 mod runs;
 mod sse;
+mod state;
 mod tokens;
 mod util;
 pub mod wire_id;
 
 pub use auth::{ANONYMOUS_ISSUER, ANONYMOUS_TENANT, API_KEY_ISSUER};
 pub use azure::{MonitorRead, MonitorReads};
+pub use config::{DevHostConfig, Flavor, TenantKey};
 pub use faults::{Fault, FaultKind, Faults, RouteClass};
 pub use host::TRANSPORT_HEADER;
 pub use k8s::JobRecord;
+pub use state::RecordedRequest;
 
 use api::ApiError;
-use host::{lock, HostState, Req};
+use router::Surface;
+use state::{HostState, Req};
+use util::lock;
 
 /// Default listen address of the binary.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";
 /// Largest request body the host reads (larger → `413`).
 pub const MAX_BODY_BYTES: usize = 1 << 20;
 
-/// The wire dialect the host speaks. All serve the same runs, fixtures, tenants, keys,
-/// interrupts and cancel; v2 and legacy also the event log and `Idempotency-Key`, the
-/// operation-style flavours their own follow-up and idempotency instead.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Flavor {
-    /// The bare-path OpenWOP v2 run API (OpenWOP v2 api/v2/openapi.yaml).
-    #[default]
-    V2,
-    /// An older in-house job API under `/api/v1/jobs` with its own field, status and
-    /// error names (see the crate docs, "Legacy flavour"), for the sidecar's
-    /// configurable route mapping.
-    Legacy,
-    /// A Google AIP-151 long-running-operations API (see the crate docs, "AIP-151
-    /// flavour"): `jobTypes/{name}:run` answered with an `Operation`, `done`/`error`/
-    /// `response`, `:cancel`, `:wait`, AIP-155 `requestId`, approvals in `metadata`.
-    Aip151,
-    /// An Azure-style async-operation API (see the crate docs, "Azure flavour"):
-    /// `api-version` on every call, `202` + `Operation-Location` + `Retry-After`,
-    /// a status monitor, approvals as a nested object while the status stays `Running`.
-    Azure,
-    /// Kubernetes `batch/v1` Jobs (see the crate docs, "Kubernetes flavour"): a
-    /// client-chosen `metadata.name` (`409 AlreadyExists` on a repeat), status as counts
-    /// and a conditions list, cancel by `DELETE`, no catalog route and no waiting state.
-    K8s,
-    /// Argo Workflows' REST API (see the crate docs, "Argo flavour"): WorkflowTemplates with
-    /// parameter lists, a submit with `"key=value"` arguments, approvals as `Suspend`
-    /// nodes in a map of nodes, outputs as `[{name, value}]`, resume and stop.
-    Argo,
-}
-
-impl Flavor {
-    /// `v2`, `legacy`, `aip151`, `azure`, `k8s` or `argo`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Flavor::V2 => "v2",
-            Flavor::Legacy => "legacy",
-            Flavor::Aip151 => "aip151",
-            Flavor::Azure => "azure",
-            Flavor::K8s => "k8s",
-            Flavor::Argo => "argo",
-        }
-    }
-
-    /// Whether the flavour speaks OpenWOP at all (discovery, `OpenWOP-Version`): v2 and
-    /// legacy do; the operation-style flavours are foreign APIs.
-    pub fn is_openwop(self) -> bool {
-        matches!(self, Flavor::V2 | Flavor::Legacy)
-    }
-}
-
-impl std::str::FromStr for Flavor {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Flavor, String> {
-        match s {
-            "v2" => Ok(Flavor::V2),
-            "legacy" => Ok(Flavor::Legacy),
-            "aip151" => Ok(Flavor::Aip151),
-            "azure" => Ok(Flavor::Azure),
-            "k8s" => Ok(Flavor::K8s),
-            "argo" => Ok(Flavor::Argo),
-            other => Err(format!(
-                "unknown flavor {other} (v2 | legacy | aip151 | azure | k8s | argo)"
-            )),
-        }
-    }
-}
-
-impl std::fmt::Display for Flavor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// One bearer credential and the identity it stands for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TenantKey {
-    /// The bearer token (`Authorization: Bearer <key>`).
-    pub key: String,
-    /// Tenant the caller acts in; run ids are bound to it.
-    pub tenant: String,
-    /// `Subject.subjectId` of the caller (checked against `approversList`).
-    pub subject_id: String,
-    /// Granted scopes; empty means every scope.
-    pub scopes: Vec<String>,
-}
-
-impl TenantKey {
-    /// A key with every scope.
-    pub fn new(key: &str, tenant: &str, subject_id: &str) -> TenantKey {
-        TenantKey {
-            key: key.into(),
-            tenant: tenant.into(),
-            subject_id: subject_id.into(),
-            scopes: Vec::new(),
-        }
-    }
-}
-
-/// Host configuration.
-#[derive(Debug, Clone)]
-pub struct DevHostConfig {
-    /// Accepted bearer keys.
-    pub keys: Vec<TenantKey>,
-    /// Anonymous-caller mode: a request without `Authorization` acts as tenant
-    /// `anon:public` (subject kind `anonymous`, lane `anonymous`) and discovery
-    /// advertises an `anonymousActor` family. Requests with a bearer still
-    /// authenticate normally.
-    pub anonymous: bool,
-    /// Interval of `: keep-alive` comments on idle event streams.
-    pub sse_keepalive: Duration,
-    /// Wire dialect (default [`Flavor::V2`]).
-    pub flavor: Flavor,
-    /// `SETTINGS_MAX_CONCURRENT_STREAMS` advertised on HTTP/2 connections (default `None`:
-    /// hyper's own, 200). Tests lower it to prove a client never queues streams behind it.
-    pub http2_max_concurrent_streams: Option<u32>,
-    /// Whether discovery advertises the tool catalog (`toolCatalog`) and `GET /tools`
-    /// serves it (default `true`; the legacy flavour never has one). Off, the host is one
-    /// whose tools are known only through its discovery `fixtures[]`.
-    pub tool_catalog: bool,
-    /// Workflow ids `GET /tools` leaves out although they stay fixtures (default none): a
-    /// host whose catalog covers only part of its workflows.
-    pub catalog_omits: Vec<String>,
-    /// The azure flavour's `Retry-After` (seconds) on its `202`s and on every non-terminal
-    /// status monitor read (default 1; 0 is allowed and means "poll again at once").
-    pub retry_after_secs: u64,
-}
-
-impl Default for DevHostConfig {
-    /// The four documented keys (see the crate docs), not anonymous, 15 s keep-alive.
-    fn default() -> Self {
-        DevHostConfig {
-            keys: vec![
-                TenantKey::new("acme-dev-key", "acme", "urn:devhost:acme:alice"),
-                TenantKey::new("globex-dev-key", "globex", "urn:devhost:globex:bob"),
-                TenantKey::new(
-                    "acme-approver-key",
-                    "acme",
-                    "urn:conformance:listed-approver",
-                ),
-                TenantKey {
-                    key: "acme-readonly-key".into(),
-                    tenant: "acme".into(),
-                    subject_id: "urn:devhost:acme:reader".into(),
-                    scopes: vec!["manifest:read".into(), "runs:read".into()],
-                },
-            ],
-            anonymous: false,
-            sse_keepalive: Duration::from_secs(15),
-            flavor: Flavor::V2,
-            http2_max_concurrent_streams: None,
-            tool_catalog: true,
-            catalog_omits: Vec::new(),
-            retry_after_secs: 1,
-        }
-    }
-}
-
-impl DevHostConfig {
-    /// The first configured key of `tenant` (for the defaults: `acme` →
-    /// `acme-dev-key`, `globex` → `globex-dev-key`).
-    pub fn key_for(&self, tenant: &str) -> Option<&str> {
-        self.keys
-            .iter()
-            .find(|k| k.tenant == tenant)
-            .map(|k| k.key.as_str())
-    }
-}
-
-/// One HTTP request as the host received it.
-#[derive(Debug, Clone)]
-pub struct RecordedRequest {
-    pub method: String,
-    /// Raw path bytes as received (not percent-decoded), without the query.
-    pub path: String,
-    pub query: Option<String>,
-    /// Header names are lowercase; values lossily decoded as UTF-8.
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
-    pub at: Instant,
-    /// The protocol it came over (HTTP/1.1, or HTTP/2 for h2c / ALPN h2 clients).
-    pub version: http::Version,
-    /// Which accepted connection carried it: 1 for the first the host accepted, and so on.
-    pub connection: u64,
-}
-
-impl RecordedRequest {
-    /// First value of a header (name compared case-insensitively).
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
 struct Inner {
     addr: SocketAddr,
     config: DevHostConfig,
     state: Arc<HostState>,
+    /// The flavour the host serves, with its own tables.
+    surface: Arc<Surface>,
     stop: watch::Sender<bool>,
     /// Bumped by [`DevHost::drop_connections`]; every connection task watches it.
     kick: watch::Sender<u64>,
@@ -599,7 +412,10 @@ impl DevHost {
     /// polls, against the `Retry-After` each answer asked for. Also
     /// `GET /_devhost/status-reads` (see the crate docs, "Azure flavour").
     pub fn status_monitor_reads(&self) -> Vec<MonitorReads> {
-        self.inner.state.azure.reads()
+        match &*self.inner.surface {
+            Surface::Azure(t) => t.reads(),
+            _ => Vec::new(),
+        }
     }
 
     /// The event log the host keeps for the run `id` names, in the flavour's own id: a v2
@@ -608,16 +424,7 @@ impl DevHost {
     /// it to prove what the host accepted (an approval resolved once, not twice). Empty for
     /// an unknown id.
     pub fn run_events(&self, id: &str) -> Vec<serde_json::Value> {
-        let state = &self.inner.state;
-        let run = match state.config.flavor {
-            Flavor::Aip151 => state
-                .aip
-                .run_of(id.strip_prefix("operations/").unwrap_or(id)),
-            Flavor::Azure => state.azure.run_of(id),
-            Flavor::K8s => state.k8s.run_of(id),
-            Flavor::Argo => state.argo.run_of(id),
-            Flavor::V2 | Flavor::Legacy => state.run(id),
-        };
+        let run = self.inner.surface.run_of(&self.inner.state, id);
         run.map(|r| r.lock().events.clone()).unwrap_or_default()
     }
 
@@ -625,12 +432,17 @@ impl DevHost {
     /// (empty for the other flavours): a deleted Job is gone from the API, and tests still
     /// need to find the run a sidecar started and then cancelled.
     pub fn k8s_jobs(&self) -> Vec<JobRecord> {
-        self.inner.state.k8s.records()
+        match &*self.inner.surface {
+            Surface::K8s(t) => t.records(),
+            _ => Vec::new(),
+        }
     }
 
     /// Forget the recorded status monitor reads (`DELETE /_devhost/status-reads`).
     pub fn clear_status_monitor_reads(&self) {
-        self.inner.state.azure.clear_reads();
+        if let Surface::Azure(t) = &*self.inner.surface {
+            t.clear_reads();
+        }
     }
 
     /// Close every open connection at once, streams included, without a GOAWAY or a
@@ -663,15 +475,24 @@ pub async fn spawn(config: DevHostConfig, addr: SocketAddr) -> anyhow::Result<De
     let addr = listener.local_addr()?;
     let (stop, stopped) = watch::channel(false);
     let (kick, kicked) = watch::channel(0u64);
-    let state = Arc::new(HostState::new(config.clone(), stopped.clone()));
+    let dialect = Surface::dialect(config.flavor);
+    let surface = Arc::new(Surface::new(config.flavor));
+    let state = Arc::new(HostState::new(config.clone(), dialect, stopped.clone()));
     state.oauth.set_issuer(format!("http://{addr}"));
-    let server = tokio::spawn(accept_loop(listener, state.clone(), stopped, kicked));
+    let server = tokio::spawn(accept_loop(
+        listener,
+        state.clone(),
+        surface.clone(),
+        stopped,
+        kicked,
+    ));
     tracing::info!(%addr, "openwop-devhost listening");
     Ok(DevHost {
         inner: Arc::new(Inner {
             addr,
             config,
             state,
+            surface,
             stop,
             kick,
             server: Mutex::new(Some(server)),
@@ -682,6 +503,7 @@ pub async fn spawn(config: DevHostConfig, addr: SocketAddr) -> anyhow::Result<De
 async fn accept_loop(
     listener: TcpListener,
     state: Arc<HostState>,
+    surface: Arc<Surface>,
     mut stop: watch::Receiver<bool>,
     kicked: watch::Receiver<u64>,
 ) {
@@ -702,14 +524,17 @@ async fn accept_loop(
                 };
                 let _ = stream.set_nodelay(true);
                 let state = state.clone();
+                let surface = surface.clone();
                 seq += 1;
                 let connection = seq;
                 let mut kicked = kicked.clone();
                 kicked.mark_unchanged();
                 conns.spawn(async move {
                     let svc = service_fn(move |req| {
-                        let state = state.clone();
-                        async move { Ok::<_, Infallible>(serve(&state, req, connection).await) }
+                        let (state, surface) = (state.clone(), surface.clone());
+                        async move {
+                            Ok::<_, Infallible>(serve(&state, &surface, req, connection).await)
+                        }
                     });
                     let mut builder = auto::Builder::new(TokioExecutor::new());
                     if let Some(n) = h2_limit {
@@ -734,6 +559,7 @@ async fn accept_loop(
 
 async fn serve(
     state: &Arc<HostState>,
+    surface: &Surface,
     req: http::Request<Incoming>,
     connection: u64,
 ) -> http::Response<api::Body> {
@@ -742,7 +568,7 @@ async fn serve(
         Ok(c) => c.to_bytes(),
         Err(_) => {
             let err = ApiError::new(413, "payload_too_large", "the request body is too large");
-            return finish_for(state, host::error_response(state, err));
+            return finish_for(state, router::error_response(state, surface, err));
         }
     };
     if state.recording.load(Ordering::Relaxed) {
@@ -760,7 +586,7 @@ async fn serve(
     }
     // Fault switches (faults.rs): a status fault answers before processing; the
     // others damage the answer after the request took effect.
-    let plan = match host::classify(state.config.flavor, &parts.method, parts.uri.path()) {
+    let plan = match surface.classify(state.config.flavor, &parts.method, parts.uri.path()) {
         Some(class) => state.faults.plan(class),
         None => Default::default(),
     };
@@ -772,13 +598,19 @@ async fn serve(
         if let Some(d) = plan.delay {
             tokio::time::sleep(d).await;
         }
-        return finish_for(state, host::fault_response(state, status, retry_after));
+        return finish_for(
+            state,
+            router::fault_response(state, surface, status, retry_after),
+        );
     }
     if let Some(FaultKind::StatusUntil { status, after_secs }) = plan.action {
         if let Some(d) = plan.delay {
             tokio::time::sleep(d).await;
         }
-        return finish_for(state, host::fault_response_until(state, status, after_secs));
+        return finish_for(
+            state,
+            router::fault_response_until(state, surface, status, after_secs),
+        );
     }
     // A fault that damages the answer's body damages the answer the host sends whole: a
     // conditional read is answered as an unconditional one, since a `304` has no body to
@@ -789,17 +621,18 @@ async fn serve(
     ) {
         parts.headers.remove(http::header::IF_NONE_MATCH);
     }
-    let resp = host::handle(
-        state,
-        Req {
-            method: &parts.method,
-            path: parts.uri.path(),
-            query: parts.uri.query(),
-            headers: &parts.headers,
-            body: &body,
-        },
-    )
-    .await;
+    let resp = surface
+        .handle(
+            state,
+            Req {
+                method: &parts.method,
+                path: parts.uri.path(),
+                query: parts.uri.query(),
+                headers: &parts.headers,
+                body: &body,
+            },
+        )
+        .await;
     if let Some(d) = plan.delay {
         tokio::time::sleep(d).await;
     }

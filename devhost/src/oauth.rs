@@ -27,9 +27,9 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::api::{full, Body};
+use crate::config::{DevHostConfig, TenantKey};
 use crate::tokens::now_ms;
 use crate::util::{parse_query, random_token};
-use crate::{DevHostConfig, TenantKey};
 
 /// Every scope the REST API checks (see the crate docs' surface table).
 pub const SCOPES: [&str; 5] = [

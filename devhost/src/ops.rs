@@ -1,5 +1,5 @@
 //! What the operation-style flavours (aip151.rs, azure.rs) share: starting a job on the
-//! one run engine (runs.rs, through `host::start_run`), reading a run's open gates,
+//! one run engine (runs.rs, through `state::start_run`), reading a run's open gates,
 //! answering one, the catalog's entries, page tokens and a few id formats. Neither
 //! flavour has an event log: clients follow a job by reading it.
 
@@ -13,8 +13,8 @@ use serde_json::{json, Map, Value};
 use crate::api::{ApiError, Reply};
 use crate::auth::Caller;
 use crate::fixtures::Workflow;
-use crate::host::{start_run, HostState};
 use crate::runs::{self, NewRun, OpenInterrupt, OpenKind, Run, RunState, RunStatus};
+use crate::state::{start_run, HostState};
 
 /// Start a job of `job_type` with `parameters` (the run's inputs) for `caller`.
 /// An unknown job type is `None`; parameters are checked as `POST /runs` checks inputs.

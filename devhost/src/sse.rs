@@ -17,9 +17,8 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::api::{ApiError, Body};
-use crate::host::HostState;
 use crate::runs::{is_terminal_event, Run};
-use crate::{legacy, Flavor};
+use crate::state::{Dialect, HostState};
 
 const SUPPORTED: [&str; 4] = ["updates", "values", "messages", "debug"];
 
@@ -144,7 +143,7 @@ pub(crate) fn stream(
         keepalive: host.config.sse_keepalive,
         shutdown: host.shutdown.clone(),
         cursor: resume_after,
-        legacy: host.config.flavor == Flavor::Legacy,
+        dialect: host.dialect,
     };
     tokio::spawn(task.run());
     let body = StreamBody::new(ReceiverStream::new(rx))
@@ -174,8 +173,8 @@ struct StreamTask {
     shutdown: tokio::sync::watch::Receiver<bool>,
     /// Sequence of the last event already delivered (or skipped by mode).
     cursor: i64,
-    /// Frames carry the legacy shapes (`jobId`, `state`, ...; legacy.rs).
-    legacy: bool,
+    /// The shapes frames carry (the legacy flavour's `jobId`, `state`, ...).
+    dialect: Dialect,
 }
 
 impl StreamTask {
@@ -234,7 +233,7 @@ impl StreamTask {
         let carried: Vec<Value> = fresh
             .into_iter()
             .filter(|e| self.modes.carries(type_of(e)))
-            .map(|e| if self.legacy { legacy::event(e) } else { e })
+            .map(self.dialect.event)
             .collect();
         self.cursor = last;
         if carried.is_empty() {
@@ -257,11 +256,7 @@ impl StreamTask {
             let st = self.run.lock();
             (self.run.snapshot(&st), st.events.len() as i64 - 1)
         };
-        let snapshot = if self.legacy {
-            legacy::snapshot(snapshot)
-        } else {
-            snapshot
-        };
+        let snapshot = (self.dialect.snapshot)(snapshot);
         self.cursor = self.cursor.max(last);
         let id = (last >= 0).then_some(last);
         send(&self.tx, frame(id, "state.snapshot", &snapshot)).await

@@ -1,4 +1,5 @@
-//! Small helpers: timestamps, random ids, query strings, a minimal JSON Schema check.
+//! Small helpers: timestamps, random ids, locks, path segments and query strings, a minimal
+//! JSON Schema check.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -6,6 +7,8 @@ use rand::RngCore as _;
 use serde_json::Value;
 use time::macros::format_description;
 use time::OffsetDateTime;
+
+use crate::api::ApiError;
 
 /// RFC 3339 UTC with milliseconds, e.g. `2026-09-22T10:00:00.000Z`.
 pub(crate) fn now_rfc3339() -> String {
@@ -24,10 +27,49 @@ pub(crate) fn random_token(n: usize) -> String {
     URL_SAFE_NO_PAD.encode(buf)
 }
 
+/// Mutex poisoning only follows a panic elsewhere; keep serving.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Resolve once the host's stop flag is set. The watch guard is dropped inside, so
 /// callers' futures stay `Send`.
 pub(crate) async fn stopped(rx: &mut tokio::sync::watch::Receiver<bool>) {
     let _ = rx.wait_for(|s| *s).await;
+}
+
+/// Percent-decode a path segment (`~` is an ordinary character here).
+pub(crate) fn decode_segment(raw: &str, field: &str) -> Result<String, ApiError> {
+    let b = raw.as_bytes();
+    let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            match (
+                b.get(i + 1).copied().and_then(hex),
+                b.get(i + 2).copied().and_then(hex),
+            ) {
+                (Some(hi), Some(lo)) => {
+                    out.push((hi << 4) | lo);
+                    i += 3;
+                }
+                _ => {
+                    return Err(ApiError::validation(
+                        field,
+                        format!(
+                            "malformed {field}: '%' at byte {i} is not followed by two hex digits"
+                        ),
+                    ))
+                }
+            }
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out)
+        .map_err(|_| ApiError::validation(field, format!("malformed {field}: not UTF-8")))
 }
 
 /// Decode `application/x-www-form-urlencoded` query pairs (`+` is a space).
