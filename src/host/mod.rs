@@ -20,6 +20,7 @@ mod create;
 mod dial;
 mod error;
 mod events;
+mod exchange;
 pub mod fill;
 pub mod h1pool;
 pub mod h2pool;
