@@ -6,9 +6,8 @@
 use std::collections::HashMap;
 
 use serde_json::Value;
-use serde_saphyr::Spanned;
 
-use super::ctx::word;
+use super::ctx::{loc, word};
 use super::expr::RawRead;
 use super::host::RawHost;
 use super::mapping::{Bodies, FieldJq, Fields, Mapping, JQ_FIELDS};
@@ -159,12 +158,12 @@ impl RawHost {
     fn id_encodings(&self) -> Result<(IdEncoding, TaskIdEncoding), Fail> {
         let path_ids = match &self.ids.path {
             None => IdEncoding::Tilde,
-            Some(v) => word(&v.value).map_err(|m| (at(v), format!("host.ids.path: {m}")))?,
+            Some(v) => word(&v.value).map_err(|m| (loc(v), format!("host.ids.path: {m}")))?,
         };
         let task_ids = match &self.ids.task_id {
             None => TaskIdEncoding::Tilde,
             Some(v) => word::<TaskIdEncoding>(&v.value)
-                .map_err(|m| (at(v), format!("host.ids.taskId: {m}")))?,
+                .map_err(|m| (loc(v), format!("host.ids.taskId: {m}")))?,
         };
         Ok((path_ids, task_ids))
     }
@@ -236,7 +235,7 @@ impl RawHost {
         for (host, canon) in &self.statuses {
             if !CANONICAL.contains(&canon.value.as_str()) {
                 return Err((
-                    at(canon),
+                    loc(canon),
                     format!(
                         "host.statuses.{host}: '{}' is not a run status (one of {})",
                         canon.value,
@@ -370,12 +369,12 @@ impl RawHost {
         for r in &self.errors {
             let status = super::answers::status_match(&r.status.value).ok_or_else(|| {
                 (
-                    at(&r.status),
+                    loc(&r.status),
                     "host.errors[].status: use an HTTP status like 404, or 4xx / 5xx".to_string(),
                 )
             })?;
             let class = word(&r.class.value)
-                .map_err(|m| (at(&r.class), format!("host.errors[].as: {m}")))?;
+                .map_err(|m| (loc(&r.class), format!("host.errors[].as: {m}")))?;
             let code = match &r.code {
                 None => None,
                 Some(c) => Some(match &c.value {
@@ -383,7 +382,7 @@ impl RawHost {
                     Value::Number(n) => CodeMatch::Num(n.clone()),
                     _ => {
                         return Err((
-                            at(c),
+                            loc(c),
                             "host.errors[].code: a string or a number".to_string(),
                         ))
                     }
@@ -450,11 +449,6 @@ fn field_jq(pairs: &[(&'static str, Option<RawRead>)]) -> Result<Option<Box<Fiel
         any_jq = true;
     }
     Ok(any_jq.then(|| Box::new(jq)))
-}
-
-/// Where a located value was written, for its error: its line and column.
-fn at<T>(s: &Spanned<T>) -> Option<(u64, u64)> {
-    Some((s.referenced.line(), s.referenced.column()))
 }
 
 /// Whether a JSON pointer into a rendered body passes through a placeholder's value.
