@@ -350,8 +350,6 @@ impl HostClient {
     }
 }
 
-/// Appends `query` to a target, after a query it already has with `&` (RFC 3986 §3.4 allows
-/// one `?`), each value percent-encoded.
 /// Nothing reached the host (no connection, or the request handed back unsent): unavailable;
 /// otherwise the exchange broke off after the request may have reached it.
 fn pool_error(e: PoolError) -> HostError {
@@ -361,6 +359,8 @@ fn pool_error(e: PoolError) -> HostError {
     }
 }
 
+/// Appends `query` to a target, after a query it already has with `&` (RFC 3986 §3.4 allows
+/// one `?`), each value percent-encoded.
 fn push_query<'a>(target: &mut String, query: impl Iterator<Item = (&'a str, &'a str)>) {
     let mut sep = if target.contains('?') { '&' } else { '?' };
     for (k, v) in query {
