@@ -272,134 +272,18 @@ impl RawRoutes {
         idempotency: &Idempotency,
         named: bool,
     ) -> Result<Routes, ConfigError> {
-        let mut by_op = BTreeMap::new();
-        for op in Operation::ALL {
-            let (dm, dp, dr) = op.v2_default();
-            let raw = self.take(op).unwrap_or_default();
-            #[allow(
-                clippy::expect_used,
-                reason = "dm is one of Operation::v2_default's literal methods"
-            )]
-            let method = match &raw.method {
-                Some(s) => http::Method::from_bytes(s.value.to_ascii_uppercase().as_bytes())
-                    .map_err(|_| {
-                        cx.err(
-                            loc(s),
-                            format!(
-                                "host.routes.{}.method: '{}' is not an HTTP method",
-                                op.key(),
-                                s.value
-                            ),
-                        )
-                    })?,
-                None => http::Method::from_bytes(dm.as_bytes()).expect("literal method"),
-            };
-            let (template, tloc) = match &raw.path {
-                Some(s) => (s.value.clone(), loc(s)),
-                None => (dp.to_string(), None),
-            };
-            let (segments, query) =
-                parse_template(op, &template, &allow_headers, &caller_values)
-                    .map_err(|m| cx.err(tloc, format!("host.routes.{}.path: {m}", op.key())))?;
-            let mut headers = Vec::new();
-            let mut header_templates = Vec::new();
-            for (k, v) in &raw.headers {
-                let name = http::HeaderName::from_bytes(k.as_bytes()).map_err(|_| {
-                    cx.err(
-                        None,
-                        format!(
-                            "host.routes.{}.headers: '{k}' is not a header name",
-                            op.key()
-                        ),
-                    )
-                })?;
-                let scope = Scope {
-                    op,
-                    place: Place::Header,
-                    allow_headers: &allow_headers,
-                    per_action: false,
-                    caller_values: &caller_values,
-                };
-                let segs = parse(v, &scope).map_err(|m| {
-                    cx.err(None, format!("host.routes.{}.headers.{k}: {m}", op.key()))
-                })?;
-                if segs.iter().any(|s| matches!(s, Segment::Param(_))) {
-                    header_templates.push((name, segs));
-                    continue;
-                }
-                let value = http::HeaderValue::from_str(v).map_err(|_| {
-                    cx.err(
-                        None,
-                        format!(
-                            "host.routes.{}.headers.{k}: not a valid header value",
-                            op.key()
-                        ),
-                    )
-                })?;
-                headers.push((name, value));
-            }
+        let rc = RouteCx {
+            cx,
+            request_timeout,
+            allow_headers: &allow_headers,
+            caller_values: &caller_values,
             // A createRun is repeated only where the host dedupes it (host.idempotency) or
             // refuses a second run of the same client-chosen name (host.createName).
-            let replays = idempotency.replays() || named;
-            let dr = dr && (op != Operation::CreateRun || replays);
-            let retry = match &raw.retry {
-                Some(v) => Some(super::retry::read(v).map_err(|(at, m)| {
-                    cx.err(at, format!("host.routes.{}.retry: {m}", op.key()))
-                })?),
-                None => None,
-            };
-            let asks = match &retry {
-                Some(super::retry::RawRetry::On(on)) => *on,
-                Some(super::retry::RawRetry::Policy(p)) => p.attempts != Some(1),
-                None => false,
-            };
-            if op == Operation::CreateRun && asks && !replays {
-                return Err(cx.err(
-                    None,
-                    "host.routes.createRun.retry: true needs host.idempotency (a header or a \
-                     body field the host dedupes on): without one a repeated createRun may \
-                     start a second job",
-                ));
-            }
-            if !raw.already_ended.is_empty()
-                && !matches!(op, Operation::CancelRun | Operation::ResolveInterrupt)
-            {
-                return Err(cx.err(
-                    None,
-                    format!(
-                        "host.routes.{}.alreadyEnded: only cancelRun and resolveInterrupt have \
-                         answers that mean the run has already ended",
-                        op.key()
-                    ),
-                ));
-            }
-            let already_ended = super::answers::compile(
-                &raw.already_ended,
-                super::ErrorClass::Terminal,
-                &format!("host.routes.{}.alreadyEnded", op.key()),
-            )
-            .map_err(|(l, m)| cx.err(l, m))?;
-            let mut route = Route {
-                already_ended,
-                method,
-                template,
-                segments,
-                query,
-                timeout: ms(raw.timeout_ms, request_timeout),
-                retry: super::RetryPolicy::from_raw(retry.as_ref(), dr)
-                    .map_err(|m| cx.err(None, format!("host.routes.{}.retry: {m}", op.key())))?,
-                headers,
-                header_templates,
-                fills_from_call: false,
-            };
-            route.fills_from_call = route.uses(&|v| {
-                matches!(
-                    v,
-                    super::template::Var::Arg(_)
-                        | super::template::Var::Header(_)
-                        | super::template::Var::Caller(_)
-                )
-            });
+            replays: idempotency.replays() || named,
+        };
+        let mut by_op = BTreeMap::new();
+        for op in Operation::ALL {
+            let route = self.take(op).unwrap_or_default().normalise(op, &rc)?;
             by_op.insert(op, route);
         }
         Ok(Routes {
@@ -408,6 +292,196 @@ impl RawRoutes {
             caller_values,
             caller_from: None,
         })
+    }
+}
+
+/// What every route is read with: the file's context, the upstream request timeout, the
+/// templates' allowed headers and callers' values, and whether a createRun may be repeated.
+struct RouteCx<'a> {
+    cx: &'a Ctx<'a>,
+    request_timeout: Duration,
+    allow_headers: &'a [HeaderName],
+    caller_values: &'a [std::sync::Arc<super::callers::CallerValues>],
+    replays: bool,
+}
+
+impl RawRoute {
+    /// The route of `op`, read in steps (method, path, headers, retry, the answers that mean
+    /// the run has already ended) whose first error is the one reported.
+    fn normalise(&self, op: Operation, rc: &RouteCx) -> Result<Route, ConfigError> {
+        let cx = rc.cx;
+        let (dm, dp, dr) = op.v2_default();
+        let method = self.method_or(op, cx, dm)?;
+        let (template, tloc) = match &self.path {
+            Some(s) => (s.value.clone(), loc(s)),
+            None => (dp.to_string(), None),
+        };
+        let (segments, query) =
+            parse_template(op, &template, rc.allow_headers, rc.caller_values)
+                .map_err(|m| cx.err(tloc, format!("host.routes.{}.path: {m}", op.key())))?;
+        let (headers, header_templates) = self.headers_of(op, rc)?;
+        let dr = dr && (op != Operation::CreateRun || rc.replays);
+        let retry = self.retry_of(op, rc)?;
+        let already_ended = self.already_ended_of(op, cx)?;
+        let mut route = Route {
+            already_ended,
+            method,
+            template,
+            segments,
+            query,
+            timeout: ms(self.timeout_ms, rc.request_timeout),
+            retry: super::RetryPolicy::from_raw(retry.as_ref(), dr)
+                .map_err(|m| cx.err(None, format!("host.routes.{}.retry: {m}", op.key())))?,
+            headers,
+            header_templates,
+            fills_from_call: false,
+        };
+        route.fills_from_call = route.uses(&|v| {
+            matches!(
+                v,
+                super::template::Var::Arg(_)
+                    | super::template::Var::Header(_)
+                    | super::template::Var::Caller(_)
+            )
+        });
+        Ok(route)
+    }
+
+    /// `method`, or the v2 default `dm`.
+    fn method_or(&self, op: Operation, cx: &Ctx, dm: &str) -> Result<http::Method, ConfigError> {
+        #[allow(
+            clippy::expect_used,
+            reason = "dm is one of Operation::v2_default's literal methods"
+        )]
+        let method = match &self.method {
+            Some(s) => {
+                http::Method::from_bytes(s.value.to_ascii_uppercase().as_bytes()).map_err(|_| {
+                    cx.err(
+                        loc(s),
+                        format!(
+                            "host.routes.{}.method: '{}' is not an HTTP method",
+                            op.key(),
+                            s.value
+                        ),
+                    )
+                })?
+            }
+            None => http::Method::from_bytes(dm.as_bytes()).expect("literal method"),
+        };
+        Ok(method)
+    }
+
+    /// `headers`: fixed values, and templates (a value with a placeholder) filled per call.
+    #[allow(
+        clippy::type_complexity,
+        reason = "the two lists of Route, as it holds them"
+    )]
+    fn headers_of(
+        &self,
+        op: Operation,
+        rc: &RouteCx,
+    ) -> Result<
+        (
+            Vec<(HeaderName, http::HeaderValue)>,
+            Vec<(HeaderName, Vec<Segment>)>,
+        ),
+        ConfigError,
+    > {
+        let cx = rc.cx;
+        let mut headers = Vec::new();
+        let mut header_templates = Vec::new();
+        for (k, v) in &self.headers {
+            let name = http::HeaderName::from_bytes(k.as_bytes()).map_err(|_| {
+                cx.err(
+                    None,
+                    format!(
+                        "host.routes.{}.headers: '{k}' is not a header name",
+                        op.key()
+                    ),
+                )
+            })?;
+            let scope = Scope {
+                op,
+                place: Place::Header,
+                allow_headers: rc.allow_headers,
+                per_action: false,
+                caller_values: rc.caller_values,
+            };
+            let segs = parse(v, &scope)
+                .map_err(|m| cx.err(None, format!("host.routes.{}.headers.{k}: {m}", op.key())))?;
+            if segs.iter().any(|s| matches!(s, Segment::Param(_))) {
+                header_templates.push((name, segs));
+                continue;
+            }
+            let value = http::HeaderValue::from_str(v).map_err(|_| {
+                cx.err(
+                    None,
+                    format!(
+                        "host.routes.{}.headers.{k}: not a valid header value",
+                        op.key()
+                    ),
+                )
+            })?;
+            headers.push((name, value));
+        }
+        Ok((headers, header_templates))
+    }
+
+    /// `retry`, read with its location; a createRun may ask for retries only where a repeat
+    /// cannot start a second job.
+    fn retry_of(
+        &self,
+        op: Operation,
+        rc: &RouteCx,
+    ) -> Result<Option<super::retry::RawRetry>, ConfigError> {
+        let cx = rc.cx;
+        let retry =
+            match &self.retry {
+                Some(v) => Some(super::retry::read(v).map_err(|(at, m)| {
+                    cx.err(at, format!("host.routes.{}.retry: {m}", op.key()))
+                })?),
+                None => None,
+            };
+        let asks = match &retry {
+            Some(super::retry::RawRetry::On(on)) => *on,
+            Some(super::retry::RawRetry::Policy(p)) => p.attempts != Some(1),
+            None => false,
+        };
+        if op == Operation::CreateRun && asks && !rc.replays {
+            return Err(cx.err(
+                None,
+                "host.routes.createRun.retry: true needs host.idempotency (a header or a \
+                 body field the host dedupes on): without one a repeated createRun may \
+                 start a second job",
+            ));
+        }
+        Ok(retry)
+    }
+
+    /// `alreadyEnded`, which only cancelRun and resolveInterrupt take.
+    fn already_ended_of(
+        &self,
+        op: Operation,
+        cx: &Ctx,
+    ) -> Result<super::answers::RouteAnswers, ConfigError> {
+        if !self.already_ended.is_empty()
+            && !matches!(op, Operation::CancelRun | Operation::ResolveInterrupt)
+        {
+            return Err(cx.err(
+                None,
+                format!(
+                    "host.routes.{}.alreadyEnded: only cancelRun and resolveInterrupt have \
+                     answers that mean the run has already ended",
+                    op.key()
+                ),
+            ));
+        }
+        super::answers::compile(
+            &self.already_ended,
+            super::ErrorClass::Terminal,
+            &format!("host.routes.{}.alreadyEnded", op.key()),
+        )
+        .map_err(|(l, m)| cx.err(l, m))
     }
 }
 

@@ -122,8 +122,57 @@ pub struct RawMcp {
 }
 
 impl RawMcp {
+    /// Each key read in turn, in the order its first error is reported.
     pub(super) fn normalise(self, cx: &Ctx) -> Result<Mcp, ConfigError> {
-        let revisions = match &self.revisions {
+        let revisions = self.revisions(cx)?;
+        let legacy_revisions = self.legacy_revisions(cx)?;
+        let refreshed_at = self.refreshed_at(cx)?;
+        let sse_keepalive = match &self.sse_keepalive_ms {
+            Some(s) if s.value == 0 => {
+                return Err(cx.err(loc(s), "mcp.sseKeepaliveMs must be at least 1"))
+            }
+            Some(s) => Duration::from_millis(s.value),
+            None => DEFAULT_SSE_KEEPALIVE,
+        };
+        let mrtr_max_rounds = match &self.mrtr_max_rounds {
+            Some(s) if !(1..=16).contains(&s.value) => {
+                return Err(cx.err(
+                    loc(s),
+                    "mcp.mrtrMaxRounds must be 1..16 (OpenWOP v2 capabilities.md, getCapabilities facet)",
+                ))
+            }
+            Some(s) => s.value,
+            None => DEFAULT_MRTR_MAX_ROUNDS,
+        };
+        let (json_answer_cap, sse_answer_cap) = self.answer_caps(cx)?;
+        let request_state_key = self.request_state_key(cx)?;
+        Ok(Mcp {
+            revisions,
+            legacy_revisions,
+            refreshed_at,
+            server_name: self
+                .server_name
+                .unwrap_or_else(|| DEFAULT_SERVER_NAME.into()),
+            server_version: env!("CARGO_PKG_VERSION").to_string(),
+            instructions: self.instructions,
+            discover_ttl: ms(self.discover_ttl_ms, DEFAULT_DISCOVER_TTL),
+            tools_list_ttl: ms(self.tools_list_ttl_ms, DEFAULT_TOOLS_LIST_TTL),
+            json_answer_cap,
+            sse_answer_cap,
+            task_immediate_window: ms(self.task_immediate_window_ms, DEFAULT_TASK_IMMEDIATE_WINDOW),
+            sse_keepalive,
+            mrtr_max_rounds,
+            request_state_ttl: Duration::from_secs(
+                self.request_state_ttl_seconds
+                    .unwrap_or(DEFAULT_REQUEST_STATE_TTL_SECONDS),
+            ),
+            request_state_key,
+        })
+    }
+
+    /// `mcp.revisions`: exactly the one revision this build serves.
+    fn revisions(&self, cx: &Ctx) -> Result<Vec<String>, ConfigError> {
+        Ok(match &self.revisions {
             Some(s) => {
                 if s.value.is_empty() || s.value.iter().any(|r| r != REVISION) {
                     return Err(cx.err(
@@ -134,8 +183,12 @@ impl RawMcp {
                 s.value.clone()
             }
             None => vec![REVISION.to_string()],
-        };
-        let legacy_revisions = match &self.legacy_revisions {
+        })
+    }
+
+    /// `mcp.legacyRevisions`: initialize-era revisions this build serves, newest first.
+    fn legacy_revisions(&self, cx: &Ctx) -> Result<Vec<&'static str>, ConfigError> {
+        Ok(match &self.legacy_revisions {
             Some(s) => {
                 if let Some(bad) = s
                     .value
@@ -157,8 +210,12 @@ impl RawMcp {
                     .collect()
             }
             None => LEGACY_REVISIONS.to_vec(),
-        };
-        let refreshed_at = match &self.refreshed_at {
+        })
+    }
+
+    /// `mcp.refreshedAt`: a date like 2026-09-18.
+    fn refreshed_at(&self, cx: &Ctx) -> Result<String, ConfigError> {
+        Ok(match &self.refreshed_at {
             Some(s) => {
                 let ok = time::Date::parse(
                     &s.value,
@@ -177,24 +234,12 @@ impl RawMcp {
                 s.value.clone()
             }
             None => DEFAULT_REFRESHED_AT.to_string(),
-        };
-        let sse_keepalive = match &self.sse_keepalive_ms {
-            Some(s) if s.value == 0 => {
-                return Err(cx.err(loc(s), "mcp.sseKeepaliveMs must be at least 1"))
-            }
-            Some(s) => Duration::from_millis(s.value),
-            None => DEFAULT_SSE_KEEPALIVE,
-        };
-        let mrtr_max_rounds = match &self.mrtr_max_rounds {
-            Some(s) if !(1..=16).contains(&s.value) => {
-                return Err(cx.err(
-                    loc(s),
-                    "mcp.mrtrMaxRounds must be 1..16 (OpenWOP v2 capabilities.md, getCapabilities facet)",
-                ))
-            }
-            Some(s) => s.value,
-            None => DEFAULT_MRTR_MAX_ROUNDS,
-        };
+        })
+    }
+
+    /// `mcp.jsonAnswerCapMs` and `mcp.sseAnswerCapMs`, the JSON window no longer than the
+    /// SSE cap.
+    fn answer_caps(&self, cx: &Ctx) -> Result<(Duration, Duration), ConfigError> {
         let json_answer_cap = ms(
             self.json_answer_cap_ms.as_ref().map(|s| s.value),
             DEFAULT_JSON_ANSWER_CAP,
@@ -224,7 +269,13 @@ impl RawMcp {
                 ),
             ));
         }
-        let request_state_key = match &self.request_state_key_env {
+        Ok((json_answer_cap, sse_answer_cap))
+    }
+
+    /// The requestState key: `mcp.requestStateKeyEnv`'s variable, else `STATE_KEY_ENV`'s
+    /// when it is long enough.
+    fn request_state_key(&self, cx: &Ctx) -> Result<Option<Secret<Vec<u8>>>, ConfigError> {
+        Ok(match &self.request_state_key_env {
             // Missing under check-config --allow-missing-env: no key stands in.
             Some(var) => {
                 match super::env::var("mcp.requestStateKeyEnv", var).map_err(|m| cx.err(None, m))? {
@@ -242,28 +293,6 @@ impl RawMcp {
                 .ok()
                 .filter(|v| v.len() >= MIN_STATE_KEY_BYTES)
                 .map(|v| Secret::new(v.into_bytes())),
-        };
-        Ok(Mcp {
-            revisions,
-            legacy_revisions,
-            refreshed_at,
-            server_name: self
-                .server_name
-                .unwrap_or_else(|| DEFAULT_SERVER_NAME.into()),
-            server_version: env!("CARGO_PKG_VERSION").to_string(),
-            instructions: self.instructions,
-            discover_ttl: ms(self.discover_ttl_ms, DEFAULT_DISCOVER_TTL),
-            tools_list_ttl: ms(self.tools_list_ttl_ms, DEFAULT_TOOLS_LIST_TTL),
-            json_answer_cap,
-            sse_answer_cap,
-            task_immediate_window: ms(self.task_immediate_window_ms, DEFAULT_TASK_IMMEDIATE_WINDOW),
-            sse_keepalive,
-            mrtr_max_rounds,
-            request_state_ttl: Duration::from_secs(
-                self.request_state_ttl_seconds
-                    .unwrap_or(DEFAULT_REQUEST_STATE_TTL_SECONDS),
-            ),
-            request_state_key,
         })
     }
 }

@@ -134,107 +134,132 @@ pub(super) fn compile(
 ) -> Result<Reads, Err> {
     let mut out: Vec<ExtraRead> = Vec::with_capacity(raw.len());
     for (i, r) in raw.iter().enumerate() {
-        let at = format!("host.reads[{i}]");
-        let e = |m: String| (None, m);
-        let name_ok = r
-            .name
+        check_name(i, r, &out)?;
+        out.push(compile_read(r, allow_headers, caller_values)?);
+    }
+    Ok(Reads(out))
+}
+
+/// A read's name is one an expression can write (`$reads.NAME`), and no earlier read's.
+fn check_name(i: usize, r: &RawExtraRead, earlier: &[ExtraRead]) -> Result<(), Err> {
+    let at = format!("host.reads[{i}]");
+    let name_ok = r
+        .name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && r.name
             .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && r.name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !name_ok {
-            return Err(e(format!(
+            .all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !name_ok {
+        return Err((
+            None,
+            format!(
                 "{at}.name: '{}' is not a name (letters, digits and _, not starting with a \
                  digit, so an expression can write $reads.NAME)",
                 r.name
-            )));
-        }
-        if out.iter().any(|o| o.name == r.name) {
-            return Err(e(format!("{at}.name: '{}' is read twice", r.name)));
-        }
-        let at = format!("host.reads.{}", r.name);
-        let method = match r.method.as_deref().map(str::to_ascii_uppercase).as_deref() {
-            None | Some("GET") => Method::GET,
-            Some("POST") => Method::POST,
-            Some(m) => {
-                return Err(e(format!(
-                    "{at}.method: '{m}' (a read is GET, or POST for a query; it must not \
-                     change the run)"
-                )))
-            }
-        };
-        let scope = |place| Scope {
-            op: Operation::GetRun,
-            place,
-            allow_headers,
-            per_action: false,
-            caller_values,
-        };
-        let (segments, query) = parse_target(&scope(Place::Target), &r.path, &[], &at)
-            .map_err(|m| e(format!("{at}.path: {m}")))?;
-        let body = match (method == Method::GET, &r.body) {
-            (true, None) => None,
-            (true, Some(_)) => {
-                return Err(e(format!(
-                    "{at}.body: a GET read has no body (use method: POST)"
-                )))
-            }
-            (false, None) => Some(BodyTemplate::Const(Value::Object(serde_json::Map::new()))),
-            (false, Some(v @ Value::Object(_))) => Some(
-                BodyTemplate::compile(v, &scope(Place::Body), &format!("{at}.body")).map_err(e)?,
             ),
-            (false, Some(_)) => {
-                return Err(e(format!("{at}.body: the body must be a JSON object")))
-            }
-        };
-        let mut statuses = Vec::new();
-        let mut when_jq = None;
-        if let Some(w) = &r.when {
-            for s in w.status.iter().flatten() {
-                if s == "terminal" {
-                    statuses.extend([
-                        RunStatus::Completed,
-                        RunStatus::Failed,
-                        RunStatus::Cancelled,
-                    ]);
-                    continue;
-                }
-                if !crate::wop::CANONICAL.contains(&s.as_str()) {
-                    return Err(e(format!(
-                        "{at}.when.status: '{s}' is not a canonical status (use terminal or \
-                         one of {})",
-                        crate::wop::CANONICAL.join(", ")
-                    )));
-                }
-                statuses.push(RunStatus::parse(s));
-            }
-            if let Some(code) = &w.jq {
-                let key = format!("{at}.when.jq");
-                when_jq =
-                    Some(Expr::compile(code, &key, "").map_err(|m| e(format!("{key}: {m}")))?);
-            }
-        }
-        let not_applicable = r.not_applicable.clone().unwrap_or_else(|| vec![404]);
-        if let Some(s) = not_applicable.iter().find(|s| !(400..600).contains(*s)) {
+        ));
+    }
+    if earlier.iter().any(|o| o.name == r.name) {
+        return Err((None, format!("{at}.name: '{}' is read twice", r.name)));
+    }
+    Ok(())
+}
+
+/// One read, its name checked: method, target, body, when it is read and the statuses
+/// that mean it does not apply, in the order their errors are reported.
+fn compile_read(
+    r: &RawExtraRead,
+    allow_headers: &[HeaderName],
+    caller_values: &[Arc<CallerValues>],
+) -> Result<ExtraRead, Err> {
+    let e = |m: String| (None, m);
+    let at = format!("host.reads.{}", r.name);
+    let method = match r.method.as_deref().map(str::to_ascii_uppercase).as_deref() {
+        None | Some("GET") => Method::GET,
+        Some("POST") => Method::POST,
+        Some(m) => {
             return Err(e(format!(
-                "{at}.notApplicable: {s} is not an error status (400-599): a 2xx answer is read"
+                "{at}.method: '{m}' (a read is GET, or POST for a query; it must not \
+                 change the run)"
+            )))
+        }
+    };
+    let scope = |place| Scope {
+        op: Operation::GetRun,
+        place,
+        allow_headers,
+        per_action: false,
+        caller_values,
+    };
+    let (segments, query) = parse_target(&scope(Place::Target), &r.path, &[], &at)
+        .map_err(|m| e(format!("{at}.path: {m}")))?;
+    let body = match (method == Method::GET, &r.body) {
+        (true, None) => None,
+        (true, Some(_)) => {
+            return Err(e(format!(
+                "{at}.body: a GET read has no body (use method: POST)"
+            )))
+        }
+        (false, None) => Some(BodyTemplate::Const(Value::Object(serde_json::Map::new()))),
+        (false, Some(v @ Value::Object(_))) => {
+            Some(BodyTemplate::compile(v, &scope(Place::Body), &format!("{at}.body")).map_err(e)?)
+        }
+        (false, Some(_)) => return Err(e(format!("{at}.body: the body must be a JSON object"))),
+    };
+    let (statuses, when_jq) = match &r.when {
+        Some(w) => when(w, &at)?,
+        None => (Vec::new(), None),
+    };
+    let not_applicable = r.not_applicable.clone().unwrap_or_else(|| vec![404]);
+    if let Some(s) = not_applicable.iter().find(|s| !(400..600).contains(*s)) {
+        return Err(e(format!(
+            "{at}.notApplicable: {s} is not an error status (400-599): a 2xx answer is read"
+        )));
+    }
+    Ok(ExtraRead {
+        name: r.name.clone(),
+        method,
+        template: r.path.clone(),
+        segments,
+        query,
+        body,
+        statuses,
+        when_jq,
+        not_applicable,
+    })
+}
+
+/// A read's `when`: the run statuses it is read in (`terminal` for the three that end a
+/// run), and its jq condition.
+fn when(w: &RawReadWhen, at: &str) -> Result<(Vec<RunStatus>, Option<Expr>), Err> {
+    let e = |m: String| (None, m);
+    let mut statuses = Vec::new();
+    for s in w.status.iter().flatten() {
+        if s == "terminal" {
+            statuses.extend([
+                RunStatus::Completed,
+                RunStatus::Failed,
+                RunStatus::Cancelled,
+            ]);
+            continue;
+        }
+        if !crate::wop::CANONICAL.contains(&s.as_str()) {
+            return Err(e(format!(
+                "{at}.when.status: '{s}' is not a canonical status (use terminal or \
+                 one of {})",
+                crate::wop::CANONICAL.join(", ")
             )));
         }
-        out.push(ExtraRead {
-            name: r.name.clone(),
-            method,
-            template: r.path.clone(),
-            segments,
-            query,
-            body,
-            statuses,
-            when_jq,
-            not_applicable,
-        });
+        statuses.push(RunStatus::parse(s));
     }
-    Ok(Reads(out))
+    let mut when_jq = None;
+    if let Some(code) = &w.jq {
+        let key = format!("{at}.when.jq");
+        when_jq = Some(Expr::compile(code, &key, "").map_err(|m| e(format!("{key}: {m}")))?);
+    }
+    Ok((statuses, when_jq))
 }
 
 #[cfg(test)]

@@ -212,6 +212,129 @@ pub(super) fn fixed_route(
     Ok((method, path.to_string()))
 }
 
+/// `host.versionHeader`: `{ name, value }`, or off.
+pub(super) fn version_header(
+    v: &Spanned<Value>,
+) -> Result<Option<(HeaderName, HeaderValue)>, Fail> {
+    let Some(h) = off_or::<RawHeaderPair>(v, "host.versionHeader", "{ name, value }")? else {
+        return Ok(None);
+    };
+    let name = HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| {
+        (
+            None,
+            format!("host.versionHeader.name: '{}' is not a header name", h.name),
+        )
+    })?;
+    let value = HeaderValue::from_str(&h.value).map_err(|_| {
+        (
+            None,
+            "host.versionHeader.value: not a valid header value".to_string(),
+        )
+    })?;
+    Ok(Some((name, value)))
+}
+
+/// `host.probe`: a fixed route, or the listRuns route with its query (`?limit=1` by
+/// default), or off.
+pub(super) fn probe(v: &Spanned<Value>) -> Result<Option<Probe>, Fail> {
+    let Some(r) = off_or::<RawProbeRoute>(v, "host.probe", "{ method?, path?, query? }")? else {
+        return Ok(None);
+    };
+    let fixed = match &r.path {
+        Some(p) => Some(fixed_route(
+            "host.probe",
+            r.method.as_deref(),
+            p,
+            Method::GET,
+        )?),
+        None if r.method.is_some() => {
+            return Err((
+                None,
+                "host.probe.method: give a path with it (without one the listRuns route is \
+                 used, with its own method)"
+                    .into(),
+            ))
+        }
+        None => None,
+    };
+    let query = match &r.query {
+        Some(q) => q.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        None => vec![("limit".into(), "1".into())],
+    };
+    Ok(Some(Probe { fixed, query }))
+}
+
+/// `host.readiness`: a fixed route or the discovery route, and the operator's credential for
+/// it.
+pub(super) fn readiness(r: &RawReadiness) -> Result<Readiness, Fail> {
+    let fixed = match &r.path {
+        Some(p) => Some(fixed_route(
+            "host.readiness",
+            r.method.as_deref(),
+            p,
+            Method::GET,
+        )?),
+        None if r.method.is_some() => return Err((
+            None,
+            "host.readiness.method: give a path with it (without one the discovery route is used)"
+                .into(),
+        )),
+        None => None,
+    };
+    Ok(Readiness {
+        fixed,
+        credential: ready_credential(r)?,
+    })
+}
+
+/// `host.readiness.credentialEnv` or `credentialFile`, with `credentialScheme` (`Bearer` by
+/// default).
+fn ready_credential(r: &RawReadiness) -> Result<Option<ReadyCredential>, Fail> {
+    let scheme = r
+        .credential_scheme
+        .clone()
+        .unwrap_or_else(|| "Bearer".into());
+    Ok(match (&r.credential_env, &r.credential_file) {
+        (Some(_), Some(_)) => {
+            return Err((
+                None,
+                "host.readiness.credentialEnv: give credentialEnv or credentialFile, not both"
+                    .into(),
+            ))
+        }
+        (Some(var), None) => {
+            // Missing under check-config --allow-missing-env: no credential stands in.
+            match super::env::var("host.readiness.credentialEnv", var).map_err(|m| (None, m))? {
+                Some(token) => {
+                    let v = authorization(&scheme, token.trim()).map_err(|m| {
+                        (None, format!("host.readiness.credentialEnv: ${var}: {m}"))
+                    })?;
+                    Some(ReadyCredential::Value(v))
+                }
+                None => None,
+            }
+        }
+        (None, Some(f)) => {
+            let path = std::path::PathBuf::from(f);
+            if !path.is_file() {
+                return Err((
+                    None,
+                    format!("host.readiness.credentialFile: '{f}' is not a readable file"),
+                ));
+            }
+            Some(ReadyCredential::File { path, scheme })
+        }
+        (None, None) if r.credential_scheme.is_some() => {
+            return Err((
+                None,
+                "host.readiness.credentialScheme: give credentialEnv or credentialFile with it"
+                    .into(),
+            ))
+        }
+        (None, None) => None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

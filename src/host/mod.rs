@@ -3,7 +3,8 @@
 //! under the caller's Subject; the sidecar never holds a service credential).
 //!
 //! `client.rs` builds and sends requests (transport, targets, retries, timeouts), `calls.rs`
-//! holds one method per route, `events.rs` reads a run's SSE event stream, `poll.rs` reads a
+//! holds one method per read route, `create.rs` the createRun family, `actions.rs` cancelRun
+//! and resolveInterrupt, `events.rs` reads a run's SSE event stream, `poll.rs` reads a
 //! run without one (the create answer's headers, a status read paced by `Retry-After`),
 //! `reads.rs` reads the documents besides the run (`host.reads`),
 //! `callers.rs` asks the host for a credential's `{caller.NAME}` values,
@@ -11,12 +12,15 @@
 //! origin, `error.rs` says what a failed call means, `types.rs` parses the host's documents
 //! through the `Mapping`.
 
+mod actions;
 mod callers;
 mod calls;
 mod client;
+mod create;
 mod dial;
 mod error;
 mod events;
+mod exchange;
 pub mod fill;
 pub mod h1pool;
 pub mod h2pool;
@@ -32,8 +36,9 @@ mod types;
 
 use http::{HeaderValue, Method};
 
-pub use calls::{ActionAnswer, CreateRequest};
+pub use actions::ActionAnswer;
 pub use client::HostClient;
+pub use create::CreateRequest;
 pub(crate) use error::root_cause;
 pub use error::{retry_after, HostError};
 pub use events::EventStream;
