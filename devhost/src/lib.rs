@@ -1,4 +1,3 @@
-// Over 700 lines: mostly the crate docs, which hold each flavour's wire (one route table per flavour).
 #![forbid(unsafe_code)]
 //! `openwop-devhost`: an in-memory OpenWOP v2 REST host on a real socket.
 //!
