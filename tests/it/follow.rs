@@ -651,7 +651,7 @@ async fn a_listen_waits_out_a_503_retry_after_before_reading_the_task_again() {
     );
     // The first read after the outage began met the 503; the next is due 3 s later, after the
     // window. One read is one request (a 5xx that asks for a pause is not retried at once:
-    // src/host/client.rs); a read already on its way when the fault went in may add up to
+    // src/host/retry.rs); a read already on its way when the fault went in may add up to
     // three (its quick retries). Without the pause the listen's backoff read it 18 times here.
     assert!(
         (1..=4).contains(&reads),

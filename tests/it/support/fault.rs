@@ -21,7 +21,7 @@ pub use step::*;
 
 /// The per-attempt timeout the fault tests configure for every host route.
 pub const T: Duration = Duration::from_millis(300);
-/// Retry backoff of a retried route: 50 ms, then 100 ms (src/host/client.rs).
+/// Retry backoff of a retried route: 50 ms, then 100 ms (src/host/retry.rs).
 pub const BACKOFF: Duration = Duration::from_millis(150);
 /// What the test machine may add on top of a computed bound.
 pub const SLACK: Duration = Duration::from_millis(700);
