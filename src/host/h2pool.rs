@@ -398,6 +398,8 @@ impl PooledBody {
     }
 }
 
+// Hand-written rather than http-body-util's Either: Either boxes every error, where both arms
+// fail with `hyper::Error` and this keeps it as it is.
 impl hyper::body::Body for Answer {
     type Data = Bytes;
     type Error = hyper::Error;

@@ -48,37 +48,14 @@ pub use request::{
 };
 pub use respond::{error_response, result_response};
 
-tokio::task_local! {
-    /// The names of the request's access line (src/access.rs), set as the body is read.
-    static NAMES: std::cell::RefCell<crate::access::Names>;
-}
-
-/// Runs `fut` (a request of the mount) with the names of its access line collected, and
-/// returns them with its output (src/stack/access_log.rs). `on`: whether lines are written at
-/// all; when not, no name is copied.
-pub fn named<F: std::future::Future>(
-    on: bool,
-    fut: F,
-) -> impl std::future::Future<Output = (F::Output, crate::access::Names)> {
-    use futures_util::FutureExt as _;
-    NAMES.scope(
-        std::cell::RefCell::new(crate::access::Names::new(on)),
-        fut.map(|out| (out, NAMES.with(|n| n.take()))),
-    )
-}
-
-/// Records the method (and the tool or task it names) on the request's access line; a no-op
-/// outside [`named`].
+/// Records the method (and the tool or task it names) on the request's access line
+/// (src/stack/access_log.rs); a no-op outside the mount stack.
 #[allow(
     clippy::ptr_arg,
     reason = "whether the name is borrowed (the mount's own) is what the line reads"
 )]
 fn name_line(method: &std::borrow::Cow<'static, str>, params: &Map<String, Value>) {
-    let _ = NAMES.try_with(|n| {
-        if let Ok(mut n) = n.try_borrow_mut() {
-            n.set(method, params);
-        }
-    });
+    crate::access::name(method, params);
 }
 
 /// `Ok` when the mount may serve a request with these headers (Host and Origin; the gate of

@@ -151,6 +151,8 @@ impl FramesBody {
     }
 }
 
+// Hand-written: http-body-util's StreamBody would still need this wrapper to drop the close
+// guard before the stream, and WithEos (src/eos.rs) runs its handler at the end, not at the drop.
 impl HttpBody for FramesBody {
     type Data = Bytes;
     type Error = BoxError;
@@ -237,6 +239,8 @@ impl AnswerBody {
     }
 }
 
+// Hand-written: one poll interleaves the answer future, the queued notes and the keep-alive
+// timer, which no http-body-util combinator or WithEos (src/eos.rs) expresses.
 impl HttpBody for AnswerBody {
     type Data = Bytes;
     type Error = BoxError;
@@ -351,6 +355,8 @@ impl KeepaliveBody {
     }
 }
 
+// Hand-written: the keep-alive timer and the shutdown watch race between a first and a last
+// frame, which no http-body-util combinator or WithEos (src/eos.rs) expresses.
 impl HttpBody for KeepaliveBody {
     type Data = Bytes;
     type Error = BoxError;

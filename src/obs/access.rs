@@ -35,17 +35,21 @@ pub struct Stats {
     pub rpc_code: Option<i64>,
 }
 
-/// What one request's task-local holds: its counter and, when the request runs without a span
-/// of its own, the fields its span would have ([`in_request`]).
+/// What one request's task-local holds: its counter, the names of its access line ([`name`])
+/// and, when the request runs without a span of its own, the fields its span would have
+/// ([`in_request`]). One task-local for all three: each scope is entered and left on every
+/// poll of the request.
 pub(super) struct Scope {
     pub(super) stats: Cell<Stats>,
+    names: std::cell::RefCell<Names>,
     span: std::cell::RefCell<Option<SpanFields>>,
 }
 
 impl Scope {
-    pub(super) fn new(stats: Stats) -> Scope {
+    pub(super) fn new(stats: Stats, names: Names) -> Scope {
         Scope {
             stats: Cell::new(stats),
+            names: std::cell::RefCell::new(names),
             span: std::cell::RefCell::new(None),
         }
     }
@@ -61,19 +65,37 @@ pub fn enabled() -> bool {
     tracing::enabled!(target: TARGET, tracing::Level::INFO)
 }
 
-/// Runs `fut` with a fresh counter and returns what it recorded.
+/// Runs `fut` with a fresh counter and returns the names and the counts it recorded. `on`:
+/// whether lines are written at all ([`enabled`]); when not, no name is copied.
 ///
 /// Not an `async fn` around an `async` block: each of those would keep its own copy of `fut`
 /// (the argument, the block's capture and the awaited value are laid out side by side), so
 /// the request future that awaits this was three times the size of the handler it wraps,
 /// 21 kB, and moving it cost a 21 kB `memcpy` per request (docs/benchmarks.md). `map` reads the counter inside the task-local
 /// scope's own poll, when `fut` has just finished.
-pub fn scope<F: Future>(fut: F) -> impl Future<Output = (F::Output, Stats)> {
+pub fn scope<F: Future>(on: bool, fut: F) -> impl Future<Output = (F::Output, Names, Stats)> {
     use futures_util::FutureExt as _;
     STATS.scope(
-        Scope::new(Stats::default()),
-        fut.map(|out| (out, STATS.with(|s| s.stats.get()))),
+        Scope::new(Stats::default(), Names::new(on)),
+        fut.map(|out| STATS.with(|s| (out, s.names.take(), s.stats.get()))),
     )
+}
+
+/// Records the method (and the tool or task it names) on the request's access line; a no-op
+/// outside a request's [`scope`].
+#[allow(
+    clippy::ptr_arg,
+    reason = "whether the name is borrowed (the mount's own) is what the line reads"
+)]
+pub fn name(
+    method: &std::borrow::Cow<'static, str>,
+    params: &serde_json::Map<String, serde_json::Value>,
+) {
+    let _ = STATS.try_with(|s| {
+        if let Ok(mut n) = s.names.try_borrow_mut() {
+            n.set(method, params);
+        }
+    });
 }
 
 /// The fields of a request's `mcp` span (README "Tracing"): the method, the JSON-RPC id and
@@ -496,7 +518,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_slowest_host_call_and_the_count_are_kept_per_request() {
-        let ((), s) = scope(async {
+        let ((), _, s) = scope(false, async {
             host_call(
                 UpstreamStatus::Http(http::StatusCode::OK),
                 Duration::from_millis(3),
@@ -519,7 +541,7 @@ mod tests {
         assert_eq!(s.rpc_code, Some(-32603));
         // Outside a request nothing is recorded and nothing panics.
         host_call(UpstreamStatus::Timeout, Duration::ZERO);
-        let ((), s) = scope(async {}).await;
+        let ((), _, s) = scope(false, async {}).await;
         assert_eq!(s.host_calls, 0);
     }
 

@@ -135,7 +135,7 @@ struct SseLine {
 
 impl crate::eos::OnEos for SseLine {
     fn around<R>(&mut self, poll: impl FnOnce() -> R) -> R {
-        let (r, stats) = STATS.sync_scope(Scope::new(self.stats), || {
+        let (r, stats) = STATS.sync_scope(Scope::new(self.stats, Names::default()), || {
             let r = poll();
             (r, STATS.with(|s| s.stats.get()))
         });

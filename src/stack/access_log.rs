@@ -1,7 +1,8 @@
-//! The mount's access line (src/access.rs): the request's host calls are counted in a
+//! The mount's access line (src/obs/access.rs): the request's host calls are counted in a
 //! task-local scope around everything inside this layer, and the line is written when the
 //! answer is ready (a JSON answer) or when its stream ends (an SSE answer). The names on the
-//! line (method, tool, task) are the mount's reading of the body (`crate::mcp::named`).
+//! line (method, tool, task) are the mount's reading of the body, recorded in the same scope
+//! (`crate::access::name`).
 
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -56,19 +57,18 @@ where
         let inner = std::mem::replace(&mut self.inner, clone);
         let on = crate::access::enabled();
         let started = Instant::now();
-        let served = crate::mcp::named(on, Deferred::Call { inner, req });
         // The boundary box of the mount stack: the request future of a mount request is
         // kilobytes, and the router's future (the passthrough's too) stays small. Combinators,
         // not an `async` block: a block keeps what it captured beside the future it awaits, so
         // the request would be held twice.
-        Box::pin(
-            crate::access::scope(served).map(move |((resp, names), stats)| {
+        Box::pin(crate::access::scope(on, Deferred::Call { inner, req }).map(
+            move |(resp, names, stats)| {
                 if !on {
                     return Ok(resp);
                 }
                 Ok(crate::access::log(names, resp, stats, started))
-            }),
-        )
+            },
+        ))
     }
 }
 

@@ -102,41 +102,32 @@ fn parse_envelope_inner(
     finish(cfg, headers, obj)
 }
 
-/// The checks after the body was read as a request object.
+/// The checks after the body was read as a request object, in order: the JSON-RPC shape,
+/// `params` and its `_meta`, the headers against the body, then the request is built.
 #[allow(clippy::result_large_err)]
 fn finish(
     cfg: &Config,
     headers: &HeaderMap,
     obj: Envelope<'_>,
 ) -> Result<Parsed, (Value, McpError)> {
-    let id = obj.id;
     // MCP: a request id is a string or an integer; JSON-RPC 2.0 §5: when the id cannot be
     // detected (as here, for a fractional number or an integer beyond 64 bits, which
     // serde_json reads as a float) the error's id is null, in every refusal alike.
-    let id_for_errors = match &id {
+    let id_for_errors = match &obj.id {
         Some(i) if i.is_string() || i.is_i64() || i.is_u64() => i.clone(),
         _ => Value::Null,
     };
-    if obj.jsonrpc.as_deref() != Some("2.0") {
-        return Err((
-            id_for_errors,
-            McpError::InvalidRequest("jsonrpc must be \"2.0\"".into()),
-        ));
-    }
-    let Some(method) = obj.method else {
-        return Err((
-            id_for_errors,
-            McpError::InvalidRequest("method must be a string (responses are not accepted)".into()),
-        ));
-    };
-    if let Some(i) = &id {
-        if !(i.is_string() || i.is_i64() || i.is_u64()) {
-            return Err((
-                Value::Null,
-                McpError::InvalidRequest("id must be a string or an integer".into()),
-            ));
-        }
-    }
+    checked(cfg, headers, obj).map_err(|e| (id_for_errors, e))
+}
+
+/// [`finish`]'s checks, then the request; every refusal is sent with the id [`finish`]
+/// chose. Inlined, and the body's parts are read in place and moved straight into the
+/// request: each move of a part into a step's argument or answer was a copy (about 150
+/// instructions per request).
+#[inline(always)]
+fn checked(cfg: &Config, headers: &HeaderMap, obj: Envelope<'_>) -> Result<Parsed, McpError> {
+    let method = shape(obj.jsonrpc.as_deref(), obj.method, obj.id.as_ref())?;
+    let id = obj.id;
     let is_notification = id.is_none();
     // Moved out of the parsed body, not copied: the envelope is not needed after this.
     let (params, meta, meta_at) = match obj.params {
@@ -144,105 +135,18 @@ fn finish(
         Some(ParamsRead::Object(p, meta, at)) => (p, meta, at),
         Some(ParamsRead::Other) if is_notification => (Map::new(), None, None),
         Some(ParamsRead::Other) => {
-            return Err((
-                id_for_errors,
-                McpError::MetaMissing("params must be an object carrying _meta".into()),
+            return Err(McpError::MetaMissing(
+                "params must be an object carrying _meta".into(),
             ))
         }
     };
     let meta = meta.unwrap_or_default();
-    let caps = meta.caps;
-    let body_version = meta.version.as_deref();
     if !is_notification {
-        if body_version.is_none() {
-            return Err((
-                id_for_errors,
-                McpError::MetaMissing(format!(
-                    "Invalid params: _meta[\"{META_VERSION}\"] is required"
-                )),
-            ));
-        }
-        if !caps.as_deref().is_some_and(Value::is_object) {
-            return Err((
-                id_for_errors,
-                McpError::MetaMissing(format!(
-                    "Invalid params: _meta[\"{META_CAPS}\"] is required and must be an object"
-                )),
-            ));
-        }
+        meta_required(&meta)?;
     }
     let heads = Heads::of(headers);
-    let header_version = heads.version.and_then(|v| v.to_str().ok());
-    match (&header_version, &body_version) {
-        (None, _) if !is_notification => {
-            return Err((
-                id_for_errors,
-                McpError::HeaderMismatch("the MCP-Protocol-Version header is required".into()),
-            ))
-        }
-        (Some(h), Some(b)) if h != b => {
-            return Err((
-                id_for_errors,
-                McpError::HeaderMismatch(format!(
-                    "MCP-Protocol-Version '{h}' != _meta protocolVersion '{b}'"
-                )),
-            ))
-        }
-        _ => {}
-    }
-    match heads.method.and_then(|v| v.to_str().ok()) {
-        Some(m) if m != method => {
-            return Err((
-                id_for_errors,
-                McpError::HeaderMismatch(format!("Mcp-Method '{m}' != body method '{method}'")),
-            ));
-        }
-        // MCP 2026-07-28 Transports §Request headers: Mcp-Method is required on every request (its absence is a
-        // header failure like a mismatch; notifications have no header rules).
-        None if !is_notification => {
-            return Err((
-                id_for_errors,
-                McpError::HeaderMismatch("the Mcp-Method header is required".into()),
-            ));
-        }
-        _ => {}
-    }
-    // The body value Mcp-Name mirrors (src/mcp/method.rs): required when the body carries it,
-    // for the methods whose rule says so; compared whenever the header is sent.
     let known = Method::from_name(&method);
-    let rule = method::name_rule_of(known, &method);
-    let mirrored = rule.and_then(|r| params.get(r.member).and_then(Value::as_str));
-    let required = rule.is_some_and(|r| r.required) && mirrored.is_some();
-    if required && !is_notification && heads.name.is_none() {
-        return Err((
-            id_for_errors,
-            McpError::HeaderMismatch(format!("the Mcp-Name header is required for {method}")),
-        ));
-    }
-    if let Some(raw) = heads.name {
-        if let Some(exp) = mirrored {
-            let got = decode_header_cow(raw);
-            if got.as_deref() != Some(exp) {
-                let shown = got.unwrap_or(Cow::Borrowed("<undecodable>"));
-                return Err((
-                    id_for_errors,
-                    McpError::HeaderMismatch(format!("Mcp-Name '{shown}' != body '{exp}'")),
-                ));
-            }
-        }
-    }
-    let version = header_version.or(body_version);
-    if let Some(v) = version {
-        if !cfg.mcp.revisions.iter().any(|r| r == v) {
-            return Err((
-                id_for_errors,
-                McpError::UnsupportedVersion {
-                    requested: Some(v.to_string()),
-                    supported: cfg.mcp.revisions.clone(),
-                },
-            ));
-        }
-    }
+    check_heads(cfg, &heads, &method, known, &params, &meta, is_notification)?;
     if is_notification {
         return Ok(Parsed::Notification);
     }
@@ -253,27 +157,10 @@ fn finish(
     // that buffer, without an allocation each.
     let held = matches!(known, Some(Method::ToolsCall | Method::SubscriptionsListen));
     let keep = |v: &HeaderValue| if held { owned_value(v) } else { v.clone() };
-    let caller = Caller {
-        authorization: heads.authorization.map(keep),
-        traceparent: meta
-            .traceparent
-            .as_deref()
-            .filter(|t| valid_traceparent(t))
-            .and_then(|t| http::HeaderValue::from_str(t).ok())
-            .or_else(|| {
-                heads
-                    .traceparent
-                    .filter(|t| t.to_str().is_ok_and(valid_traceparent))
-                    .map(keep)
-            }),
-        tracestate: meta
-            .tracestate
-            .as_deref()
-            .and_then(|t| http::HeaderValue::from_str(t).ok())
-            .or_else(|| heads.tracestate.map(keep)),
-        headers: crate::host::allowed_headers(&cfg.routes.allow_headers, headers),
-    };
+    let caller = caller(cfg, headers, &heads, &meta, keep);
     let (wants_sse, accepts_sse) = heads.accept_sse(headers);
+    let caps = meta.caps;
+    // Built in its box: the request is a kilobyte, and built outside it, it was copied in.
     Ok(Parsed::Request(Box::new(McpRequest {
         id: id.unwrap_or(Value::Null),
         // A known name is the mount's own text; only an unknown one is copied.
@@ -297,6 +184,160 @@ fn finish(
             HeaderMap::new()
         },
     })))
+}
+
+/// JSON-RPC 2.0 §4: `jsonrpc` is "2.0", `method` a string (a response is not a request), the
+/// id a string or an integer (MCP).
+fn shape<'a>(
+    jsonrpc: Option<&str>,
+    method: Option<Cow<'a, str>>,
+    id: Option<&Value>,
+) -> Result<Cow<'a, str>, McpError> {
+    if jsonrpc != Some("2.0") {
+        return Err(McpError::InvalidRequest("jsonrpc must be \"2.0\"".into()));
+    }
+    let Some(method) = method else {
+        return Err(McpError::InvalidRequest(
+            "method must be a string (responses are not accepted)".into(),
+        ));
+    };
+    if let Some(i) = id {
+        if !(i.is_string() || i.is_i64() || i.is_u64()) {
+            return Err(McpError::InvalidRequest(
+                "id must be a string or an integer".into(),
+            ));
+        }
+    }
+    Ok(method)
+}
+
+/// A request's `_meta` must carry the protocol version and the client's capabilities (MCP
+/// 2026-07-28 `_meta`).
+fn meta_required(meta: &Meta<'_>) -> Result<(), McpError> {
+    if meta.version.is_none() {
+        return Err(McpError::MetaMissing(format!(
+            "Invalid params: _meta[\"{META_VERSION}\"] is required"
+        )));
+    }
+    if !meta.caps.as_deref().is_some_and(Value::is_object) {
+        return Err(McpError::MetaMissing(format!(
+            "Invalid params: _meta[\"{META_CAPS}\"] is required and must be an object"
+        )));
+    }
+    Ok(())
+}
+
+/// MCP 2026-07-28 Transports §Request headers: `MCP-Protocol-Version`, `Mcp-Method` and
+/// `Mcp-Name` against the body, then the revision against the ones this mount serves.
+fn check_heads(
+    cfg: &Config,
+    heads: &Heads<'_>,
+    method: &str,
+    known: Option<Method>,
+    params: &Map<String, Value>,
+    meta: &Meta<'_>,
+    is_notification: bool,
+) -> Result<(), McpError> {
+    let body_version = meta.version.as_deref();
+    let header_version = heads.version.and_then(|v| v.to_str().ok());
+    match (&header_version, &body_version) {
+        (None, _) if !is_notification => {
+            return Err(McpError::HeaderMismatch(
+                "the MCP-Protocol-Version header is required".into(),
+            ))
+        }
+        (Some(h), Some(b)) if h != b => {
+            return Err(McpError::HeaderMismatch(format!(
+                "MCP-Protocol-Version '{h}' != _meta protocolVersion '{b}'"
+            )))
+        }
+        _ => {}
+    }
+    match heads.method.and_then(|v| v.to_str().ok()) {
+        Some(m) if m != method => {
+            return Err(McpError::HeaderMismatch(format!(
+                "Mcp-Method '{m}' != body method '{method}'"
+            )));
+        }
+        // Mcp-Method is required on every request (its absence is a header failure like a
+        // mismatch; notifications have no header rules).
+        None if !is_notification => {
+            return Err(McpError::HeaderMismatch(
+                "the Mcp-Method header is required".into(),
+            ));
+        }
+        _ => {}
+    }
+    check_name(heads, method, known, params, is_notification)?;
+    if let Some(v) = header_version.or(body_version) {
+        if !cfg.mcp.revisions.iter().any(|r| r == v) {
+            return Err(McpError::UnsupportedVersion {
+                requested: Some(v.to_string()),
+                supported: cfg.mcp.revisions.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The body value Mcp-Name mirrors (src/mcp/method.rs): required when the body carries it,
+/// for the methods whose rule says so; compared whenever the header is sent.
+fn check_name(
+    heads: &Heads<'_>,
+    method: &str,
+    known: Option<Method>,
+    params: &Map<String, Value>,
+    is_notification: bool,
+) -> Result<(), McpError> {
+    let rule = method::name_rule_of(known, method);
+    let mirrored = rule.and_then(|r| params.get(r.member).and_then(Value::as_str));
+    let required = rule.is_some_and(|r| r.required) && mirrored.is_some();
+    if required && !is_notification && heads.name.is_none() {
+        return Err(McpError::HeaderMismatch(format!(
+            "the Mcp-Name header is required for {method}"
+        )));
+    }
+    if let (Some(raw), Some(exp)) = (heads.name, mirrored) {
+        let got = decode_header_cow(raw);
+        if got.as_deref() != Some(exp) {
+            let shown = got.unwrap_or(Cow::Borrowed("<undecodable>"));
+            return Err(McpError::HeaderMismatch(format!(
+                "Mcp-Name '{shown}' != body '{exp}'"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The caller's credential, trace context and forwarded headers: the trace context from
+/// `_meta` when valid, else from the headers; each header value through `keep`.
+fn caller(
+    cfg: &Config,
+    headers: &HeaderMap,
+    heads: &Heads<'_>,
+    meta: &Meta<'_>,
+    keep: impl Fn(&HeaderValue) -> HeaderValue,
+) -> Caller {
+    Caller {
+        authorization: heads.authorization.map(&keep),
+        traceparent: meta
+            .traceparent
+            .as_deref()
+            .filter(|t| valid_traceparent(t))
+            .and_then(|t| http::HeaderValue::from_str(t).ok())
+            .or_else(|| {
+                heads
+                    .traceparent
+                    .filter(|t| t.to_str().is_ok_and(valid_traceparent))
+                    .map(&keep)
+            }),
+        tracestate: meta
+            .tracestate
+            .as_deref()
+            .and_then(|t| http::HeaderValue::from_str(t).ok())
+            .or_else(|| heads.tracestate.map(&keep)),
+        headers: crate::host::allowed_headers(&cfg.routes.allow_headers, headers),
+    }
 }
 
 /// An [`McpRequest`] for a message of the initialize era (src/mcp/legacy): the caller and
