@@ -3,8 +3,8 @@
 //! JSON-RPC message per line, UTF-8, no embedded newlines; stdout carries nothing else, logs go
 //! to stderr).
 //!
-//! Each line becomes the POST an HTTP client would send to the mount (src/mcp/mod.rs
-//! `handle`): the same envelope checks, the same era decision (src/mcp/legacy), the same host
+//! Each line becomes the POST an HTTP client would send to the mount, served by the mount's
+//! stack (src/stack/mod.rs `serve_mount`): the same envelope checks, the same era decision (src/mcp/legacy), the same host
 //! client and the same ownership guards. What the HTTP client would put in headers is derived
 //! here: the caller's bearer token (from the environment or a file: src/config/stdio.rs), and
 //! for a 2026-07-28 message the headers its `_meta` and body mirror (MCP 2026-07-28
