@@ -213,15 +213,7 @@ fn declared(i: &OpenInterrupt) -> Ask {
             str::to_string,
         );
     let form = props.map(|p| {
-        let required = schema
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let required = crate::json::strings_at(schema, "required");
         (Value::Object(p.clone()), required)
     });
     Ask {

@@ -9,15 +9,7 @@ use super::toolset::{ToolDef, Variable};
 
 /// Variables as a JSON Schema names them (for validation of static or overridden schemas).
 pub(super) fn variables_of_schema(schema: &Value) -> Vec<Variable> {
-    let required: Vec<String> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| {
-            r.iter()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
+    let required = crate::json::strings_at(schema, "required");
     schema
         .get("properties")
         .and_then(Value::as_object)

@@ -187,15 +187,7 @@ async fn fixture_tools(
     caller: &Caller,
     doc: &Value,
 ) -> Result<Vec<ToolDef>, McpError> {
-    let ids: Vec<String> = doc
-        .get("fixtures")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
+    let ids = crate::json::strings_at(doc, "fixtures");
     let reads = join_all(ids.iter().map(|id| ctx.host.get_workflow(caller, id))).await;
     let mut defs = Vec::new();
     for (id, r) in ids.iter().zip(reads) {
