@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use futures_util::FutureExt as _;
 use http::Request;
 use tower::Service;
 
@@ -37,8 +36,8 @@ impl Service<Request<Bytes>> for Mount {
         // Only the head's fields are read; its target and extensions are dropped here, not
         // carried through the request's awaits.
         let (http::request::Parts { headers, .. }, body) = req.into_parts();
-        // Boxed: the handler's future is kilobytes, and the layers around it hold their inner
-        // future inline (a stack boundary).
-        Box::pin(crate::mcp::serve(self.ctx.clone(), headers, body).map(Ok))
+        // Boxed by `serve` (a stack boundary): the layers around it hold their inner future
+        // inline, and the method's future is most of a kilobyte.
+        crate::mcp::serve(self.ctx.clone(), headers, body)
     }
 }
