@@ -6,6 +6,11 @@ use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Empty, Full};
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub type Body = UnsyncBoxBody<Bytes, BoxError>;
 pub type Response = http::Response<Body>;
+/// What every service of the request path answers: a response, never an error.
+pub type Answer = Result<Response, std::convert::Infallible>;
+/// A boxed answer future: the type at the stack's boundaries (src/stack/), which the mount's
+/// `crate::mcp::serve` returns too.
+pub type BoxAnswer = std::pin::Pin<Box<dyn std::future::Future<Output = Answer> + Send>>;
 
 pub fn full(b: impl Into<Bytes>) -> Body {
     Full::new(b.into())

@@ -28,16 +28,13 @@ mod tools;
 mod toolset;
 pub mod watch;
 
-use std::convert::Infallible;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use futures_util::FutureExt as _;
 use http::{HeaderMap, StatusCode};
 use serde_json::{json, Map, Value};
 
-use crate::body::{empty, Response};
+use crate::body::{empty, BoxAnswer, Response};
 use crate::config::Config;
 use crate::telemetry::MethodLabel;
 pub use context::{Lasting, McpContext};
@@ -68,9 +65,6 @@ pub fn check_origin(cfg: &Config, headers: &HeaderMap) -> Result<(), McpError> {
     origin::check(cfg, headers)
 }
 
-/// A mount request's answer, boxed once: the stack's boundary type (src/stack/answer.rs).
-pub type Serving = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
-
 /// Serves one mount request whose head passed the gate and whose body was read whole
 /// (src/stack/): the era, the envelope, the method. The server and `openwop-mcp-sidecar
 /// stdio` (src/stdio.rs) both reach it through the mount stack.
@@ -79,7 +73,7 @@ pub type Serving = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + S
 /// boxed: a box of the whole `async` request (2,024 bytes: the head, the body and the
 /// envelope's fields beside the method's future) was past the 1,032 bytes glibc's
 /// per-thread cache serves, so every request took the arena lock to allocate and free it.
-pub fn serve(ctx: Arc<McpContext>, headers: HeaderMap, bytes: bytes::Bytes) -> Serving {
+pub fn serve(ctx: Arc<McpContext>, headers: HeaderMap, bytes: bytes::Bytes) -> BoxAnswer {
     let cfg = &ctx.cfg;
     // MCP 2026-07-28 Versioning §Backward Compatibility with Initialization-Based Versions:
     // the era is decided per request (src/mcp/legacy); one header lookup for a 2026-07-28
@@ -156,7 +150,7 @@ pub fn serve(ctx: Arc<McpContext>, headers: HeaderMap, bytes: bytes::Bytes) -> S
 }
 
 /// An answer known before any host call (a refusal, a notification's 202).
-fn now(r: Response) -> Serving {
+fn now(r: Response) -> BoxAnswer {
     Box::pin(std::future::ready(Ok(r)))
 }
 
