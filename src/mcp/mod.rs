@@ -79,12 +79,7 @@ pub fn serve(ctx: Arc<McpContext>, headers: HeaderMap, bytes: bytes::Bytes) -> B
     // the era is decided per request (src/mcp/legacy); one header lookup for a 2026-07-28
     // request.
     if let Some(message) = legacy::claim(cfg, &headers, &bytes) {
-        if let Some(m) = message.get("method").and_then(Value::as_str) {
-            let params = message.get("params").and_then(Value::as_object);
-            let name = match Method::from_name(m) {
-                Some(k) => std::borrow::Cow::Borrowed(k.name()),
-                None => std::borrow::Cow::Owned(m.to_string()),
-            };
+        if let Some((name, params)) = message.named() {
             name_line(&name, params.unwrap_or(&Map::new()));
         }
         return Box::pin(legacy::serve(ctx, headers, message).map(Ok));

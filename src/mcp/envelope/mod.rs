@@ -340,6 +340,55 @@ fn caller(
     }
 }
 
+/// What the strict scanner reads of a body the initialize era may claim (src/mcp/legacy
+/// `claim`).
+pub(super) enum LegacyScan {
+    /// It carries the 2026-07-28 `_meta` protocol version: the 2026-07-28 path's.
+    Modern,
+    /// A well-formed request or notification: its id, method and params, whose `_meta` keeps
+    /// only what [`legacy_request`] reads of it (`progressToken`, `traceparent`).
+    Message(Option<Value>, String, Map<String, Value>),
+}
+
+/// The common initialize-era message read without a `Value` tree of the whole body: `None`
+/// when the scanner gives up or the message is anything but a well-formed request or
+/// notification (the era then reads it as a `Value`, and answers its refusals from that).
+pub(super) fn scan_legacy(bytes: &[u8]) -> Option<LegacyScan> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let e = scan_body(text, None)?;
+    let (mut params, meta) = match e.params {
+        None | Some(ParamsRead::Null) => (Map::new(), None),
+        Some(ParamsRead::Object(p, meta, _)) => (p, meta),
+        Some(ParamsRead::Other) => return None,
+    };
+    if meta.as_ref().is_some_and(|m| m.version.is_some()) {
+        return Some(LegacyScan::Modern);
+    }
+    // A protocol version that is not a string still makes the body 2026-07-28's (the era
+    // asks only whether the member is there): that rare body is left to the `Value` reading.
+    if memchr::memmem::find(bytes, META_VERSION.as_bytes()).is_some() {
+        return None;
+    }
+    let method = e.method?;
+    let id_ok =
+        e.id.as_ref()
+            .is_none_or(|i| i.is_string() || i.is_i64() || i.is_u64());
+    if e.jsonrpc.as_deref() != Some("2.0") || !id_ok {
+        return None;
+    }
+    if let Some(m) = meta {
+        let mut kept = Map::new();
+        if let Some(t) = m.progress_token {
+            kept.insert("progressToken".into(), t);
+        }
+        if let Some(t) = m.traceparent {
+            kept.insert("traceparent".into(), Value::String(t.into_owned()));
+        }
+        params.insert("_meta".into(), Value::Object(kept));
+    }
+    Some(LegacyScan::Message(e.id, method.into_owned(), params))
+}
+
 /// An [`McpRequest`] for a message of the initialize era (src/mcp/legacy): the caller and
 /// the header-borne fields exactly as [`finish`] takes them for a 2026-07-28 request, the
 /// capabilities from the session the handshake left (the message carries none), owned

@@ -26,7 +26,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use serde_json::{json, Map, Value};
 
 use super::elicit::effect_of;
-use super::envelope::{legacy_request, too_deep};
+use super::envelope::{legacy_request, scan_legacy, too_deep, LegacyScan};
 use super::method::Method;
 use super::{McpContext, McpError, McpRequest};
 use crate::body::{empty, Response};
@@ -41,7 +41,7 @@ static MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 /// The body of a POST the initialize era claims, parsed; `None` for one the 2026-07-28 path
 /// answers (also every body that is not JSON, or nests too deep: the modern path refuses it
 /// exactly as before, whichever era sent it).
-pub(super) fn claim(cfg: &Config, headers: &HeaderMap, bytes: &[u8]) -> Option<Value> {
+pub(super) fn claim(cfg: &Config, headers: &HeaderMap, bytes: &[u8]) -> Option<Claimed> {
     if cfg.mcp.legacy_revisions.is_empty() {
         return None;
     }
@@ -54,6 +54,20 @@ pub(super) fn claim(cfg: &Config, headers: &HeaderMap, bytes: &[u8]) -> Option<V
     if too_deep(bytes, cfg.limits.max_json_depth).is_some() {
         return None;
     }
+    // The common message is read by the strict scanner, as a 2026-07-28 envelope is; any other
+    // body as a `Value`, which answers its refusals.
+    match scan_legacy(bytes) {
+        Some(LegacyScan::Modern) => return None,
+        Some(LegacyScan::Message(id, method, params)) => {
+            return Some(Claimed::Scanned(Message {
+                id,
+                method: Some(method_name(&method)),
+                params,
+                rest: Map::new(),
+            }))
+        }
+        None => {}
+    }
     let body: Value = serde_json::from_slice(bytes).ok()?;
     let modern = |m: &Value| {
         m.get("params")
@@ -65,11 +79,45 @@ pub(super) fn claim(cfg: &Config, headers: &HeaderMap, bytes: &[u8]) -> Option<V
         Value::Array(items) => items.iter().any(modern),
         other => modern(other),
     };
-    (!carries_modern_meta).then_some(body)
+    (!carries_modern_meta).then_some(Claimed::Parsed(body))
+}
+
+/// A body the initialize era claimed: read by the scanner, or as a `Value` still to be read
+/// as a message.
+pub(super) enum Claimed {
+    Scanned(Message),
+    Parsed(Value),
+}
+
+/// A method's name and its params, as the access line is named with them.
+pub(super) type Named<'a> = (Cow<'static, str>, Option<&'a Map<String, Value>>);
+
+impl Claimed {
+    /// The method and params the access line is named with, when the body names a method.
+    pub(super) fn named(&self) -> Option<Named<'_>> {
+        match self {
+            Claimed::Scanned(m) => m.method.clone().map(|n| (n, Some(&m.params))),
+            Claimed::Parsed(v) => {
+                let m = v.get("method").and_then(Value::as_str)?;
+                Some((method_name(m), v.get("params").and_then(Value::as_object)))
+            }
+        }
+    }
+}
+
+/// The mount's own text for a method name it knows: no copy per request.
+fn method_name(m: &str) -> Cow<'static, str> {
+    match Method::from_name(m) {
+        Some(k) => Cow::Borrowed(k.name()),
+        None => match m {
+            "initialize" => Cow::Borrowed("initialize"),
+            other => Cow::Owned(other.to_string()),
+        },
+    }
 }
 
 /// Serves one POST of the initialize era.
-pub(super) async fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Value) -> Response {
+pub(super) async fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Claimed) -> Response {
     let header_revision = headers
         .get(&MCP_PROTOCOL_VERSION)
         .and_then(|v| v.to_str().ok())
@@ -79,9 +127,12 @@ pub(super) async fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Value)
         method,
         params,
         rest: msg,
-    } = match Message::read(body) {
-        Ok(m) => m,
-        Err(refused) => return refused,
+    } = match body {
+        Claimed::Scanned(m) => m,
+        Claimed::Parsed(v) => match Message::read(v) {
+            Ok(m) => m,
+            Err(refused) => return refused,
+        },
     };
     let Some(method) = method else {
         // A response from the client: the answer to an elicitation this mount sent
@@ -163,7 +214,7 @@ pub(super) async fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Value)
 
 /// One initialize-era JSON-RPC message, read from the POST's body: a request, a
 /// notification, or a response from the client (no method).
-struct Message {
+pub(super) struct Message {
     id: Option<Value>,
     method: Option<Cow<'static, str>>,
     params: Map<String, Value>,
@@ -210,17 +261,7 @@ impl Message {
                 ));
             }
         }
-        let method =
-            msg.get("method")
-                .and_then(Value::as_str)
-                .map(|m| match Method::from_name(m) {
-                    // The mount's own text for a name it knows: no copy per request.
-                    Some(k) => Cow::Borrowed(k.name()),
-                    None => match m {
-                        "initialize" => Cow::Borrowed("initialize"),
-                        other => Cow::Owned(other.to_string()),
-                    },
-                });
+        let method = msg.get("method").and_then(Value::as_str).map(method_name);
         let params = match msg.remove("params") {
             None | Some(Value::Null) => Map::new(),
             Some(Value::Object(p)) => p,
@@ -439,4 +480,95 @@ fn accepted() -> Response {
 /// (2025-11-25 Basic Transports §Sending Messages to the Server 4).
 fn transport_error(status: StatusCode, e: &McpError) -> Response {
     crate::body::json(status, &super::respond::envelope_error(&Value::Null, e))
+}
+
+#[cfg(test)]
+mod scan_tests {
+    use super::*;
+
+    /// What the era reads of a message: its id, method and params, and the two `_meta` members
+    /// `legacy_request` takes (the rest of `_meta` is dropped there).
+    fn reading(m: Message) -> String {
+        let mut params = m.params;
+        let meta = params.remove("_meta");
+        let token = meta.as_ref().and_then(|m| m.get("progressToken")).cloned();
+        let trace = meta
+            .as_ref()
+            .and_then(|m| m.get("traceparent"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        format!("{:?} {:?} {params:?} {token:?} {trace:?}", m.id, m.method)
+    }
+
+    /// The scanner's reading of an initialize-era body is the `Value` reading's, for every
+    /// body it does not give up on: whole messages, every cut and every one-byte change.
+    #[test]
+    fn a_scanned_era_message_is_the_message_read_from_its_value() {
+        let bodies = [
+            r#"{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"taskId":"acme~2Fr-1.x"}}"#,
+            r#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"n","arguments":{"t":"a\n\"b\""},"_meta":{"progressToken":7,"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","other":[1]}}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"c","version":"1"}}}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"ping","params":null,"method":"tools/list"}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":5}}"#,
+        ];
+        let mut read = 0;
+        let mut check = |t: &str| {
+            let Some(scanned) = scan_legacy(t.as_bytes()) else {
+                return;
+            };
+            let v: Value = serde_json::from_str(t).expect("the scanner read what serde refuses");
+            let modern = v
+                .get("params")
+                .and_then(|p| p.get("_meta"))
+                .and_then(|m| m.get(crate::mcp::META_VERSION))
+                .is_some();
+            match scanned {
+                LegacyScan::Modern => assert!(modern, "{t}"),
+                LegacyScan::Message(id, method, params) => {
+                    assert!(!modern, "{t}");
+                    read += 1;
+                    let Ok(from_value) = Message::read(v) else {
+                        panic!("refused by the Value path: {t}");
+                    };
+                    let scanned = Message {
+                        id,
+                        method: Some(method_name(&method)),
+                        params,
+                        rest: Map::new(),
+                    };
+                    assert_eq!(reading(scanned), reading(from_value), "{t}");
+                }
+            }
+        };
+        for b in bodies {
+            check(b);
+            for cut in 0..b.len() {
+                if let Some(t) = b.get(..cut) {
+                    check(t);
+                }
+            }
+            for at in 0..b.len() {
+                for c in [b'"', b'\\', b'{', b'}', b'[', b',', b':', b'0', b' ', b'x'] {
+                    let mut bytes = b.as_bytes().to_vec();
+                    bytes[at] = c;
+                    if let Ok(t) = String::from_utf8(bytes) {
+                        check(&t);
+                    }
+                }
+            }
+        }
+        assert!(read > 50, "too few bodies were read by the scanner: {read}");
+    }
+
+    #[test]
+    fn a_body_with_the_2026_07_28_version_is_never_claimed_by_the_scanner() {
+        let modern = r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        assert!(matches!(
+            scan_legacy(modern.as_bytes()),
+            Some(LegacyScan::Modern)
+        ));
+        let odd = r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":5}}}"#;
+        assert!(scan_legacy(odd.as_bytes()).is_none());
+    }
 }
