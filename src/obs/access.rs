@@ -46,17 +46,19 @@ pub(super) struct Scope {
 }
 
 impl Scope {
-    pub(super) fn new(stats: Stats, names: Names) -> Scope {
-        Scope {
+    pub(super) fn new(stats: Stats, names: Names) -> Box<Scope> {
+        Box::new(Scope {
             stats: Cell::new(stats),
             names: std::cell::RefCell::new(names),
             span: std::cell::RefCell::new(None),
-        }
+        })
     }
 }
 
 tokio::task_local! {
-    pub(super) static STATS: Scope;
+    // Boxed: a task-local is swapped into its thread's slot and back on every poll, and the
+    // scope's ~250 bytes moved so cost more than the box (docs/benchmarks.md).
+    pub(super) static STATS: Box<Scope>;
 }
 
 /// Whether access lines are written at all (the level or `RUST_LOG` may silence them); when
