@@ -117,7 +117,17 @@ impl<'a> Scan<'a> {
                 raw[1..raw.len() - 1].to_owned()
             }));
         }
-        serde_json::from_str(self.raw()?).ok()
+        let raw = self.raw()?;
+        // A JSON-RPC id is most often a small integer: read as serde_json reads it (a `u64`
+        // when it fits, and any 19 digits do), without its deserializer.
+        let b = raw.as_bytes();
+        if (1..=19).contains(&b.len())
+            && b.iter().all(u8::is_ascii_digit)
+            && (b[0] != b'0' || b.len() == 1)
+        {
+            return raw.parse::<u64>().ok().map(Value::from);
+        }
+        serde_json::from_str(raw).ok()
     }
 
     /// A string's text, quotes included, and whether it holds an escape; one with escapes is
@@ -361,6 +371,8 @@ mod tests {
             " { \"x\" :\t[ 1 , 2 ]\r\n } ",
             r#""plain é text longer than eight bytes""#,
             "123456789012345678",
+            "0",
+            "42",
             "-0",
             "[[[[1]]]]",
             r#"{"text":"line\nbreak \"quoted\" back\\slash \u00e9 \ud83d\ude00","n":["a\"b"]}"#,
