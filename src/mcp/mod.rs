@@ -82,7 +82,7 @@ pub fn serve(ctx: Arc<McpContext>, headers: HeaderMap, bytes: bytes::Bytes) -> B
         if let Some((name, params)) = message.named() {
             name_line(&name, params.unwrap_or(&Map::new()));
         }
-        return Box::pin(legacy::serve(ctx, headers, message).map(Ok));
+        return legacy::serve(ctx, headers, message);
     }
     let parsed = parse_envelope(cfg, &headers, &bytes);
     // Read: the map goes to the next answer this thread builds (src/body.rs).

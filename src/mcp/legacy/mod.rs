@@ -29,8 +29,9 @@ use super::elicit::effect_of;
 use super::envelope::{legacy_request, scan_legacy, too_deep, LegacyScan};
 use super::method::Method;
 use super::{McpContext, McpError, McpRequest};
-use crate::body::{empty, Response};
+use crate::body::{empty, BoxAnswer, Response};
 use crate::config::Config;
+use futures_util::FutureExt as _;
 
 use era::{answer_error, tasks_served, TASKS_REVISION, UNNAMED_REVISION};
 pub use inflight::InFlight;
@@ -116,8 +117,57 @@ fn method_name(m: &str) -> Cow<'static, str> {
     }
 }
 
-/// Serves one POST of the initialize era.
-pub(super) async fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Claimed) -> Response {
+/// Serves one POST of the initialize era. The message is read and the request built before
+/// anything is boxed, and a task poll (the era's common request) is boxed alone: one `async`
+/// function for the whole POST was a 3,448-byte box, past the 1,032 bytes glibc's per-thread
+/// cache serves, so every poll allocated it under the allocator's arena lock.
+pub(super) fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Claimed) -> BoxAnswer {
+    let call = match prepare(&ctx, &headers, body) {
+        Prepared::Done(r) => return Box::pin(std::future::ready(Ok(r))),
+        Prepared::FromClient(id, msg) => {
+            return Box::pin(
+                async move { Ok(response_from_client(&ctx, &headers, id, &msg).await) },
+            )
+        }
+        Prepared::Call(call) => call,
+    };
+    // Read: the map goes to the next answer this thread builds (src/body.rs).
+    crate::body::recycle_headers(headers);
+    let poll = matches!(
+        call.method.as_ref(),
+        "tasks/get" | "tasks/result" | "tasks/cancel"
+    );
+    if poll && tasks_served(&ctx, &call.revision) {
+        return Box::pin(tasks::serve(ctx, Box::new(call.req)).map(Ok));
+    }
+    Box::pin(answer(ctx, call).map(Ok))
+}
+
+/// What [`prepare`] made of a POST.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "made once per POST and taken apart at once; a box would be one more allocation per poll"
+)]
+enum Prepared {
+    /// Answered without a handler: a refusal, or a notification's `202`.
+    Done(Response),
+    /// A response from the client (no method): its id and the rest of the message.
+    FromClient(Value, Map<String, Value>),
+    Call(Call),
+}
+
+/// A request of the era, ready for its handler.
+struct Call {
+    req: McpRequest,
+    id: Value,
+    method: Cow<'static, str>,
+    revision: String,
+    session_id: Option<String>,
+}
+
+/// The message read, its request built with the revision and capabilities its header or
+/// session carries; a notification handled here.
+fn prepare(ctx: &McpContext, headers: &HeaderMap, body: Claimed) -> Prepared {
     let header_revision = headers
         .get(&MCP_PROTOCOL_VERSION)
         .and_then(|v| v.to_str().ok())
@@ -131,23 +181,23 @@ pub(super) async fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Claime
         Claimed::Scanned(m) => m,
         Claimed::Parsed(v) => match Message::read(v) {
             Ok(m) => m,
-            Err(refused) => return refused,
+            Err(refused) => return Prepared::Done(refused),
         },
     };
     let Some(method) = method else {
         // A response from the client: the answer to an elicitation this mount sent
         // (2025-11-25 Basic Transports §Sending Messages to the Server: 202 for a response).
         return match id {
-            Some(id) => Box::pin(response_from_client(&ctx, &headers, id, &msg)).await,
-            None => transport_error(
+            Some(id) => Prepared::FromClient(id, msg),
+            None => Prepared::Done(transport_error(
                 StatusCode::BAD_REQUEST,
                 &McpError::InvalidRequest("method must be a string".into()),
-            ),
+            )),
         };
     };
     let mut req = legacy_request(
         &ctx.cfg,
-        &headers,
+        headers,
         id.clone().unwrap_or(Value::Null),
         &method,
         params,
@@ -173,14 +223,32 @@ pub(super) async fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Claime
         req.caps = s.caps;
     }
     let Some(id) = id else {
-        notification(&ctx, &req, session_id.as_deref());
-        return accepted();
+        notification(ctx, &req, session_id.as_deref());
+        return Prepared::Done(accepted());
     };
+    Prepared::Call(Call {
+        req,
+        id,
+        method,
+        revision,
+        session_id,
+    })
+}
+
+/// Every method but a task poll: its handler, and the JSON-RPC answer.
+async fn answer(ctx: Arc<McpContext>, call: Call) -> Response {
+    let Call {
+        req,
+        id,
+        method,
+        revision,
+        session_id,
+    } = call;
     let label = super::method::metric_of(req.known);
     let res = match method.as_ref() {
         // Boxed, as the 2026-07-28 dispatch boxes its big handlers: the catalog's lookup is a
-        // 4 kB future, and inline it would make every request's future (a task poll's too)
-        // a block above the allocator's per-thread cache (docs/benchmarks.md).
+        // 4 kB future, and inline it would make every request's future a block above the
+        // allocator's per-thread cache (docs/benchmarks.md).
         "initialize" => Box::pin(initialize(&ctx, &req)).await,
         "ping" => Ok(result(json!({}))),
         // 2025-11-25 Server Utilities Logging: the level is accepted; the mount has no log
@@ -188,9 +256,7 @@ pub(super) async fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Claime
         "logging/setLevel" if req.str_param("level").is_some() => Ok(result(json!({}))),
         "tools/list" => Box::pin(tools_list(&ctx, &req, &revision)).await,
         "tools/call" => return Box::pin(call::call(ctx, req, revision, session_id)).await,
-        "tasks/get" | "tasks/result" | "tasks/cancel" if tasks_served(&ctx, &revision) => {
-            return tasks::serve(ctx, req).await
-        }
+        // A task method whose revision does not serve Tasks ([`serve`] took the others).
         other => Err(McpError::MethodNotFound(other.to_string())),
     };
     match res {
@@ -483,92 +549,4 @@ fn transport_error(status: StatusCode, e: &McpError) -> Response {
 }
 
 #[cfg(test)]
-mod scan_tests {
-    use super::*;
-
-    /// What the era reads of a message: its id, method and params, and the two `_meta` members
-    /// `legacy_request` takes (the rest of `_meta` is dropped there).
-    fn reading(m: Message) -> String {
-        let mut params = m.params;
-        let meta = params.remove("_meta");
-        let token = meta.as_ref().and_then(|m| m.get("progressToken")).cloned();
-        let trace = meta
-            .as_ref()
-            .and_then(|m| m.get("traceparent"))
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        format!("{:?} {:?} {params:?} {token:?} {trace:?}", m.id, m.method)
-    }
-
-    /// The scanner's reading of an initialize-era body is the `Value` reading's, for every
-    /// body it does not give up on: whole messages, every cut and every one-byte change.
-    #[test]
-    fn a_scanned_era_message_is_the_message_read_from_its_value() {
-        let bodies = [
-            r#"{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"taskId":"acme~2Fr-1.x"}}"#,
-            r#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"n","arguments":{"t":"a\n\"b\""},"_meta":{"progressToken":7,"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","other":[1]}}}"#,
-            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"c","version":"1"}}}"#,
-            r#"{"jsonrpc":"2.0","id":2,"method":"ping","params":null,"method":"tools/list"}"#,
-            r#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":5}}"#,
-        ];
-        let mut read = 0;
-        let mut check = |t: &str| {
-            let Some(scanned) = scan_legacy(t.as_bytes()) else {
-                return;
-            };
-            let v: Value = serde_json::from_str(t).expect("the scanner read what serde refuses");
-            let modern = v
-                .get("params")
-                .and_then(|p| p.get("_meta"))
-                .and_then(|m| m.get(crate::mcp::META_VERSION))
-                .is_some();
-            match scanned {
-                LegacyScan::Modern => assert!(modern, "{t}"),
-                LegacyScan::Message(id, method, params) => {
-                    assert!(!modern, "{t}");
-                    read += 1;
-                    let Ok(from_value) = Message::read(v) else {
-                        panic!("refused by the Value path: {t}");
-                    };
-                    let scanned = Message {
-                        id,
-                        method: Some(method_name(&method)),
-                        params,
-                        rest: Map::new(),
-                    };
-                    assert_eq!(reading(scanned), reading(from_value), "{t}");
-                }
-            }
-        };
-        for b in bodies {
-            check(b);
-            for cut in 0..b.len() {
-                if let Some(t) = b.get(..cut) {
-                    check(t);
-                }
-            }
-            for at in 0..b.len() {
-                for c in [b'"', b'\\', b'{', b'}', b'[', b',', b':', b'0', b' ', b'x'] {
-                    let mut bytes = b.as_bytes().to_vec();
-                    bytes[at] = c;
-                    if let Ok(t) = String::from_utf8(bytes) {
-                        check(&t);
-                    }
-                }
-            }
-        }
-        assert!(read > 50, "too few bodies were read by the scanner: {read}");
-    }
-
-    #[test]
-    fn a_body_with_the_2026_07_28_version_is_never_claimed_by_the_scanner() {
-        let modern = r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
-        assert!(matches!(
-            scan_legacy(modern.as_bytes()),
-            Some(LegacyScan::Modern)
-        ));
-        let odd = r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":5}}}"#;
-        assert!(scan_legacy(odd.as_bytes()).is_none());
-    }
-}
+mod scan_tests;
