@@ -12,6 +12,43 @@ pub type Answer = Result<Response, std::convert::Infallible>;
 /// `crate::mcp::serve` returns too.
 pub type BoxAnswer = std::pin::Pin<Box<dyn std::future::Future<Output = Answer> + Send>>;
 
+/// The largest block glibc's per-thread cache (tcache) serves: 1,032 bytes on 64-bit
+/// (glibc `malloc/malloc.c`, `MAX_TCACHE_SIZE`). A bigger one is allocated and freed under
+/// the arena's lock, where the workers meet.
+pub const THREAD_CACHE_MAX: usize = 1032;
+
+/// `fut` boxed, for a future that is boxed once per request: the mount's and the host call's
+/// boundaries (docs/benchmarks.md, Decisions: every per-request box within the thread cache).
+/// In a release build a future larger than [`THREAD_CACHE_MAX`] is named once, at `warn`,
+/// with the place that boxes it, and `openwop-bench` fails on that line. The size is a
+/// constant of the type, so within the cache the check compiles to nothing. A debug build's
+/// futures are several times larger and are not checked.
+#[track_caller]
+#[inline]
+pub fn per_request<F: std::future::Future>(fut: F) -> std::pin::Pin<Box<F>> {
+    if cfg!(not(debug_assertions)) && std::mem::size_of::<F>() > THREAD_CACHE_MAX {
+        oversized(std::mem::size_of::<F>(), std::panic::Location::caller());
+    }
+    Box::pin(fut)
+}
+
+/// What `openwop-bench` looks for in the sidecar's log.
+pub const OVERSIZED_LINE: &str = "a per-request future is boxed beyond glibc's per-thread cache";
+
+#[cold]
+#[inline(never)]
+fn oversized(bytes: usize, at: &'static std::panic::Location<'static>) {
+    static NAMED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !NAMED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        tracing::warn!(
+            bytes,
+            cache_max = THREAD_CACHE_MAX,
+            at = %at,
+            "{OVERSIZED_LINE}: every request allocates it under the allocator's arena lock"
+        );
+    }
+}
+
 pub fn full(b: impl Into<Bytes>) -> Body {
     Full::new(b.into())
         .map_err(|never| match never {})

@@ -150,7 +150,7 @@ impl HostClient {
             // would carry it; the exchange is itself boxed per host call, small enough then for
             // the allocator's per-thread cache.
             Transport::Http2(p) => {
-                Either::Right(Box::pin(p.send(req)).map(|r| r.map_err(pool_error)))
+                Either::Right(crate::body::per_request(p.send(req)).map(|r| r.map_err(pool_error)))
             }
         }
     }

@@ -70,7 +70,8 @@ impl HostClient {
         // Boxed as a `Send` future here, where the closures' bounds are in scope: the callers'
         // futures then hold no projection of the stack's types, whose `Send` the compiler
         // cannot prove through their higher-ranked closure signatures.
-        let call: BoxCall<'_, T> = Box::pin(tower::retry::Retry::new(policy, attempts).oneshot(0));
+        let call: BoxCall<'_, T> =
+            crate::body::per_request(tower::retry::Retry::new(policy, attempts).oneshot(0));
         match call.await {
             Ok((_, v)) => Ok(v),
             // Nothing was sent: the caller's mistake, logged where it was found.
@@ -123,7 +124,7 @@ where
     }
 
     fn call(&mut self, req: Request<Body>) -> Self::Future {
-        Box::pin(self.client.exchange(req, self.parse))
+        crate::body::per_request(self.client.exchange(req, self.parse))
     }
 }
 

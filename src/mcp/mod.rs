@@ -128,7 +128,7 @@ pub fn serve(ctx: Arc<McpContext>, headers: HeaderMap, bytes: bytes::Bytes) -> B
     );
     if poll && !crate::access::spans_needed() {
         crate::access::keep_span_fields(fields);
-        return Box::pin(dispatch(ctx, parsed).map(Ok));
+        return crate::body::per_request(dispatch(ctx, parsed).map(Ok));
     }
     let span = fields.span();
     // With OTLP export on, the span joins the caller's trace and the host is told that this
@@ -141,7 +141,7 @@ pub fn serve(ctx: Arc<McpContext>, headers: HeaderMap, bytes: bytes::Bytes) -> B
     ) {
         parsed.caller.traceparent = Some(tp);
     }
-    Box::pin(tracing::Instrument::instrument(dispatch(ctx, parsed), span).map(Ok))
+    crate::body::per_request(tracing::Instrument::instrument(dispatch(ctx, parsed), span).map(Ok))
 }
 
 /// An answer known before any host call (a refusal, a notification's 202).
@@ -181,8 +181,8 @@ async fn dispatch(ctx: Arc<McpContext>, req: Box<McpRequest>) -> Response {
         Method::TasksGet => tasks::get(&ctx, &req).await,
         // Boxed too: inline, `tasks/update` (1.4 kB) and `tasks/cancel` (1 kB) made every
         // request's box larger than glibc's per-thread cache serves ([`serve`]).
-        Method::TasksUpdate => Box::pin(tasks::update(&ctx, &req)).await,
-        Method::TasksCancel => Box::pin(tasks::cancel(&ctx, &req)).await,
+        Method::TasksUpdate => crate::body::per_request(tasks::update(&ctx, &req)).await,
+        Method::TasksCancel => crate::body::per_request(tasks::cancel(&ctx, &req)).await,
         Method::SubscriptionsListen => return Box::pin(listen::listen(ctx, *req)).await,
         // ext-tasks §Errors: tasks/result and tasks/list are removed → -32601; prompts and
         // resources are not offered.

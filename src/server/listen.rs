@@ -363,7 +363,7 @@ fn service(
         // block: the block kept the request, the peer and the generation beside the route's
         // own copies, and the box was 1,272 bytes, past the 1,032 that glibc's per-thread
         // cache serves without taking its arena lock.
-        Box::pin(route(st, req, peer).map(move |mut resp| {
+        crate::body::per_request(route(st, req, peer).map(move |mut resp| {
             // Lame duck: this answer is the connection's last (RFC 9112 §9.6), so the peer's
             // next request opens a connection the balancer routes to a replica that is not
             // stopping. Checked when the answer is ready, so a request that began before

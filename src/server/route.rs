@@ -105,7 +105,7 @@ impl<'a> Service<Request<Incoming>> for Paths<'a> {
             (&Method::GET | &Method::HEAD, p) if crate::auth::is_metadata_path(&state.cfg, p) => {
                 Box::pin(crate::auth::serve_metadata(&state.cfg, &state.proxy, req, peer).map(Ok))
             }
-            _ => Box::pin(
+            _ => crate::body::per_request(
                 state
                     .proxy
                     .forward_observed(

@@ -61,7 +61,7 @@ where
         // kilobytes, and the router's future (the passthrough's too) stays small. Combinators,
         // not an `async` block: a block keeps what it captured beside the future it awaits, so
         // the request would be held twice.
-        Box::pin(crate::access::scope(on, Deferred::Call { inner, req }).map(
+        crate::body::per_request(crate::access::scope(on, Deferred::Call { inner, req }).map(
             move |(resp, names, stats)| {
                 if !on {
                     return Ok(resp);

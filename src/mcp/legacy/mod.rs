@@ -138,7 +138,7 @@ pub(super) fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Claimed) -> 
         "tasks/get" | "tasks/result" | "tasks/cancel"
     );
     if poll && tasks_served(&ctx, &call.revision) {
-        return Box::pin(tasks::serve(ctx, Box::new(call.req)).map(Ok));
+        return crate::body::per_request(tasks::serve(ctx, Box::new(call.req)).map(Ok));
     }
     Box::pin(answer(ctx, call).map(Ok))
 }
