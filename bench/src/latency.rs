@@ -96,13 +96,11 @@ pub(crate) async fn section12_latency(ctx: &mut Ctx) -> anyhow::Result<()> {
                 eprintln!("[1,2] repeat {} saturation {}", rep + 1, targets[k].name);
                 // The proxy whose threads are read: the sidecar, or the bare forward.
                 let pid = if k == 3 { fwd.pid } else { sc.pid };
-                let c0 = procs::CpuSplit::now(pid);
-                let r = load::saturate(&targets[k], plan.sat_conns, plan.sat_warm, plan.sat_window).await?;
-                let cpu = procs::CpuSplit::now(pid).since(c0);
-                // CPU over warm-up + window, requests over the window only: scale by time.
-                let total = (plan.sat_warm + plan.sat_window).as_secs_f64();
-                let n = (r.ok as f64 * total / plan.sat_window.as_secs_f64()) as u64;
-                sat_cpu[k].push(per_req(&cpu, n));
+                // CPU and answers over the same window: the 32 connections' set-up and the
+                // warm-up, whose answers are not counted, are outside it.
+                let r = load::saturate(&targets[k], plan.sat_conns, plan.sat_warm, plan.sat_window, Some(pid)).await?;
+                let cpu = r.cpu.unwrap_or_default();
+                sat_cpu[k].push(per_req(&cpu, r.ok));
                 sat[k].push(r.rps);
                 sat_p50[k].push(r.latency.value_at_quantile(0.5) as f64 / 1e3);
                 sat_err[k] += r.errors;

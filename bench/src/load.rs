@@ -255,6 +255,9 @@ pub async fn fixed_rate(
 
 #[derive(Debug)]
 pub struct SatResult {
+    /// The CPU of the process `saturate` was asked to read (and of the host and the load
+    /// generator), over exactly the window whose answers are counted.
+    pub cpu: Option<crate::procs::CpuSplit>,
     pub rps: f64,
     pub latency: Histogram<u64>,
     pub ok: u64,
@@ -263,12 +266,14 @@ pub struct SatResult {
 }
 
 /// Closed loop: `conns` connections send back to back; answers completed between the end of
-/// `warm` and `warm + dur` are counted.
+/// `warm` and `warm + dur` are counted. With `cpu_of`, that process's CPU is read at both ends
+/// of the same window, so CPU per request leaves out the connections' set-up and the warm-up.
 pub async fn saturate(
     t: &Target,
     conns: usize,
     warm: Duration,
     dur: Duration,
+    cpu_of: Option<u32>,
 ) -> anyhow::Result<SatResult> {
     let mut senders = Vec::with_capacity(conns);
     for _ in 0..conns {
@@ -277,6 +282,14 @@ pub async fn saturate(
     let begin = Instant::now();
     let from = begin + warm;
     let until = from + dur;
+    let cpu = cpu_of.map(|pid| {
+        tokio::spawn(async move {
+            tokio::time::sleep_until(from.into()).await;
+            let c0 = crate::procs::CpuSplit::now(pid);
+            tokio::time::sleep_until(until.into()).await;
+            crate::procs::CpuSplit::now(pid).since(c0)
+        })
+    });
     let mut workers = Vec::with_capacity(conns);
     for mut sr in senders {
         let t = t.clone();
@@ -316,6 +329,7 @@ pub async fn saturate(
         }));
     }
     let mut res = SatResult {
+        cpu: None,
         rps: 0.0,
         latency: hist(),
         ok: 0,
@@ -332,6 +346,9 @@ pub async fn saturate(
         }
     }
     res.rps = res.ok as f64 / dur.as_secs_f64();
+    if let Some(c) = cpu {
+        res.cpu = Some(c.await?);
+    }
     Ok(res)
 }
 

@@ -115,7 +115,7 @@ pub(crate) async fn soak_load(t: &Target, ctx: &Ctx, args: &Args) -> anyhow::Res
         );
     } else {
         let secs = Duration::from_secs(args.soak_seconds);
-        let r = load::saturate(t, ctx.plan.sat_conns, Duration::ZERO, secs).await?;
+        let r = load::saturate(t, ctx.plan.sat_conns, Duration::ZERO, secs, None).await?;
         eprintln!("{}: {:.0} req/s, {} errors", t.name, r.rps, r.errors);
     }
     Ok(())
