@@ -342,18 +342,20 @@ fn caller(
 
 /// What the strict scanner reads of a body the initialize era may claim (src/mcp/legacy
 /// `claim`).
-pub(super) enum LegacyScan {
+pub(super) enum LegacyScan<'a> {
     /// It carries the 2026-07-28 `_meta` protocol version: the 2026-07-28 path's.
     Modern,
     /// A well-formed request or notification: its id, method and params, whose `_meta` keeps
     /// only what [`legacy_request`] reads of it (`progressToken`, `traceparent`).
-    Message(Option<Value>, String, Map<String, Value>),
+    /// The method is the body's own text: the era maps a name it knows to its own, so most
+    /// requests copy none.
+    Message(Option<Value>, Cow<'a, str>, Map<String, Value>),
 }
 
 /// The common initialize-era message read without a `Value` tree of the whole body: `None`
 /// when the scanner gives up or the message is anything but a well-formed request or
 /// notification (the era then reads it as a `Value`, and answers its refusals from that).
-pub(super) fn scan_legacy(bytes: &[u8]) -> Option<LegacyScan> {
+pub(super) fn scan_legacy(bytes: &[u8]) -> Option<LegacyScan<'_>> {
     let text = std::str::from_utf8(bytes).ok()?;
     let e = scan_body(text, None)?;
     let (mut params, meta) = match e.params {
@@ -386,7 +388,7 @@ pub(super) fn scan_legacy(bytes: &[u8]) -> Option<LegacyScan> {
         }
         params.insert("_meta".into(), Value::Object(kept));
     }
-    Some(LegacyScan::Message(e.id, method.into_owned(), params))
+    Some(LegacyScan::Message(e.id, method, params))
 }
 
 /// An [`McpRequest`] for a message of the initialize era (src/mcp/legacy): the caller and

@@ -129,17 +129,14 @@ pub(super) fn serve(ctx: Arc<McpContext>, headers: HeaderMap, body: Claimed) -> 
                 async move { Ok(response_from_client(&ctx, &headers, id, &msg).await) },
             )
         }
+        Prepared::Poll(req) => {
+            crate::body::recycle_headers(headers);
+            return crate::body::per_request(tasks::serve(ctx, req).map(Ok));
+        }
         Prepared::Call(call) => call,
     };
     // Read: the map goes to the next answer this thread builds (src/body.rs).
     crate::body::recycle_headers(headers);
-    let poll = matches!(
-        call.method.as_ref(),
-        "tasks/get" | "tasks/result" | "tasks/cancel"
-    );
-    if poll && tasks_served(&ctx, &call.revision) {
-        return crate::body::per_request(tasks::serve(ctx, Box::new(call.req)).map(Ok));
-    }
     Box::pin(answer(ctx, call).map(Ok))
 }
 
@@ -153,6 +150,9 @@ enum Prepared {
     Done(Response),
     /// A response from the client (no method): its id and the rest of the message.
     FromClient(Value, Map<String, Value>),
+    /// A task method of a revision that serves Tasks, its request boxed as the 2026-07-28
+    /// dispatch takes it.
+    Poll(Box<McpRequest>),
     Call(Call),
 }
 
@@ -170,8 +170,7 @@ struct Call {
 fn prepare(ctx: &McpContext, headers: &HeaderMap, body: Claimed) -> Prepared {
     let header_revision = headers
         .get(&MCP_PROTOCOL_VERSION)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+        .and_then(|v| v.to_str().ok());
     let Message {
         id,
         method,
@@ -203,35 +202,42 @@ fn prepare(ctx: &McpContext, headers: &HeaderMap, body: Claimed) -> Prepared {
         params,
         no_capabilities(),
     );
-    let session_id = headers
-        .get(&MCP_SESSION_ID)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+    let session_id = headers.get(&MCP_SESSION_ID).and_then(|v| v.to_str().ok());
     // Opened only where it tells something the request does not: the revision of a request
     // without the header, the capabilities a call or a result stream may ask with. A task
     // poll carries its revision and needs no capability (two HMACs fewer on the hot path).
     let needs_session =
         header_revision.is_none() || matches!(method.as_ref(), "tools/call" | "tasks/result");
     let session = session_id
-        .as_deref()
         .filter(|_| needs_session)
         .and_then(|t| session::open(&ctx.state_key, &req.caller, t));
-    let revision = header_revision
-        .or_else(|| session.as_ref().map(|s| s.revision.clone()))
-        .unwrap_or_else(|| UNNAMED_REVISION.to_string());
+    // Borrowed from the headers until a handler other than the poll needs them owned: a poll
+    // builds neither string.
+    let revision: Cow<'_, str> = match (header_revision, &session) {
+        (Some(r), _) => Cow::Borrowed(r),
+        (None, Some(s)) => Cow::Owned(s.revision.clone()),
+        (None, None) => Cow::Borrowed(UNNAMED_REVISION),
+    };
     if let Some(s) = session {
         req.caps = s.caps;
     }
     let Some(id) = id else {
-        notification(ctx, &req, session_id.as_deref());
+        notification(ctx, &req, session_id);
         return Prepared::Done(accepted());
     };
+    let poll = matches!(
+        method.as_ref(),
+        "tasks/get" | "tasks/result" | "tasks/cancel"
+    );
+    if poll && tasks_served(ctx, &revision) {
+        return Prepared::Poll(Box::new(req));
+    }
     Prepared::Call(Call {
         req,
         id,
         method,
-        revision,
-        session_id,
+        revision: revision.into_owned(),
+        session_id: session_id.map(str::to_string),
     })
 }
 
