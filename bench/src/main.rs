@@ -64,7 +64,8 @@ struct Args {
     /// Also write the conditions and the table as Markdown to this file.
     #[arg(long)]
     markdown: Option<PathBuf>,
-    /// Directory for the sidecar logs (default: a temporary directory).
+    /// Directory for the sidecar logs, kept (default: a temporary directory, removed when the run
+    /// passes).
     #[arg(long)]
     log_dir: Option<PathBuf>,
     /// Run only these sections (comma-separated: 1,2,3a,3b,3c,3d,3e,4,5; 1 and 2 always run together).
@@ -294,7 +295,7 @@ async fn run(args: Args, plan: Plan, host: DevHost, nofile: u64) -> std::process
     });
     let _ = std::fs::create_dir_all(&logs);
     let mut ctx = Ctx {
-        report: Report::new(&plan, nofile, &bin, &logs),
+        report: Report::new(&plan, nofile, &bin, &logs, args.log_dir.is_none()),
         plan,
         host,
         bin,
@@ -309,7 +310,9 @@ async fn run(args: Args, plan: Plan, host: DevHost, nofile: u64) -> std::process
         no_revalidate: args.no_revalidate,
     };
     if let Some(what) = args.soak.clone() {
-        return match soak(&mut ctx, &what, &args).await {
+        let result = soak(&mut ctx, &what, &args).await;
+        tidy_logs(&args, &ctx.logs, result.is_ok());
+        return match result {
             Ok(()) => std::process::ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("error: {e:#}");
@@ -394,10 +397,28 @@ async fn run(args: Args, plan: Plan, host: DevHost, nofile: u64) -> std::process
     }
     let (passed, failed) = ctx.report.counts();
     println!("{passed} passed, {failed} failed");
+    tidy_logs(&args, &ctx.logs, failed == 0);
     if failed == 0 {
         std::process::ExitCode::SUCCESS
     } else {
         std::process::ExitCode::FAILURE
+    }
+}
+
+/// Removes the temporary log directory of a run that passed: the full plan's sidecar access logs
+/// come to over a gigabyte, and a CI machine's disk is shared with the build. A directory the
+/// caller named (`--log-dir`) is theirs, and a failed run keeps its logs for reading.
+fn tidy_logs(args: &Args, logs: &std::path::Path, passed: bool) {
+    if args.log_dir.is_some() {
+        return;
+    }
+    if passed {
+        let _ = std::fs::remove_dir_all(logs);
+    } else {
+        eprintln!(
+            "the sidecar logs of this run are kept in {}",
+            logs.display()
+        );
     }
 }
 

@@ -130,7 +130,7 @@ fn command(cmd: &str, args: &[&str]) -> String {
 }
 
 impl Report {
-    pub fn new(plan: &Plan, nofile: u64, bin: &Path, logs: &Path) -> Report {
+    pub fn new(plan: &Plan, nofile: u64, bin: &Path, logs: &Path, temporary: bool) -> Report {
         let nproc = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(0);
@@ -165,7 +165,14 @@ impl Report {
             ),
             ("load average at start".into(), loadavg()),
             ("other builds at start".into(), busy()),
-            ("logs".into(), logs.display().to_string()),
+            (
+                "logs".into(),
+                if temporary {
+                    format!("{} (removed when the run passes)", logs.display())
+                } else {
+                    logs.display().to_string()
+                },
+            ),
         ];
         Report {
             conditions,
