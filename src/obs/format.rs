@@ -291,9 +291,21 @@ impl tracing::field::Visit for PlainFields<'_> {
 
 /// Printable ASCII that `{:?}` and `char::escape_debug` leave as it is.
 pub(super) fn plain(s: &str) -> bool {
-    s.bytes()
-        .all(|b| (0x20..0x7f).contains(&b) && !matches!(b, b'"' | b'\\' | b'\''))
+    s.bytes().all(|b| DEBUG_PLAIN[usize::from(b)])
 }
+
+/// [`plain`]'s bytes as a table: one load per byte where the test took five compares (two
+/// values of every access line, ~350 instructions of a `tasks/get`).
+const DEBUG_PLAIN: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c >= 0x20 && c < 0x7f && !matches!(c, b'"' | b'\\' | b'\'');
+        b += 1;
+    }
+    t
+};
 /// A string value as [`FastFields`] writes it (`{:?}`).
 pub(super) fn quoted(w: &mut String, value: &str) {
     if plain(value) {

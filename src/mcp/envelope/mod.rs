@@ -172,7 +172,7 @@ fn checked(cfg: &Config, headers: &HeaderMap, obj: Envelope<'_>) -> Result<Parse
         params,
         progress_token: meta.progress_token,
         meta_at,
-        tasks_declared: caps.as_deref().is_some_and(McpRequest::caps_declare_tasks),
+        tasks_declared: meta.tasks_declared,
         caps: caps.unwrap_or_else(|| Arc::new(json!({}))),
         caller,
         wants_sse,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::super::{META_CAPS, META_VERSION};
+use super::super::{McpRequest, META_CAPS, META_VERSION};
 use crate::json::scan::Scan;
 
 /// A request body as the envelope checks need it: the top-level members the checks look at
@@ -59,6 +59,9 @@ pub(super) struct Meta<'a> {
     /// `Some` only when the protocol version is a string.
     pub(super) version: Option<Cow<'a, str>>,
     pub(super) caps: Option<Arc<Value>>,
+    /// `caps` declares the Tasks extension ([`McpRequest::caps_declare_tasks`]), read with
+    /// them (and kept with them by [`caps_of`]: two hashed lookups a request otherwise).
+    pub(super) tasks_declared: bool,
     pub(super) progress_token: Option<Value>,
     /// `Some` only when a string.
     pub(super) traceparent: Option<Cow<'a, str>>,
@@ -99,9 +102,11 @@ impl Body<'static> {
 
 impl Meta<'static> {
     fn of_map(mut m: Map<String, Value>) -> Meta<'static> {
+        let caps = m.remove(META_CAPS);
         Meta {
             version: owned_str(m.remove(META_VERSION)),
-            caps: m.remove(META_CAPS).map(Arc::new),
+            tasks_declared: caps.as_ref().is_some_and(McpRequest::caps_declare_tasks),
+            caps: caps.map(Arc::new),
             progress_token: m.remove("progressToken"),
             traceparent: owned_str(m.remove("traceparent")),
             tracestate: owned_str(m.remove("tracestate")),
@@ -167,22 +172,26 @@ pub(super) fn scan_params<'a>(s: &mut Scan<'a>) -> Option<ParamsRead<'a>> {
 /// The capabilities a client declares are the same bytes on every request it sends, so the
 /// last ones each worker thread read are kept with their text and shared while the text
 /// repeats: a `Value` tree costs about six allocations a request. Only short
-/// texts are kept, so a thread holds at most [`CAPS_MEMO_MAX`] bytes of them.
-pub(super) fn caps_of(raw: &str) -> Option<Arc<Value>> {
+/// texts are kept, so a thread holds at most [`CAPS_MEMO_MAX`] bytes of them. Kept with them:
+/// whether they declare the Tasks extension.
+pub(super) fn caps_of(raw: &str) -> Option<(Arc<Value>, bool)> {
+    /// The text, the capabilities read from it, and whether they declare the Tasks extension.
+    type Kept = (Box<str>, Arc<Value>, bool);
     thread_local! {
-        static LAST: RefCell<Option<(Box<str>, Arc<Value>)>> = const { RefCell::new(None) };
+        static LAST: RefCell<Option<Kept>> = const { RefCell::new(None) };
     }
     LAST.with_borrow_mut(|last| {
-        if let Some((text, caps)) = last.as_ref() {
+        if let Some((text, caps, tasks)) = last.as_ref() {
             if **text == *raw {
-                return Some(caps.clone());
+                return Some((caps.clone(), *tasks));
             }
         }
         let caps = Arc::new(serde_json::from_str::<Value>(raw).ok()?);
+        let tasks = McpRequest::caps_declare_tasks(&caps);
         if raw.len() <= CAPS_MEMO_MAX {
-            *last = Some((raw.into(), caps.clone()));
+            *last = Some((raw.into(), caps.clone(), tasks));
         }
-        Some(caps)
+        Some((caps, tasks))
     })
 }
 
@@ -197,7 +206,11 @@ pub(super) fn scan_meta<'a>(s: &mut Scan<'a>) -> Option<Option<Meta<'a>>> {
     s.object(|name, s| {
         match name {
             META_VERSION => meta.version = s.str_or_not()?.map(Cow::Borrowed),
-            META_CAPS => meta.caps = Some(caps_of(s.raw()?)?),
+            META_CAPS => {
+                let (caps, tasks) = caps_of(s.raw()?)?;
+                meta.caps = Some(caps);
+                meta.tasks_declared = tasks;
+            }
             "progressToken" => meta.progress_token = Some(s.value()?),
             "traceparent" => meta.traceparent = s.str_or_not()?.map(Cow::Borrowed),
             "tracestate" => meta.tracestate = s.str_or_not()?.map(Cow::Borrowed),
