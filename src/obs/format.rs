@@ -306,6 +306,7 @@ const DEBUG_PLAIN: [bool; 256] = {
     }
     t
 };
+
 /// A string value as [`FastFields`] writes it (`{:?}`).
 pub(super) fn quoted(w: &mut String, value: &str) {
     if plain(value) {
