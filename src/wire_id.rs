@@ -147,16 +147,12 @@ fn escaped(bytes: &[u8], i: usize) -> Result<u8, WireIdError> {
     }
 }
 
-/// The bytes of a tenant-bound id's segments, `[A-Za-z0-9._~-]` (§2.1), as a table: one load
-/// per byte where the class test took several compares (every `tasks/get` checks its id).
+/// The bytes of a tenant-bound id's segments, `[A-Za-z0-9._~-]` (§2.1): those a projection
+/// keeps, and `~`. A table: one load per byte where the class test took several compares
+/// (every `tasks/get` checks its id).
 const SEG_BYTE: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut b = 0;
-    while b < 256 {
-        let c = b as u8;
-        t[b] = c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'~' | b'-');
-        b += 1;
-    }
+    let mut t = PASSES;
+    t[b'~' as usize] = true;
     t
 };
 
